@@ -1,0 +1,52 @@
+"""One exception hierarchy for everything that is wrong with the *input*.
+
+Every error names the file (or savepoint) it is about and says what is wrong with it. The CLI turns
+any :class:`FStateError` into a one-line message and exit code 2; any other exception is a bug.
+"""
+
+from __future__ import annotations
+
+
+class FStateError(Exception):
+    """Base class: bad input, reported to the user without a traceback."""
+
+    def __init__(self, message: str, path: str | None = None):
+        self.path = path
+        self.detail = message
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class SavepointNotFoundError(FStateError):
+    """The path holds no savepoint or checkpoint (no `_metadata`)."""
+
+
+class CorruptStateError(FStateError):
+    """Bytes that do not follow Flink's layout: truncated, bad magic, impossible lengths."""
+
+
+class UnsupportedVersionError(CorruptStateError):
+    """A version number (metadata, proxy, snapshot) that fstate does not know."""
+
+
+class MissingStateFileError(FStateError):
+    """A state handle points at a file that does not exist (or has the wrong size)."""
+
+
+class UnknownOperatorError(FStateError):
+    """No operator with the given uid or uid hash in the savepoint."""
+
+
+class UnknownStateError(FStateError):
+    """The operator has no state with the given name (or not of the requested kind)."""
+
+
+class UnsupportedSerializerError(FStateError):
+    """A serializer snapshot class whose values fstate cannot decode or encode."""
+
+
+class ExternalPathError(FStateError):
+    """A handle points outside the savepoint directory and the user did not allow that."""
+
+
+class InvalidArgumentError(FStateError):
+    """A user argument that cannot work (bad option value, bad spec)."""

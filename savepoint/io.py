@@ -1,0 +1,145 @@
+"""The IO seam: every file fstate reads or writes goes through a :class:`FileIO`.
+
+Local paths and ``file:`` URIs are served by :class:`LocalFileIO`. Remote schemes (``s3://``,
+``s3a://``, ``hdfs://``, ``gs://``) will plug in here through ``pyarrow.fs`` without touching the
+readers or writers, which only ever see URIs/paths and this interface.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+import re
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+from .errors import FStateError, MissingStateFileError, SavepointNotFoundError
+
+METADATA_FILE = "_metadata"
+
+
+class FileIO(ABC):
+    """Minimal file-system interface used by the format core."""
+
+    @abstractmethod
+    def read(self, path: str) -> bytes: ...
+
+    @abstractmethod
+    def read_range(self, path: str, offset: int, length: int) -> bytes: ...
+
+    @abstractmethod
+    def exists(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def is_dir(self, path: str) -> bool: ...
+
+    @abstractmethod
+    def size(self, path: str) -> int: ...
+
+    @abstractmethod
+    def list_dir(self, path: str) -> list[str]: ...
+
+    @abstractmethod
+    def join(self, base: str, name: str) -> str: ...
+
+
+def strip_file_scheme(path: str) -> str:
+    """``file:/a/b``, ``file:///a/b`` and ``file://localhost/a/b`` → ``/a/b``; plain paths unchanged."""
+    if path.startswith("file:"):
+        parsed = urlparse(path)
+        if parsed.netloc not in ("", "localhost"):
+            raise FStateError(f"file URI with a host is not supported: {path}")
+        return unquote(parsed.path) or "/"
+    return path
+
+
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def scheme_of(path: str) -> str:
+    if path.startswith("file:"):
+        return "file"
+    m = _SCHEME.match(path)
+    return path[: m.end() - 3].lower() if m else "file"
+
+
+class LocalFileIO(FileIO):
+    def _p(self, path: str) -> str:
+        return strip_file_scheme(path)
+
+    def read(self, path: str) -> bytes:
+        p = self._p(path)
+        try:
+            with open(p, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise MissingStateFileError("file does not exist", p) from None
+        except IsADirectoryError:
+            raise FStateError("is a directory, expected a file", p) from None
+        except PermissionError:
+            raise FStateError("permission denied", p) from None
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        p = self._p(path)
+        try:
+            with open(p, "rb") as f:
+                f.seek(offset)
+                return f.read(length)
+        except FileNotFoundError:
+            raise MissingStateFileError("file does not exist", p) from None
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self._p(path))
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(self._p(path))
+
+    def size(self, path: str) -> int:
+        p = self._p(path)
+        try:
+            return os.path.getsize(p)
+        except FileNotFoundError:
+            raise MissingStateFileError("file does not exist", p) from None
+
+    def list_dir(self, path: str) -> list[str]:
+        return sorted(os.listdir(self._p(path)))
+
+    def join(self, base: str, name: str) -> str:
+        return os.path.join(self._p(base), name)
+
+
+def io_for(path: str) -> FileIO:
+    scheme = scheme_of(path)
+    if scheme == "file":
+        return LocalFileIO()
+    raise FStateError(f"file system scheme '{scheme}://' is not supported yet (local paths and file: URIs are)", path)
+
+
+@dataclass(frozen=True)
+class SavepointLocation:
+    """Where a savepoint lives: its directory (exclusive dir for relative handles) and `_metadata`."""
+
+    directory: str
+    metadata_path: str
+    io: FileIO
+
+
+def locate(path: str) -> SavepointLocation:
+    """Accept a savepoint/checkpoint directory, its `_metadata` file, a `chk-N` dir or a file: URI."""
+    io = io_for(path)
+    local = strip_file_scheme(path) if scheme_of(path) == "file" else path
+    local = local.rstrip("/") or "/"
+    if not io.exists(local):
+        raise SavepointNotFoundError("no such file or directory", path)
+    if io.is_dir(local):
+        meta = io.join(local, METADATA_FILE)
+        if io.exists(meta):
+            return SavepointLocation(local, meta, io)
+        candidates = [
+            n for n in io.list_dir(local)
+            if (n.startswith("chk-") or n.startswith("savepoint-")) and io.exists(io.join(io.join(local, n), METADATA_FILE))
+        ]
+        hint = f"; it contains {', '.join(candidates)}: pass one of them" if candidates else ""
+        raise SavepointNotFoundError(f"not a savepoint or checkpoint directory (no {METADATA_FILE} file){hint}", path)
+    directory = os.path.dirname(local) or "."
+    return SavepointLocation(directory, local, io)

@@ -1,0 +1,443 @@
+"""Keyed state of one subtask (one key-group handle): the keyed-backend proxy, both data layouts
+(canonical savepoints; heap-native checkpoints and native savepoints) and timers.
+
+The core yields plain Python rows; the Spark layer only maps them to a schema.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+from . import metainfo as M
+from .binary import DataInput, DataOutput
+from .compression import decompress_framed
+from .errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
+from .handles import KeyGroupsHandle
+from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
+from .types import typeinfo as T
+from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
+
+CURRENT_VERSION = 6
+END_OF_KEY_GROUP = 0xFFFF
+META_FOLLOWS = 0x80
+LIST_DELIMITER = 0x2C
+
+_I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
+
+
+@dataclass
+class KeyedBackendMeta:
+    version: int
+    compressed: bool
+    key_type: T.TypeInfo
+    states: list[StateMetaInfo]
+    header_size: int = 0
+
+    def state_id(self, name: str) -> int | None:
+        return next((i for i, s in enumerate(self.states) if s.name == name), None)
+
+    @property
+    def value_states(self) -> list[tuple[int, StateMetaInfo]]:
+        return [(i, s) for i, s in enumerate(self.states) if s.backend_type == M.KEY_VALUE]
+
+    @property
+    def timer_states(self) -> list[tuple[int, StateMetaInfo]]:
+        return [(i, s) for i, s in enumerate(self.states) if s.backend_type == M.PRIORITY_QUEUE]
+
+
+def read_keyed_proxy(buf: bytes, source: str | None = None) -> KeyedBackendMeta:
+    inp = DataInput(buf, source=source)
+    version = inp.read_i32()
+    if version != CURRENT_VERSION:
+        raise UnsupportedVersionError(
+            f"unsupported keyed state backend version {version} (fstate reads {CURRENT_VERSION}, "
+            "written by Flink 1.7 and later)", source)
+    compressed = inp.read_bool()
+    key_type = read_serializer_snapshot(inp)
+    n = inp.read_i16()
+    if n < 0:
+        raise inp.fail(f"negative keyed state count {n}")
+    states = [read_state_meta_info(inp) for _ in range(n)]
+    return KeyedBackendMeta(version, compressed, key_type, states, inp.pos)
+
+
+def write_keyed_proxy(out: DataOutput, meta: KeyedBackendMeta) -> None:
+    out.write_i32(CURRENT_VERSION)
+    out.write_bool(meta.compressed)
+    write_serializer_snapshot(out, meta.key_type)
+    out.write_i16(len(meta.states))
+    for s in meta.states:
+        write_state_meta_info(out, s)
+
+
+def key_group_prefix_size(max_parallelism: int) -> int:
+    return 1 if max_parallelism <= 128 else 2
+
+
+def _var_len_size(n: int) -> int:
+    size = 1
+    n >>= 8
+    while n:
+        size += 1
+        n >>= 8
+    return size
+
+
+# ---------------------------------------------------------------------------------------------
+# per-state decoders
+
+
+@dataclass
+class _StateCodec:
+    """How to turn one stored entry of a state into (identity, key, namespace, value)."""
+
+    state_id: int
+    info: StateMetaInfo
+    kind: str
+    canonical: Callable[[bytes, bytes], tuple[bytes, Any, Any, Any]] | None
+    native: Callable[[bytes, int], tuple[bytes, Any, Any, Any, int]] | None
+
+
+def _canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, source: str | None):
+    kind = info.kind
+    if info.backend_type == M.PRIORITY_QUEUE:
+        dec_elem = info.value_type.decoder()
+
+        def timer(kb, vb):
+            (ts, key, ns), end = dec_elem(kb, prefix)
+            return kb[prefix:end], key, ns, ts
+
+        return timer
+
+    key_t, ns_t = meta.key_type, info.namespace_type
+    ambiguous = key_t.length < 0 and ns_t.length < 0
+    dec_ns = ns_t.decoder()
+    if key_t.fully_decodable:
+        dec_key = key_t.decoder()
+    elif ns_t.length >= 0 and kind != "MAP" and not ambiguous:
+        ns_len = ns_t.length
+
+        def dec_key(kb, p):  # opaque key: everything up to the fixed-size namespace
+            end = len(kb) - ns_len
+            return bytes(kb[p:end]), end
+    else:
+        raise UnsupportedSerializerError(f"keys of type {key_t.name} cannot be decoded", source)
+
+    def split(kb):
+        key, p = dec_key(kb, prefix)
+        key_end = p
+        if ambiguous:
+            p += _var_len_size(p - prefix)
+        ns_start = p
+        ns, p = dec_ns(kb, p)
+        ident = kb[prefix:key_end] + kb[ns_start:p] if ambiguous else kb[prefix:p]
+        if ambiguous:
+            p += _var_len_size(p - ns_start)
+        return ident, key, ns, p
+
+    vt = info.value_type
+    if kind == "LIST":
+        elem = vt.element if isinstance(vt, T.ListType) else vt
+        if not elem.fully_decodable:
+            def opaque_list(kb, vb):
+                ident, key, ns, _ = split(kb)
+                return ident, key, ns, [bytes(vb)]
+
+            return opaque_list
+        dec_elem = elem.decoder()
+
+        def list_entry(kb, vb):
+            ident, key, ns, _ = split(kb)
+            out = []
+            p, n = 0, len(vb)
+            while p < n:
+                v, p = dec_elem(vb, p)
+                out.append(v)
+                if p < n:
+                    if vb[p] != LIST_DELIMITER:
+                        raise ValueError(f"list state element not followed by the ',' delimiter at byte {p}")
+                    p += 1
+            return ident, key, ns, out
+
+        return list_entry
+    if kind == "MAP":
+        if not isinstance(vt, T.MapType):
+            raise CorruptStateError(f"map state '{info.name}' has value serializer {vt.name}", source)
+        dec_uk = vt.key.decoder() if vt.key.fully_decodable else (lambda b, p: (bytes(b[p:]), len(b)))
+        dec_uv = vt.value.decoder() if vt.value.fully_decodable else (lambda b, p: (bytes(b[p:]), len(b)))
+
+        def map_entry(kb, vb):
+            ident, key, ns, p = split(kb)
+            uk, _ = dec_uk(kb, p)
+            if vb[0]:
+                uv = None
+            else:
+                uv, _ = dec_uv(vb, 1)
+            return ident, key, ns, (uk, uv)
+
+        return map_entry
+    dec_val = vt.decoder() if vt.fully_decodable else (lambda b, p: (bytes(b), len(b)))
+
+    def value_entry(kb, vb):
+        ident, key, ns, _ = split(kb)
+        v, _ = dec_val(vb, 0)
+        return ident, key, ns, v
+
+    return value_entry
+
+
+def _native_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, source: str | None):
+    """Heap-native entries: namespace, key, whole value (no framing: every type must decode)."""
+    if info.backend_type == M.PRIORITY_QUEUE:
+        dec_elem = info.value_type.decoder()
+
+        def timer(buf, p):
+            start = p
+            (ts, key, ns), p = dec_elem(buf, p)
+            return buf[start + 8:p], key, ns, ts, p
+
+        return timer
+    for t in (meta.key_type, info.namespace_type, info.value_type):
+        if not t.fully_decodable:
+            return None
+    dec_ns = info.namespace_type.decoder()
+    dec_key = meta.key_type.decoder()
+    dec_val = info.value_type.decoder()
+    is_map = info.kind == "MAP"
+
+    def entry(buf, p):
+        ns_start = p
+        ns, p = dec_ns(buf, p)
+        ns_end = p
+        key, p = dec_key(buf, p)
+        ident = buf[ns_end:p] + buf[ns_start:ns_end]
+        v, p = dec_val(buf, p)
+        if is_map:
+            v = list(v.items())
+        return ident, key, ns, v, p
+
+    return entry
+
+
+def state_codecs(meta: KeyedBackendMeta, max_parallelism: int, source: str | None = None) -> list[_StateCodec]:
+    prefix = key_group_prefix_size(max_parallelism)
+    out = []
+    for i, info in enumerate(meta.states):
+        try:
+            canonical = _canonical_decoder(meta, info, prefix, source)
+        except UnsupportedSerializerError:
+            canonical = None
+        out.append(_StateCodec(i, info, info.kind, canonical, _native_decoder(meta, info, source)))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# iterating entries
+
+
+Entry = tuple[int, int, bytes, Any, Any, Any]  # state id, key group, identity, key, namespace, value
+
+
+def _key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, int, int]]:
+    """(key group, start, end) of every key group with data, by the handle's offsets."""
+    present = [(handle.start_key_group + i, off) for i, off in enumerate(handle.offsets)
+               if off != 0 or not handle.canonical]
+    starts = sorted({off for _, off in present} | {length})
+    out = []
+    for kg, off in present:
+        nxt = starts[starts.index(off) + 1] if off < length else length
+        out.append((kg, off, nxt))
+    return out
+
+
+def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
+                 codecs: list[_StateCodec] | None = None, key_groups: Iterable[int] | None = None,
+                 states: set[int] | None = None, source: str | None = None) -> Iterator[Entry]:
+    """Every stored entry of the selected states in the selected key groups of one handle.
+
+    MAP states yield one entry per map entry (value = (user key, user value)) in the canonical
+    layout, and one per (key, namespace) with value = list of (user key, user value) in the heap
+    layout. Timers yield value = timestamp.
+    """
+    if codecs is None:
+        codecs = state_codecs(meta, max_parallelism, source)
+    wanted_kgs = None if key_groups is None else set(key_groups)
+    for kg, start, end in _key_group_regions(handle, len(buf)):
+        if wanted_kgs is not None and kg not in wanted_kgs:
+            continue
+        if not meta.header_size <= start <= len(buf):
+            raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
+                                    f"{len(buf)} bytes", source)
+        try:
+            if handle.canonical:
+                yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source)
+            else:
+                yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source)
+        except _DECODE_ERRORS as e:
+            raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+
+
+def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source):
+    if meta.compressed:
+        data, _ = decompress_framed(buf, start, end, source=source)
+        pos = 0
+    else:
+        data, pos = buf, start
+    prefix = key_group_prefix_size(max_parallelism)
+    unpack_i32 = _I32.unpack_from
+    n_states = len(codecs)
+    state_id = _U16.unpack_from(data, pos)[0]
+    pos += 2
+    limit = len(data)
+    while True:
+        if state_id >= n_states:
+            raise CorruptStateError(f"key group {kg}: state id {state_id} but the backend has {n_states} states",
+                                    source)
+        klen = unpack_i32(data, pos)[0]
+        pos += 4
+        kend = pos + klen
+        if klen <= 0 or kend > limit:
+            raise CorruptStateError(f"key group {kg}: invalid key length {klen} at byte {pos - 4}", source)
+        kb = data[pos:kend]
+        vlen = unpack_i32(data, kend)[0]
+        vstart = kend + 4
+        pos = vstart + vlen
+        if vlen < 0 or pos > limit:
+            raise CorruptStateError(f"key group {kg}: invalid value length {vlen} at byte {kend}", source)
+        first = kb[0]
+        flag = first & META_FOLLOWS
+        stored_kg = (first & 0x7F) if prefix == 1 else (((first & 0x7F) << 8) | kb[1])
+        if stored_kg != kg:
+            raise CorruptStateError(f"key group {kg}: an entry is prefixed with key group {stored_kg}", source)
+        if states is None or state_id in states:
+            codec = codecs[state_id]
+            if codec.canonical is None:
+                raise UnsupportedSerializerError(
+                    f"state '{codec.info.name}' has types fstate cannot decode", source)
+            if flag:
+                kb = bytes((first & 0x7F,)) + kb[1:]
+            ident, key, ns, value = codec.canonical(kb, data[vstart:pos])
+            yield state_id, kg, ident, key, ns, value
+        if flag:
+            nxt = _U16.unpack_from(data, pos)[0]
+            pos += 2
+            if nxt == END_OF_KEY_GROUP:
+                return
+            state_id = nxt
+
+
+def _native_key_group(buf, start, end, kg, meta, codecs, states, source):
+    stored = _I32.unpack_from(buf, start)[0]
+    if stored != kg:
+        raise CorruptStateError(f"key group {kg}: the block starts with key group {stored}", source)
+    pos = start + 4
+    if meta.compressed:
+        for _ in range(len(codecs)):
+            data, _ = decompress_framed(buf, pos, end, source=source)
+            # the stream ends where the next identifier chunk begins
+            consumed = _framed_length(buf, pos, end)
+            yield from _native_state_block(data, 0, kg, codecs, states, source)
+            pos += consumed
+        return
+    for _ in range(len(codecs)):
+        pos = yield from _native_state_block(buf, pos, kg, codecs, states, source)
+
+
+def _framed_length(buf: bytes, start: int, end: int) -> int:
+    pos = start
+    seen = False
+    while pos + 4 <= end:
+        ctype = buf[pos]
+        if ctype == 0xFF and seen:
+            break
+        seen = True
+        pos += 4 + (buf[pos + 1] | (buf[pos + 2] << 8) | (buf[pos + 3] << 16))
+    return pos - start
+
+
+def _native_state_block(data, pos, kg, codecs, states, source):
+    state_id = _U16.unpack_from(data, pos)[0]
+    count = _I32.unpack_from(data, pos + 2)[0]
+    pos += 6
+    if state_id >= len(codecs):
+        raise CorruptStateError(f"key group {kg}: state id {state_id} but the backend has {len(codecs)} states",
+                                source)
+    if count < 0 or count > len(data) - pos:
+        raise CorruptStateError(f"key group {kg}: invalid entry count {count}", source)
+    codec = codecs[state_id]
+    if count and codec.native is None:
+        raise UnsupportedSerializerError(
+            f"state '{codec.info.name}' has types fstate cannot decode in a checkpoint's heap layout", source)
+    want = states is None or state_id in states
+    for _ in range(count):
+        ident, key, ns, value, pos = codec.native(data, pos)
+        if want:
+            yield state_id, kg, ident, key, ns, value
+    return pos
+
+
+# ---------------------------------------------------------------------------------------------
+# rows: one per (key, namespace) with a value per selected state
+
+
+def keyed_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int,
+               state_ids: list[int], *, key_groups: Iterable[int] | None = None,
+               source: str | None = None) -> Iterator[tuple[int, Any, Any, list]]:
+    """Yields (key group, key, namespace, [value of each state in ``state_ids`` or None])."""
+    codecs = state_codecs(meta, max_parallelism, source)
+    column = {sid: i for i, sid in enumerate(state_ids)}
+    is_map = [codecs[sid].kind == "MAP" for sid in state_ids]
+    is_list = [codecs[sid].kind == "LIST" for sid in state_ids]
+    width = len(state_ids)
+    current_kg = None
+    rows: dict[bytes, list] = {}
+    for sid, kg, ident, key, ns, value in iter_entries(buf, handle, meta, max_parallelism, codecs=codecs,
+                                                       key_groups=key_groups, states=set(state_ids),
+                                                       source=source):
+        if kg != current_kg:
+            if rows:
+                yield from _flush(current_kg, rows)
+            rows = {}
+            current_kg = kg
+        row = rows.get(ident)
+        if row is None:
+            row = rows[ident] = [key, ns, [None] * width]
+        c = column[sid]
+        vals = row[2]
+        if is_map[c]:
+            m = vals[c]
+            if m is None:
+                m = vals[c] = {}
+            if isinstance(value, tuple):
+                m[value[0]] = value[1]
+            else:
+                m.update(value)
+        elif is_list[c] and vals[c] is not None:
+            vals[c].extend(value)
+        else:
+            vals[c] = value
+    if rows:
+        yield from _flush(current_kg, rows)
+
+
+def _flush(kg, rows):
+    for key, ns, vals in rows.values():
+        yield kg, key, ns, vals
+
+
+def timer_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
+               key_groups: Iterable[int] | None = None, source: str | None = None
+               ) -> Iterator[tuple[str, str, int, Any, Any, int]]:
+    """Yields (timer service, kind 'event'/'processing', timestamp, key, namespace, key group)."""
+    timer_ids = {i: s for i, s in meta.timer_states}
+    if not timer_ids:
+        return
+    for sid, kg, _, key, ns, ts in iter_entries(buf, handle, meta, max_parallelism, key_groups=key_groups,
+                                                states=set(timer_ids), source=source):
+        name = timer_ids[sid].name[len(M.TIMER_PREFIX):]
+        kind, _, service = name.partition("_")
+        yield service, kind, ts, key, ns, kg

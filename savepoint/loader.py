@@ -1,0 +1,264 @@
+"""Opening a savepoint: `_metadata` plus lazy access to each operator's state (the core's entry point)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Iterator, TypeVar
+
+from . import handles as H
+from . import keyed as K
+from . import operator as O
+from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError
+from .io import FileIO, SavepointLocation, locate
+from .metadata import CheckpointMetadata, OperatorState, read_metadata
+from .metainfo import StateMetaInfo
+from .types.hashing import operator_id_for_uid, parse_operator_id
+
+R = TypeVar("R")
+_HEADER_PROBE = 64 * 1024
+
+
+@dataclass(frozen=True)
+class StateDescription:
+    """One state of an operator, as `fstate info` shows it."""
+
+    name: str
+    backend: str  # 'keyed', 'operator', 'broadcast', 'timers'
+    kind: str  # VALUE/LIST/MAP/REDUCING/AGGREGATING, SPLIT_DISTRIBUTE/UNION/BROADCAST, TIMERS
+    type_name: str
+    key_type: str | None
+    namespace: str | None
+    warnings: tuple[str, ...] = ()
+
+
+class Savepoint:
+    """A savepoint or checkpoint directory, opened read-only."""
+
+    def __init__(self, location: SavepointLocation, metadata: CheckpointMetadata, *, allow_external_paths: bool = True):
+        self.location = location
+        self.metadata = metadata
+        self.allow_external_paths = allow_external_paths
+
+    @classmethod
+    def open(cls, path: str, *, allow_external_paths: bool = True) -> "Savepoint":
+        loc = locate(path)
+        data = loc.io.read(loc.metadata_path)
+        return cls(loc, read_metadata(data, loc.metadata_path), allow_external_paths=allow_external_paths)
+
+    @property
+    def path(self) -> str:
+        return self.location.directory
+
+    @property
+    def io(self) -> FileIO:
+        return self.location.io
+
+    @cached_property
+    def operators(self) -> list["OperatorView"]:
+        return [OperatorView(self, op) for op in self.metadata.operators]
+
+    def operator(self, uid_or_hash: str) -> "OperatorView":
+        """Find an operator by uid (as given to ``.uid()``) or by its 32-hex-digit uid hash."""
+        for op in self.operators:
+            if op.uid is not None and op.uid == uid_or_hash:
+                return op
+        wanted = [operator_id_for_uid(uid_or_hash)]
+        raw = parse_operator_id(uid_or_hash)
+        if raw is not None:
+            wanted.append(raw)
+        for op in self.operators:
+            if op.state.operator_id in wanted:
+                return op
+        known = ", ".join(o.display_name for o in self.operators) or "none"
+        raise UnknownOperatorError(f"no operator with uid or uid hash '{uid_or_hash}' (operators: {known})",
+                                   self.location.metadata_path)
+
+    # -- bytes -------------------------------------------------------------------------------
+    def stream_source(self, handle) -> H.StreamSource:
+        return H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
+
+    def read_stream(self, handle) -> bytes:
+        return H.read_source(self.stream_source(handle), self.io)
+
+    def read_header(self, handle, parse: Callable[[bytes], R]) -> R:
+        """Parse a stream's header without reading a large file whole (probe, then widen)."""
+        src = self.stream_source(handle)
+        if src.path is None or src.length is None or src.length <= _HEADER_PROBE:
+            return parse(H.read_source(src, self.io))
+        size = _HEADER_PROBE
+        while True:
+            data = self.io.read_range(src.path, src.start, min(size, src.length))
+            try:
+                return parse(data)
+            except CorruptStateError:
+                if size >= src.length:
+                    raise
+                size *= 4
+
+
+class OperatorView:
+    """One operator of a savepoint: identity, parallelism, and its state."""
+
+    def __init__(self, savepoint: Savepoint, state: OperatorState):
+        self.savepoint = savepoint
+        self.state = state
+
+    # -- identity ----------------------------------------------------------------------------
+    @property
+    def uid(self) -> str | None:
+        return self.state.uid
+
+    @property
+    def name(self) -> str | None:
+        return self.state.name
+
+    @property
+    def uid_hash(self) -> str:
+        return self.state.uid_hash
+
+    @property
+    def display_name(self) -> str:
+        return self.uid or self.uid_hash
+
+    @property
+    def parallelism(self) -> int:
+        return self.state.parallelism
+
+    @property
+    def max_parallelism(self) -> int:
+        return self.state.max_parallelism
+
+    @property
+    def source(self) -> str:
+        return f"{self.savepoint.location.metadata_path} (operator {self.display_name})"
+
+    # -- handles -----------------------------------------------------------------------------
+    def operator_handles(self) -> list[tuple[int, H.OperatorStreamHandle]]:
+        return [(i, s.managed_operator) for i, s in sorted(self.state.subtasks.items())
+                if s.managed_operator is not None]
+
+    def keyed_handles(self) -> list[tuple[int, Any]]:
+        return [(i, s.managed_keyed) for i, s in sorted(self.state.subtasks.items()) if s.managed_keyed is not None]
+
+    def key_group_handles(self) -> list[tuple[int, H.KeyGroupsHandle]]:
+        out = []
+        for i, h in self.keyed_handles():
+            if not isinstance(h, H.KeyGroupsHandle):
+                raise FStateError(
+                    f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)}, "
+                    "which fstate cannot decode yet", self.savepoint.location.metadata_path)
+            if h.delegate is not None:
+                out.append((i, h))
+        return out
+
+    # -- proxies -----------------------------------------------------------------------------
+    @cached_property
+    def operator_meta(self) -> O.OperatorBackendMeta | None:
+        for _, h in self.operator_handles():
+            if h.delegate is not None and h.size > 0:
+                src = self.savepoint.stream_source(h.delegate).label
+                return self.savepoint.read_header(h.delegate, lambda b: O.read_operator_proxy(b, src))
+        return None
+
+    @cached_property
+    def keyed_meta(self) -> K.KeyedBackendMeta | None:
+        handles = self.keyed_handles()
+        for _, h in handles:
+            if isinstance(h, H.KeyGroupsHandle) and h.delegate is not None:
+                src = self.savepoint.stream_source(h.delegate).label
+                return self.savepoint.read_header(h.delegate, lambda b: K.read_keyed_proxy(b, src))
+        return None
+
+    @property
+    def has_keyed_state(self) -> bool:
+        return bool(self.keyed_handles())
+
+    @property
+    def keyed_layout(self) -> str | None:
+        hs = [h for _, h in self.keyed_handles()]
+        if not hs:
+            return None
+        return _handle_kind(hs[0])
+
+    def describe_states(self) -> list[StateDescription]:
+        out: list[StateDescription] = []
+        om = self.operator_meta
+        if om is not None:
+            for s in om.states:
+                backend = "broadcast" if s.kind == "BROADCAST" else "operator"
+                out.append(StateDescription(s.name, backend, s.kind, s.type_name(),
+                                            s.key_type.name if s.key_type else None, None, _warnings(s)))
+        if self.has_keyed_state and not all(isinstance(h, H.KeyGroupsHandle) for _, h in self.keyed_handles()):
+            out.append(StateDescription("(keyed state)", "keyed", self.keyed_layout or "?", "?", None, None,
+                                        (f"stored as {self.keyed_layout}: not decoded yet",)))
+            return out
+        km = self.keyed_meta
+        if km is not None:
+            for s in km.states:
+                if s.backend_type == 3:
+                    out.append(StateDescription(s.name, "timers", s.kind, s.value_type.name, km.key_type.name,
+                                                None, _warnings(s)))
+                else:
+                    ns = s.namespace_type.name
+                    out.append(StateDescription(s.name, "keyed", s.kind, s.value_type.name, km.key_type.name,
+                                                None if ns == "VoidNamespace" else ns, _warnings(s)))
+        return out
+
+    def _operator_state_info(self, name: str, broadcast: bool) -> StateMetaInfo:
+        om = self.operator_meta
+        info = om.state(name) if om else None
+        if info is None or (info.kind == "BROADCAST") != broadcast:
+            kinds = "broadcast" if broadcast else "list/union"
+            names = [s.name for s in (om.states if om else []) if (s.kind == "BROADCAST") == broadcast]
+            raise UnknownStateError(
+                f"operator {self.display_name} has no {kinds} state '{name}' "
+                f"({kinds} states: {', '.join(names) or 'none'})", self.savepoint.location.metadata_path)
+        return info
+
+    # -- operator state values -----------------------------------------------------------------
+    def list_state(self, name: str) -> Iterator[tuple[int, int, Any]]:
+        """(subtask, index within the subtask, element) for list and union state."""
+        self._operator_state_info(name, broadcast=False)
+        for subtask, h in self.operator_handles():
+            if h.delegate is None or name not in h.states:
+                continue
+            buf = self.savepoint.read_stream(h.delegate)
+            src = self.savepoint.stream_source(h.delegate).label
+            meta = O.read_operator_proxy(buf, src)
+            for i, v in enumerate(O.read_list_state(buf, h, meta, name, src)):
+                yield subtask, i, v
+
+    def broadcast_state(self, name: str) -> Iterator[tuple[Any, Any]]:
+        """(key, value) of broadcast state: one copy (every subtask holds the same)."""
+        self._operator_state_info(name, broadcast=True)
+        for _, h in self.operator_handles():
+            if h.delegate is None or name not in h.states:
+                continue
+            buf = self.savepoint.read_stream(h.delegate)
+            src = self.savepoint.stream_source(h.delegate).label
+            meta = O.read_operator_proxy(buf, src)
+            yield from O.read_broadcast_state(buf, h, meta, name, src)
+            return
+
+
+def _warnings(s: StateMetaInfo) -> tuple[str, ...]:
+    bad = s.undecodable
+    if not bad:
+        return ()
+    names = ", ".join(sorted({b.name for b in bad}))
+    return (f"values of {names} cannot be decoded; they are read as raw bytes",)
+
+
+def _handle_kind(h) -> str:
+    if isinstance(h, H.KeyGroupsHandle):
+        return "canonical" if h.canonical else "heap-native"
+    if isinstance(h, H.IncrementalKeyedHandle):
+        return "RocksDB incremental/native"
+    if isinstance(h, (H.ChangelogBackendHandle, H.ChangelogStreamHandle, H.InMemoryChangelogHandle)):
+        return "changelog"
+    return type(h).__name__
+
+
+def open_savepoint(path: str, *, allow_external_paths: bool = True) -> Savepoint:
+    return Savepoint.open(path, allow_external_paths=allow_external_paths)

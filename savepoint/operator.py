@@ -1,0 +1,143 @@
+"""Operator state (list, union and broadcast) of one subtask: the operator-backend proxy and values."""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .binary import DataInput, DataOutput
+from .compression import decompress_framed
+from .errors import CorruptStateError, UnknownStateError, UnsupportedVersionError
+from .handles import OperatorStreamHandle
+from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
+
+CURRENT_VERSION = 6
+_DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
+
+
+@dataclass
+class OperatorBackendMeta:
+    version: int
+    compressed: bool
+    states: list[StateMetaInfo]  # list/union states, then broadcast states
+    header_size: int = 0
+
+    def state(self, name: str) -> StateMetaInfo | None:
+        return next((s for s in self.states if s.name == name), None)
+
+
+def read_operator_proxy(buf: bytes, source: str | None = None) -> OperatorBackendMeta:
+    inp = DataInput(buf, source=source)
+    version = inp.read_i32()
+    if version not in (5, 6):
+        raise UnsupportedVersionError(
+            f"unsupported operator state backend version {version} (fstate reads 5 and 6)", source)
+    compressed = inp.read_bool() if version >= 6 else False
+    states = []
+    for _ in range(2):  # list/union states, then broadcast states
+        n = inp.read_i16()
+        if n < 0:
+            raise inp.fail(f"negative operator state count {n}")
+        states.extend(read_state_meta_info(inp) for _ in range(n))
+    return OperatorBackendMeta(version, compressed, states, inp.pos)
+
+
+def write_operator_proxy(out: DataOutput, meta: OperatorBackendMeta) -> None:
+    out.write_i32(CURRENT_VERSION)
+    out.write_bool(meta.compressed)
+    regular = [s for s in meta.states if s.kind != "BROADCAST"]
+    broadcast = [s for s in meta.states if s.kind == "BROADCAST"]
+    for group in (regular, broadcast):
+        out.write_i16(len(group))
+        for s in group:
+            write_state_meta_info(out, s)
+
+
+def _region_end(all_offsets: list[int], start: int, stream_len: int) -> int:
+    later = [o for o in all_offsets if o > start]
+    return min(later) if later else stream_len
+
+
+def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
+                    source: str | None = None) -> list[Any]:
+    """The elements of list/union state ``name`` held by this subtask, in list order."""
+    info = meta.state(name)
+    offsets_entry = handle.states.get(name)
+    if info is None:
+        raise UnknownStateError(f"no operator state named '{name}' in this stream", source)
+    if offsets_entry is None or not offsets_entry.offsets:
+        return []
+    offsets = list(offsets_entry.offsets)
+    elem = info.value_type
+    all_offsets = sorted({o for so in handle.states.values() for o in so.offsets} | {meta.header_size})
+    if meta.compressed:
+        data, chunk_pos = decompress_framed(buf, min(offsets), source=source)
+        try:
+            offsets = [chunk_pos[o] for o in offsets]
+        except KeyError:
+            raise CorruptStateError(f"operator state '{name}': an element offset is not a chunk boundary",
+                                    source) from None
+        base_buf, stream_len, all_offsets = data, len(data), sorted(offsets)
+    else:
+        base_buf, stream_len = buf, len(buf)
+    lowest = 0 if meta.compressed else meta.header_size
+    for o in offsets:
+        if not lowest <= o < stream_len:
+            raise CorruptStateError(f"operator state '{name}': element offset {o} outside the stream "
+                                    f"of {stream_len} bytes", source)
+    if not elem.fully_decodable:
+        return [bytes(base_buf[o:_region_end(all_offsets, o, stream_len)]) for o in offsets]
+    dec = elem.decoder()
+    out = []
+    try:
+        for o in offsets:
+            v, _ = dec(base_buf, o)
+            out.append(v)
+    except _DECODE_ERRORS as e:
+        raise CorruptStateError(f"operator state '{name}' ({elem.name}): cannot decode an element: {e}",
+                                source) from None
+    return out
+
+
+def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
+                         source: str | None = None) -> Iterator[tuple[Any, Any]]:
+    """The (key, value) entries of broadcast state ``name``."""
+    info = meta.state(name)
+    if info is None:
+        raise UnknownStateError(f"no broadcast state named '{name}' in this stream", source)
+    entry = handle.states.get(name)
+    if entry is None or not entry.offsets:
+        return iter(())
+    if len(entry.offsets) != 1:
+        raise CorruptStateError(f"broadcast state '{name}' has {len(entry.offsets)} offsets, expected 1", source)
+    pos = entry.offsets[0]
+    data = buf
+    if meta.compressed:
+        data, _ = decompress_framed(buf, pos, source=source)
+        pos = 0
+    if not 0 <= pos < len(data):
+        raise CorruptStateError(f"broadcast state '{name}': offset {pos} outside the stream", source)
+    key_t, val_t = info.key_type, info.value_type
+    if key_t is None:
+        raise CorruptStateError(f"broadcast state '{name}' has no key serializer", source)
+    if not (key_t.fully_decodable and val_t.fully_decodable):
+        raise CorruptStateError(
+            f"broadcast state '{name}' has types fstate cannot decode ({key_t.name}, {val_t.name}); "
+            "its entries have no length framing", source)
+    dk, dv = key_t.decoder(), val_t.decoder()
+
+    def gen():
+        try:
+            n = struct.unpack_from(">i", data, pos)[0]
+            if n < 0 or n > len(data):
+                raise ValueError(f"invalid entry count {n}")
+            p = pos + 4
+            for _ in range(n):
+                k, p = dk(data, p)
+                v, p = dv(data, p)
+                yield k, v
+        except _DECODE_ERRORS as e:
+            raise CorruptStateError(f"broadcast state '{name}': cannot decode an entry: {e}", source) from None
+
+    return gen()

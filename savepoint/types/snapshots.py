@@ -1,0 +1,290 @@
+"""Serializer snapshots → TypeInfo trees (and back).
+
+A snapshot is ``UTF class name, i32 version, payload`` with **no length prefix**: a reader must
+understand every class it meets. Unknown classes raise :class:`UnsupportedSerializerError`, except
+inside length-framed entries (POJO fields, Kryo registrations), where the bytes are kept opaque.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..binary import DataInput, DataOutput
+from ..errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
+from . import typeinfo as T
+
+PROXY_VERSION = 2
+_MAX_DEPTH = 48
+
+
+def read_serializer_snapshot(inp: DataInput) -> T.TypeInfo:
+    """Top-level form used in state meta info: ``i32 2`` then the versioned snapshot."""
+    version = inp.read_i32()
+    if version != PROXY_VERSION:
+        if version == 1:
+            raise UnsupportedVersionError(
+                "serializer snapshot written in the pre-1.7 format (TypeSerializerConfigSnapshot), "
+                "which Flink itself no longer reads", inp.source)
+        raise inp.fail(f"unknown serializer snapshot format version {version}", UnsupportedVersionError)
+    return read_versioned_snapshot(inp)
+
+
+def write_serializer_snapshot(out: DataOutput, t: T.TypeInfo) -> None:
+    out.write_i32(PROXY_VERSION)
+    t.write_snapshot(out)
+
+
+def read_versioned_snapshot(inp: DataInput, depth: int = 0) -> T.TypeInfo:
+    if depth > _MAX_DEPTH:
+        raise inp.fail("serializer snapshots nested too deeply")
+    start = inp.pos
+    cls = inp.read_utf()
+    version = inp.read_i32()
+    scalar = T.SCALARS.get(cls)
+    if scalar is not None:
+        if version == 2:
+            inp.read_utf()  # old simple snapshots stored the serializer class name
+        elif version != 3:
+            raise inp.fail(f"unknown version {version} of {cls}", UnsupportedVersionError)
+        return scalar
+    if cls == T.TimeWindowType.snapshot_class:
+        if version == 2:
+            inp.read_utf()
+        return T.TIME_WINDOW
+    parser = _PARSERS.get(cls)
+    if parser is None:
+        inp.pos = start
+        raise UnsupportedSerializerError(
+            f"serializer snapshot class {cls} (version {version}) is not known to fstate", inp.source)
+    return parser(inp, version, depth)
+
+
+# ---------------------------------------------------------------------------------------------
+# composite framing
+
+
+def _read_composite(inp: DataInput, version: int, depth: int,
+                    read_outer: Callable[[DataInput, int], object]) -> tuple[object, list[T.TypeInfo]]:
+    if version >= 3:
+        magic = inp.read_i32()
+        if magic != T.COMPOSITE_MAGIC:
+            raise inp.fail(f"bad composite serializer snapshot magic {magic}")
+        outer_version = inp.read_i32()
+    else:
+        outer_version = version
+    outer = read_outer(inp, outer_version)
+    magic = inp.read_i32()
+    if magic != T.NESTED_MAGIC:
+        raise inp.fail(f"bad nested serializer snapshot magic {magic}")
+    delegate_version = inp.read_i32()
+    if delegate_version != 1:
+        raise inp.fail(f"unknown nested serializer snapshot version {delegate_version}", UnsupportedVersionError)
+    n = inp.read_count("nested serializer", limit=4096, unit_size=6)
+    nested = [read_versioned_snapshot(inp, depth + 1) for _ in range(n)]
+    return outer, nested
+
+
+def _no_outer(inp: DataInput, v: int) -> None:
+    return None
+
+
+def _arity(inp: DataInput, cls: str, nested: list, n: int) -> None:
+    if len(nested) != n:
+        raise inp.fail(f"{cls} has {len(nested)} nested serializers, expected {n}")
+
+
+def _tuple(inp, version, depth):
+    tuple_class, nested = _read_composite(inp, version, depth, lambda i, v: i.read_utf())
+    return T.TupleType(tuple(nested), tuple_class)
+
+
+def _row(inp, version, depth):
+    def outer(i, v):
+        if v < 3:
+            return False
+        if v == 3:
+            return True
+        return i.read_bool()
+
+    supports_kind, nested = _read_composite(inp, version, depth, outer)
+    return T.RowType(tuple(nested), supports_row_kind=bool(supports_kind))
+
+
+def _list_like(ctor):
+    def parse(inp, version, depth):
+        _, nested = _read_composite(inp, version, depth, _no_outer)
+        _arity(inp, ctor.__name__, nested, 1)
+        return ctor(nested[0])
+
+    return parse
+
+
+def _map(inp, version, depth):
+    _, nested = _read_composite(inp, version, depth, _no_outer)
+    _arity(inp, "MapSerializer", nested, 2)
+    return T.MapType(nested[0], nested[1])
+
+
+def _nullable(inp, version, depth):
+    padding, nested = _read_composite(inp, version, depth, lambda i, v: i.read_i32())
+    _arity(inp, "NullableSerializer", nested, 1)
+    if padding < 0 or padding > 1 << 20:
+        raise inp.fail(f"invalid null padding length {padding}")
+    return T.NullableType(nested[0], padding)
+
+
+def _either(inp, version, depth):
+    _, nested = _read_composite(inp, version, depth, _no_outer)
+    _arity(inp, "EitherSerializer", nested, 2)
+    return T.EitherType(nested[0], nested[1])
+
+
+def _generic_array(inp, version, depth):
+    component, nested = _read_composite(inp, version, depth, lambda i, v: i.read_utf())
+    _arity(inp, "GenericArraySerializer", nested, 1)
+    return T.GenericArrayType(nested[0], component)
+
+
+def _timer(inp, version, depth):
+    _, nested = _read_composite(inp, version, depth, _no_outer)
+    _arity(inp, "TimerSerializer", nested, 2)
+    return T.TimerType(nested[0], nested[1])
+
+
+def _ttl(cls):
+    def parse(inp, version, depth):
+        _, nested = _read_composite(inp, version, depth, _no_outer)
+        _arity(inp, "TtlSerializer", nested, 2)
+        return T.TtlType(nested[0], nested[1], cls)
+
+    return parse
+
+
+def _enum(inp, version, depth):
+    if version != 3:
+        raise inp.fail(f"unknown EnumSerializer snapshot version {version}", UnsupportedVersionError)
+    cls = inp.read_utf()
+    n = inp.read_count("enum constant", limit=1 << 20, unit_size=2)
+    return T.EnumType(cls, tuple(inp.read_utf() for _ in range(n)))
+
+
+# ---------------------------------------------------------------------------------------------
+# LinkedOptionalMap (POJO, Kryo)
+
+
+def _read_optional_map(inp: DataInput) -> list[tuple[str, bytes | None, bytes | None]]:
+    header = inp.read_i64()
+    if header != T.OPTIONAL_MAP_HEADER:
+        raise inp.fail(f"bad LinkedOptionalMap header 0x{header & 0xFFFFFFFFFFFFFFFF:016X}")
+    n = inp.read_count("optional map entry", unit_size=4)
+    entries = []
+    for _ in range(n):
+        name = inp.read_utf()
+        frames = []
+        for _ in range(2):
+            if inp.read_bool():
+                frames.append(inp.read_bytes(inp.read_count("frame byte")))
+            else:
+                frames.append(None)
+        entries.append((name, frames[0], frames[1]))
+    return entries
+
+
+def _snapshot_in_frame(frame: bytes | None, source: str | None, depth: int) -> T.TypeInfo | None:
+    """A snapshot stored in a length frame: unknown classes are tolerated (kept opaque)."""
+    if frame is None:
+        return None
+    inp = DataInput(frame, source=source)
+    try:
+        t = read_versioned_snapshot(inp, depth + 1)
+    except UnsupportedSerializerError:
+        inp2 = DataInput(frame, source=source)
+        cls = inp2.read_utf()
+        version = inp2.read_i32()
+        return T.OpaqueType(cls, version, inp2.read_bytes(inp2.remaining()), reason="unknown serializer")
+    if inp.remaining():
+        raise CorruptStateError(f"{inp.remaining()} unread bytes in a framed serializer snapshot", source)
+    return t
+
+
+def _pojo(inp, version, depth):
+    if version != 2:
+        raise inp.fail(f"unknown PojoSerializer snapshot version {version}", UnsupportedVersionError)
+    cls = inp.read_utf()
+    fields = []
+    for name, key, value in _read_optional_map(inp):
+        declaring = cls
+        if key is not None:
+            k = DataInput(key, source=inp.source)
+            declaring = k.read_utf()
+            name = k.read_utf()
+        fields.append((name, declaring, _snapshot_in_frame(value, inp.source, depth)))
+    registered = [(n, _snapshot_in_frame(v, inp.source, depth)) for n, _, v in _read_optional_map(inp)]
+    nonregistered = [(n, _snapshot_in_frame(v, inp.source, depth)) for n, _, v in _read_optional_map(inp)]
+    return T.PojoType(cls, fields, registered, nonregistered)
+
+
+def _kryo(inp, version, depth):
+    start = inp.pos
+    type_class = inp.read_utf()
+    if version == 2:
+        for _ in range(3):
+            _read_optional_map(inp)
+    else:
+        raise inp.fail(f"unknown KryoSerializer snapshot version {version}", UnsupportedVersionError)
+    payload = bytes(inp.buf[start:inp.pos])
+    return T.OpaqueType(_KRYO, version, payload, type_class, "Kryo-serialized values")
+
+
+def _type_class_only(reason: str):
+    def parse(inp, version, depth):
+        start = inp.pos
+        type_class = inp.read_utf()
+        if version == 2 and parse.cls.endswith("AvroSerializerSnapshot"):
+            inp.read_utf()  # schema
+        payload = bytes(inp.buf[start:inp.pos])
+        return T.OpaqueType(parse.cls, version, payload, type_class, reason)
+
+    return parse
+
+
+def _empty_opaque(reason: str):
+    def parse(inp, version, depth):
+        return T.OpaqueType(parse.cls, version, b"", None, reason)
+
+    return parse
+
+
+_KRYO = T.RUNTIME + "kryo.KryoSerializerSnapshot"
+
+_PARSERS: dict[str, Callable] = {
+    T.TupleType.snapshot_class: _tuple,
+    T.RowType.snapshot_class: _row,
+    T.ListType.snapshot_class: _list_like(T.ListType),
+    T.ArrayListType.snapshot_class: _list_like(T.ArrayListType),
+    T.SetType.snapshot_class: _list_like(T.SetType),
+    T.MapType.snapshot_class: _map,
+    T.NullableType.snapshot_class: _nullable,
+    T.EitherType.snapshot_class: _either,
+    T.GenericArrayType.snapshot_class: _generic_array,
+    T.TimerType.snapshot_class: _timer,
+    T.TtlType.snapshot_class: _ttl(T.TtlType.snapshot_class),
+    "org.apache.flink.runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot":
+        _ttl("org.apache.flink.runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot"),
+    T.PojoType.snapshot_class: _pojo,
+    T.EnumType.snapshot_class: _enum,
+    _KRYO: _kryo,
+}
+
+for _cls, _parser in {
+    "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _type_class_only("Avro values"),
+    T.RUNTIME + "ValueSerializer$ValueSerializerSnapshot": _type_class_only("custom Value type"),
+    T.RUNTIME + "CopyableValueSerializer$CopyableValueSerializerSnapshot": _type_class_only("custom Value type"),
+    "org.apache.flink.runtime.state.JavaSerializer$JavaSerializerSnapshot": _empty_opaque("Java-serialized values"),
+}.items():
+    _parser.cls = _cls  # type: ignore[attr-defined]
+    _PARSERS[_cls] = _parser
+
+
+def known_snapshot_classes() -> list[str]:
+    return sorted(set(T.SCALARS) | set(_PARSERS) | {T.TimeWindowType.snapshot_class})
