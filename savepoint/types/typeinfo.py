@@ -247,7 +247,8 @@ def _enc_bigdec(out, v):
 
 
 def _millis_to_dt(ms: int) -> _dt.datetime:
-    return _EPOCH + _dt.timedelta(milliseconds=ms)
+    """Epoch millis → timezone-aware UTC datetime (java.util.Date / java.sql.Timestamp are instants)."""
+    return _EPOCH_UTC + _dt.timedelta(milliseconds=ms)
 
 
 def _dt_to_millis(v) -> int:
@@ -278,7 +279,7 @@ def _dec_sql_date(buf, pos):
 
 def _dec_sql_time(buf, pos):
     ms = _I64.unpack_from(buf, pos)[0]
-    return (None if ms == LONG_MIN else _millis_to_dt(ms).time()), pos + 8
+    return (None if ms == LONG_MIN else _millis_to_dt(ms).time().replace(tzinfo=None)), pos + 8
 
 
 def _enc_sql_time(out, v):
@@ -295,7 +296,7 @@ def _dec_sql_timestamp(buf, pos):
     if ms == LONG_MIN:
         return None, pos + 12
     secs = ms // 1000
-    return _EPOCH + _dt.timedelta(seconds=secs, microseconds=nanos // 1000), pos + 12
+    return _EPOCH_UTC + _dt.timedelta(seconds=secs, microseconds=nanos // 1000), pos + 12
 
 
 def _enc_sql_timestamp(out, v):

@@ -1,0 +1,136 @@
+"""``spark.read.format("flink-savepoint")``: a Spark Python data source over the state tables.
+
+The driver plans (reads `_metadata` and the proxies, builds picklable partitions); executors open
+their own state files and decode. Options: ``path``, ``uid`` (uid or uid hash), ``table``
+(``list``/``broadcast``/``keyed``/``timers``; default keyed when the operator has keyed state),
+``state`` (comma-separated for keyed), ``flat``, ``flatten``, ``allowExternalPaths``.
+Filters ``key = …`` and ``key IN (…)`` on keyed tables are pushed down to key groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterator
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition
+from pyspark.sql.types import StructField, StructType
+
+from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.loader import Savepoint
+from . import schema as S
+from . import tables as TB
+
+FORMAT = "flink-savepoint"
+
+
+def _bool(v: str | None) -> bool:
+    return str(v).lower() in ("1", "true", "yes") if v is not None else False
+
+
+def build_table(options: dict, keys: list | None = None) -> TB.Table:
+    path = options.get("path")
+    uid = options.get("uid")
+    if not path or not uid:
+        raise InvalidArgumentError("options 'path' and 'uid' are required")
+    sp = Savepoint.open(path, allow_external_paths=_bool(options.get("allowExternalPaths", "true")))
+    op = sp.operator(uid)
+    table = options.get("table")
+    state = options.get("state")
+    if table is None:
+        table = "keyed" if op.has_keyed_state and not (state and _is_operator_state(op, state)) else None
+        if table is None:
+            om = op.operator_meta
+            info = om.state(state) if (om and state) else None
+            if info is None:
+                raise InvalidArgumentError(f"operator {op.display_name}: name a state (option 'state')")
+            table = "broadcast" if info.kind == "BROADCAST" else "list"
+    if table == "list":
+        return TB.list_state_table(op, _required(state))
+    if table == "broadcast":
+        return TB.broadcast_state_table(op, _required(state))
+    if table == "keyed":
+        states = [s.strip() for s in state.split(",")] if state else None
+        return TB.keyed_table(op, states, flat=_bool(options.get("flat")), flatten_key=_bool(options.get("flatten")),
+                              keys=keys)
+    if table == "timers":
+        return TB.timers_table(op, flatten_key=_bool(options.get("flatten")))
+    raise InvalidArgumentError(f"unknown table kind '{table}' (list, broadcast, keyed, timers)")
+
+
+def _is_operator_state(op, state: str) -> bool:
+    om = op.operator_meta
+    return bool(om and om.state(state))
+
+
+def _required(state: str | None) -> str:
+    if not state:
+        raise InvalidArgumentError("option 'state' is required for operator state")
+    return state
+
+
+def spark_schema(table: TB.Table) -> StructType:
+    return StructType([StructField(n, S.spark_type(t), nullable) for n, t, nullable in table.columns])
+
+
+class _Part(InputPartition):
+    def __init__(self, part: TB.Partition):
+        super().__init__(part)
+        self.part = part
+
+
+class SavepointDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT
+
+    def schema(self) -> StructType:
+        return spark_schema(build_table(dict(self.options)))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return SavepointReaderSource(dict(self.options))
+
+
+class SavepointReaderSource(DataSourceReader):
+    def __init__(self, options: dict):
+        self.options = options
+        self.keys: list | None = None
+        self._table: TB.Table | None = None
+
+    @property
+    def table(self) -> TB.Table:
+        if self._table is None:
+            self._table = build_table(self.options, self.keys)
+        return self._table
+
+    def pushFilters(self, filters):
+        for f in filters:
+            if isinstance(f, EqualTo) and f.attribute == ("key",):
+                self.keys = [f.value] if self.keys is None else [k for k in self.keys if k == f.value]
+            elif isinstance(f, In) and f.attribute == ("key",):
+                vals = list(f.value)
+                self.keys = vals if self.keys is None else [k for k in self.keys if k in vals]
+            # Spark re-checks every filter: pruning is an optimisation, never the only filter.
+            yield f
+
+    def partitions(self):
+        table = self.table
+        parts = [_Part(p) for p in table.partitions]
+        # The reader is shipped to every task: keep the partitions out of it (each task gets its own).
+        self._table = dataclasses.replace(table, partitions=[])
+        return parts
+
+    def read(self, partition: _Part) -> Iterator[tuple]:
+        table = self.table
+        convs = [S.converter(t) for _, t, _ in table.columns]
+        key_filter = table.key_filter
+        if not any(convs):
+            yield from TB.read_partition(partition.part, key_filter)
+            return
+        for row in TB.read_partition(partition.part, key_filter):
+            yield tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row))
+
+
+def register(spark) -> None:
+    # Key push-down needs Python data source filter push-down (a runtime SQL option, off by default).
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(SavepointDataSource)

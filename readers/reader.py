@@ -1,0 +1,91 @@
+"""SavepointReader: the Python API for reading savepoint state as Spark DataFrames.
+
+    reader = SavepointReader("/savepoints/savepoint-1a2b3c")
+    reader.operators()                        # metadata, no Spark needed
+    reader.list_state("src", "offsets")       # DataFrame: subtask, index, value
+    reader.broadcast_state("rules-op", "rules")  # DataFrame: key, value
+    reader.keyed("counter")                   # DataFrame: key + one column per keyed state
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..savepoint.loader import Savepoint
+from ..savepoint.summary import summarize
+from . import tables as TB
+from .datasource import FORMAT
+
+
+class SavepointReader:
+    def __init__(self, path: str, spark=None, *, allow_external_paths: bool = True):
+        self.path = path
+        self.allow_external_paths = allow_external_paths
+        self.savepoint = Savepoint.open(path, allow_external_paths=allow_external_paths)
+        self._spark = spark
+
+    # -- metadata (no Spark) -------------------------------------------------------------------
+    @property
+    def metadata(self):
+        return self.savepoint.metadata
+
+    def info(self) -> dict[str, Any]:
+        return summarize(self.savepoint)
+
+    def operators(self) -> list[dict[str, Any]]:
+        return self.info()["operators"]
+
+    def operator(self, uid: str):
+        return self.savepoint.operator(uid)
+
+    # -- DataFrames ----------------------------------------------------------------------------
+    @property
+    def spark(self):
+        if self._spark is None:
+            from .session import get_spark
+
+            self._spark = get_spark()
+        else:
+            from .datasource import register
+
+            register(self._spark)
+        return self._spark
+
+    def _load(self, **options):
+        opts = {"path": self.savepoint.location.metadata_path,
+                "allowExternalPaths": str(self.allow_external_paths).lower()}
+        opts.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items() if v is not None})
+        return self.spark.read.format(FORMAT).options(**opts).load()
+
+    def list_state(self, uid: str, state: str):
+        """Operator list state (or union state): one row per element, with its subtask."""
+        return self._load(uid=uid, table="list", state=state)
+
+    union_state = list_state
+
+    def broadcast_state(self, uid: str, state: str):
+        """Broadcast state: key, value (one copy; every subtask holds the same)."""
+        return self._load(uid=uid, table="broadcast", state=state)
+
+    def keyed(self, uid: str, states: list[str] | str | None = None, *, flat: bool = False, flatten: bool = False):
+        """All keyed states of an operator as one table: key + one column per state."""
+        if isinstance(states, (list, tuple)):
+            states = ",".join(states)
+        return self._load(uid=uid, table="keyed", state=states, flat=flat, flatten=flatten)
+
+    def timers(self, uid: str, *, flatten: bool = False):
+        return self._load(uid=uid, table="timers", flatten=flatten)
+
+    # -- without Spark ---------------------------------------------------------------------------
+    def table(self, uid: str, *, table: str, state: str | None = None, **kw) -> TB.Table:
+        """The Spark-free table (columns + rows) behind each DataFrame, read in this process."""
+        op = self.savepoint.operator(uid)
+        if table == "list":
+            return TB.list_state_table(op, state)
+        if table == "broadcast":
+            return TB.broadcast_state_table(op, state)
+        if table == "keyed":
+            return TB.keyed_table(op, [s for s in state.split(",")] if state else None, **kw)
+        if table == "timers":
+            return TB.timers_table(op, **kw)
+        raise ValueError(f"unknown table kind {table}")

@@ -1,0 +1,37 @@
+"""Getting a SparkSession: the active one (notebook, spark-submit) or a quiet local one."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def get_spark(master: str | None = None, conf: dict[str, str] | None = None):
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None and not conf:
+        _register(active)
+        return active
+    # Executors must run the same interpreter that has fstate installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = (SparkSession.builder.appName("fstate")
+               .master(master or os.environ.get("FSTATE_SPARK_MASTER", "local[*]"))
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+               .config("spark.python.worker.reuse", "true"))
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    _register(spark)
+    return spark
+
+
+def _register(spark) -> None:
+    from .datasource import register
+
+    register(spark)

@@ -1,0 +1,327 @@
+"""State tables, independent of Spark: columns (name + TypeInfo), picklable partitions, and a
+``read(partition)`` that yields plain tuples.
+
+The Spark data source (``datasource.py``) and the quick pure-Python paths (tests, ``--engine
+python``) share this; nothing here imports pyspark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from ..savepoint import handles as H
+from ..savepoint import keyed as K
+from ..savepoint import operator as O
+from ..savepoint.errors import FStateError, InvalidArgumentError, UnknownStateError
+from ..savepoint.io import io_for
+from ..savepoint.loader import OperatorView, Savepoint
+from ..savepoint.types import typeinfo as T
+from ..savepoint.types.hashing import key_group_for_hash
+
+#: target bytes per partition when splitting a large key-group handle by key-group ranges
+SPLIT_BYTES = 32 * 1024 * 1024
+
+Column = tuple[str, T.TypeInfo, bool]  # name, type, nullable
+
+
+@dataclass(frozen=True)
+class Partition:
+    """Everything an executor needs to read one piece of a table (no driver state)."""
+
+    kind: str
+    source: H.StreamSource
+    subtask: int
+    handle: Any
+    max_parallelism: int = 0
+    state_names: tuple[str, ...] = ()
+    key_groups: tuple[int, int] | None = None  # inclusive range within the handle
+    span: tuple[int, int] | None = None  # byte range of the stream holding those key groups
+    allow_external: bool = True
+    options: tuple = ()
+
+
+@dataclass
+class Table:
+    kind: str
+    name: str
+    columns: list[Column]
+    partitions: list[Partition]
+    #: keys to keep (push-down), compared after decoding; None = all
+    key_filter: frozenset | None = field(default=None)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c[0] for c in self.columns]
+
+    def rows(self) -> Iterator[tuple]:
+        """All rows, read in this process (tests and small savepoints)."""
+        for p in self.partitions:
+            yield from read_partition(p, self.key_filter)
+
+
+# ---------------------------------------------------------------------------------------------
+# building tables on the driver
+
+
+def list_state_table(op: OperatorView, state: str) -> Table:
+    info = op._operator_state_info(state, broadcast=False)
+    parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
+                       allow_external=op.savepoint.allow_external_paths)
+             for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states]
+    cols = [("subtask", T.INT, False), ("index", T.INT, False), ("value", info.value_type, True)]
+    return Table("list", f"{op.display_name}/{state}", cols, parts)
+
+
+def broadcast_state_table(op: OperatorView, state: str) -> Table:
+    info = op._operator_state_info(state, broadcast=True)
+    parts = [Partition("broadcast", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
+                       allow_external=op.savepoint.allow_external_paths)
+             for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states][:1]
+    cols = [("key", info.key_type, False), ("value", info.value_type, True)]
+    return Table("broadcast", f"{op.display_name}/{state}", cols, parts)
+
+
+def _keyed_meta(op: OperatorView) -> K.KeyedBackendMeta:
+    km = op.keyed_meta
+    if km is None:
+        raise UnknownStateError(f"operator {op.display_name} has no keyed state",
+                                op.savepoint.location.metadata_path)
+    return km
+
+
+def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_groups: set[int] | None,
+                    options: tuple = ()) -> list[Partition]:
+    parts = []
+    for subtask, h in op.key_group_handles():
+        src = op.savepoint.stream_source(h.delegate)
+        for lo, hi, span in _split_handle(h, src):
+            if key_groups is not None and not any(lo <= kg <= hi for kg in key_groups):
+                continue
+            parts.append(Partition(kind, src, subtask, h, op.max_parallelism, states, (lo, hi), span,
+                                   op.savepoint.allow_external_paths, options))
+    return parts
+
+
+def _split_handle(h: H.KeyGroupsHandle, src: H.StreamSource):
+    """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
+    total = src.length if src.length is not None else len(src.data or b"")
+    if total <= SPLIT_BYTES or src.path is None:
+        return [(h.start_key_group, h.end_key_group, None)]
+    present = [(h.start_key_group + i, o) for i, o in enumerate(h.offsets) if o != 0 or not h.canonical]
+    if not present:
+        return []
+    ordered = sorted(present, key=lambda x: x[1])
+    # the stream is laid out in key-group order; group consecutive key groups into ~SPLIT_BYTES
+    pieces = []
+    start_i = 0
+    for i in range(1, len(ordered) + 1):
+        end_byte = ordered[i][1] if i < len(ordered) else total
+        if end_byte - ordered[start_i][1] >= SPLIT_BYTES or i == len(ordered):
+            lo_kg, hi_kg = ordered[start_i][0], ordered[i - 1][0]
+            pieces.append((lo_kg, hi_kg, (ordered[start_i][1], end_byte)))
+            start_i = i
+    return pieces
+
+
+def _namespace_columns(states: list) -> tuple[str, list[Column]]:
+    ns_types = {s.namespace_type for s in states if s.namespace_type != T.VOID_NAMESPACE}
+    if not ns_types:
+        return "void", []
+    if len(ns_types) > 1:
+        raise InvalidArgumentError(
+            f"states of this operator use different namespaces ({', '.join(t.name for t in ns_types)}); "
+            "select one state")
+    (ns,) = ns_types
+    if ns == T.TIME_WINDOW:
+        return "window", [("window_start", T.LONG, True), ("window_end", T.LONG, True)]
+    return "namespace", [("namespace", ns, True)]
+
+
+def _key_columns(key_type: T.TypeInfo, flatten: bool) -> list[Column]:
+    if flatten and hasattr(key_type, "field_names") and key_type.children:
+        fields = key_type.fields if isinstance(key_type, T.PojoType) else list(
+            zip(key_type.field_names, [None] * len(key_type.children), key_type.children))
+        return [(f"key_{n}", t, True) for n, _, t in fields]
+    return [("key", key_type, False)]
+
+
+def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool = False,
+                flatten_key: bool = False, keys: list[Any] | None = None) -> Table:
+    km = _keyed_meta(op)
+    available = [s for _, s in km.value_states]
+    if states:
+        by_name = {s.name: s for s in available}
+        missing = [n for n in states if n not in by_name]
+        if missing:
+            raise UnknownStateError(
+                f"operator {op.display_name} has no keyed state {', '.join(repr(m) for m in missing)} "
+                f"(keyed states: {', '.join(by_name) or 'none'})", op.savepoint.location.metadata_path)
+        selected = [by_name[n] for n in states]
+    else:
+        selected = available
+    if flat and len(selected) != 1:
+        raise InvalidArgumentError("--flat needs exactly one state (--state NAME)")
+    ns_mode, ns_cols = _namespace_columns(selected)
+    cols = _key_columns(km.key_type, flatten_key) + ns_cols
+    if flat:
+        s = selected[0]
+        vt = s.value_type
+        if s.kind == "LIST":
+            cols += [("index", T.INT, False), ("value", s.element_type, True)]
+        elif s.kind == "MAP" and isinstance(vt, T.MapType):
+            cols += [("map_key", vt.key, False), ("map_value", vt.value, True)]
+        else:
+            cols += [("value", vt, True)]
+    else:
+        for s in selected:
+            if s.name in {c[0] for c in cols}:
+                raise InvalidArgumentError(f"state name '{s.name}' clashes with a key/namespace column")
+            cols.append((s.name, s.value_type if s.kind != "LIST" else T.ListType(s.element_type), True))
+    kgs = _key_groups_for(km.key_type, keys, op.max_parallelism)
+    options = (("ns", ns_mode), ("flat", flat), ("flatten", flatten_key and len(_key_columns(km.key_type, True)) > 1
+                                                  and cols[0][0] != "key"))
+    parts = _key_partitions(op, "keyed", tuple(s.name for s in selected), kgs, options)
+    return Table("keyed", op.display_name, cols, parts, frozenset(_hashable(k) for k in keys) if keys else None)
+
+
+def timers_table(op: OperatorView, *, flatten_key: bool = False) -> Table:
+    km = _keyed_meta(op)
+    timers = [s for _, s in km.timer_states]
+    ns_types = {t.value_type.namespace for t in timers if isinstance(t.value_type, T.TimerType)}
+    ns_type = next(iter(ns_types)) if len(ns_types) == 1 else T.VOID_NAMESPACE
+    ns_col: list[Column] = []
+    ns_mode = "void"
+    if ns_type == T.TIME_WINDOW:
+        ns_col, ns_mode = [("window_start", T.LONG, True), ("window_end", T.LONG, True)], "window"
+    elif ns_type != T.VOID_NAMESPACE:
+        ns_col, ns_mode = [("namespace", ns_type, True)], "namespace"
+    cols = (_key_columns(km.key_type, flatten_key) + [("timestamp", T.LONG, False)] + ns_col
+            + [("kind", T.STRING, False), ("service", T.STRING, False)])
+    options = (("ns", ns_mode), ("flat", False),
+                ("flatten", flatten_key and cols[0][0] != "key"))
+    parts = _key_partitions(op, "timers", tuple(t.name for t in timers), None, options) if timers else []
+    return Table("timers", f"{op.display_name}/timers", cols, parts)
+
+
+def _key_groups_for(key_type: T.TypeInfo, keys: list[Any] | None, max_parallelism: int) -> set[int] | None:
+    if keys is None:
+        return None
+    try:
+        return {key_group_for_hash(key_type.java_hash(k), max_parallelism) for k in keys}
+    except FStateError:
+        return None  # no value-based hash: read everything, filter after decoding
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a partition (on an executor)
+
+
+def _load(p: Partition) -> bytes:
+    return H.read_source(p.source, io_for(p.source.path or "."))
+
+
+def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterator[tuple]:
+    label = p.source.label
+    if p.kind == "list":
+        buf = _load(p)
+        meta = O.read_operator_proxy(buf, label)
+        for i, v in enumerate(O.read_list_state(buf, p.handle, meta, p.state_names[0], label)):
+            yield (p.subtask, i, v)
+        return
+    if p.kind == "broadcast":
+        buf = _load(p)
+        meta = O.read_operator_proxy(buf, label)
+        yield from O.read_broadcast_state(buf, p.handle, meta, p.state_names[0], label)
+        return
+    yield from _read_keyed(p, key_filter)
+
+
+def _load_key_groups(p: Partition) -> tuple[bytes, H.KeyGroupsHandle, K.KeyedBackendMeta]:
+    label = p.source.label
+    if p.span is None or p.source.path is None:
+        buf = _load(p)
+        return buf, p.handle, K.read_keyed_proxy(buf, label)
+    io = io_for(p.source.path)
+    header = b""
+    size = 64 * 1024
+    while True:
+        header = io.read_range(p.source.path, p.source.start, min(size, p.span[0]))
+        try:
+            meta = K.read_keyed_proxy(header, label)
+            break
+        except FStateError:
+            if size >= p.span[0]:
+                raise
+            size *= 4
+    lo, hi = p.span
+    body = io.read_range(p.source.path, p.source.start + lo, hi - lo)
+    # Shift the offsets into the span; key groups outside it are dropped.
+    h = p.handle
+    start, end = p.key_groups
+    offsets = tuple((o - lo + meta.header_size) if start <= h.start_key_group + i <= end and (o or not h.canonical)
+                    else 0 for i, o in enumerate(h.offsets))
+    shifted = H.KeyGroupsHandle(h.tag, h.start_key_group, offsets, h.delegate, h.handle_id)
+    return header[:meta.header_size] + body, shifted, meta
+
+
+def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
+    buf, handle, meta = _load_key_groups(p)
+    opts = dict(p.options)
+    ns_mode = opts.get("ns", "void")
+    flatten = opts.get("flatten", False)
+    lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
+    kg_range = range(max(lo, handle.start_key_group), min(hi, handle.end_key_group) + 1)
+    label = p.source.label
+
+    def key_part(key):
+        return tuple(key) if flatten else (key,)
+
+    def ns_part(ns):
+        if ns_mode == "void":
+            return ()
+        if ns_mode == "window":
+            return (None, None) if ns is None else (ns[0], ns[1])
+        return (ns,)
+
+    if p.kind == "timers":
+        for service, kind, ts, key, ns, _ in K.timer_rows(buf, handle, meta, p.max_parallelism,
+                                                          key_groups=kg_range, source=label):
+            if key_filter is not None and _hashable(key) not in key_filter:
+                continue
+            yield key_part(key) + (ts,) + ns_part(ns) + (kind, service)
+        return
+
+    ids = []
+    for name in p.state_names:
+        sid = meta.state_id(name)
+        if sid is None:
+            raise UnknownStateError(f"state '{name}' is missing from this key-group stream", label)
+        ids.append(sid)
+    flat = opts.get("flat", False)
+    for _, key, ns, vals in K.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range,
+                                         source=label):
+        if key_filter is not None and _hashable(key) not in key_filter:
+            continue
+        head = key_part(key) + ns_part(ns)
+        if not flat:
+            yield head + tuple(vals)
+            continue
+        v = vals[0]
+        kind = meta.states[ids[0]].kind
+        if kind == "LIST":
+            for i, x in enumerate(v or ()):
+                yield head + (i, x)
+        elif kind == "MAP":
+            for mk, mv in (v or {}).items():
+                yield head + (mk, mv)
+        else:
+            yield head + (v,)

@@ -1,0 +1,57 @@
+"""A plain-data description of a savepoint (what `fstate info` prints, also as JSON)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import handles as H
+from .loader import Savepoint
+from .metadata import FLINK_VERSIONS
+
+
+def _storage(op) -> dict[str, int]:
+    counts = {"inline": 0, "files": 0}
+    for s in op.state.subtasks.values():
+        for h in (s.managed_operator, s.raw_operator, s.managed_keyed, s.raw_keyed):
+            d = getattr(h, "delegate", None)
+            if isinstance(d, H.ByteStreamHandle):
+                counts["inline"] += 1
+            elif d is not None:
+                counts["files"] += 1
+            elif isinstance(h, H.IncrementalKeyedHandle):
+                counts["files"] += len(h.shared) + len(h.private)
+    return counts
+
+
+def summarize(sp: Savepoint) -> dict[str, Any]:
+    m = sp.metadata
+    ops = []
+    warnings = []
+    for op in sp.operators:
+        states = []
+        for d in op.describe_states():
+            states.append({"name": d.name, "backend": d.backend, "kind": d.kind, "type": d.type_name,
+                           "key_type": d.key_type, "namespace": d.namespace, "warnings": list(d.warnings)})
+            warnings.extend(f"{op.display_name}/{d.name}: {w}" for w in d.warnings)
+        keyed_size = sum(h.size for _, h in op.keyed_handles())
+        operator_size = sum(h.size for _, h in op.operator_handles())
+        ops.append({
+            "uid": op.uid, "name": op.name, "uid_hash": op.uid_hash, "parallelism": op.parallelism,
+            "max_parallelism": op.max_parallelism, "subtasks_with_state": len(op.state.subtasks),
+            "finished_subtasks": list(op.state.finished_subtasks), "fully_finished": op.state.fully_finished,
+            "keyed_layout": op.keyed_layout, "keyed_state_bytes": keyed_size, "operator_state_bytes": operator_size,
+            "coordinator_state_bytes": op.state.coordinator_state.size if op.state.coordinator_state else 0,
+            "storage": _storage(op), "states": states,
+        })
+    return {
+        "path": sp.path,
+        "kind": m.snapshot_kind,
+        "format": m.format_type,
+        "metadata_version": m.version,
+        "flink_versions": FLINK_VERSIONS.get(m.version),
+        "checkpoint_id": m.checkpoint_id,
+        "master_states": [ms.name for ms in m.master_states],
+        "total_state_bytes": sum(o["keyed_state_bytes"] + o["operator_state_bytes"] for o in ops),
+        "operators": ops,
+        "warnings": warnings,
+    }
