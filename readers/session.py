@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+_LOG4J = (Path(__file__).parent / "log4j2.properties").as_uri()
 
 
 def get_spark(master: str | None = None, conf: dict[str, str] | None = None):
@@ -21,7 +24,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None):
                .config("spark.ui.enabled", "false")
                .config("spark.sql.shuffle.partitions", "8")
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", "-Dlog4j2.level=ERROR")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG4J}")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.python.worker.reuse", "true"))
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)

@@ -83,6 +83,7 @@ def broadcast_state_table(op: OperatorView, state: str) -> Table:
 
 
 def _keyed_meta(op: OperatorView) -> K.KeyedBackendMeta:
+    op.key_group_handles()  # a clear error for keyed state in a layout fstate cannot read yet
     km = op.keyed_meta
     if km is None:
         raise UnknownStateError(f"operator {op.display_name} has no keyed state",

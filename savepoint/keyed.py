@@ -244,8 +244,8 @@ Entry = tuple[int, int, bytes, Any, Any, Any]  # state id, key group, identity, 
 
 def _key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, int, int]]:
     """(key group, start, end) of every key group with data, by the handle's offsets."""
-    present = [(handle.start_key_group + i, off) for i, off in enumerate(handle.offsets)
-               if off != 0 or not handle.canonical]
+    # Offset 0 is the proxy header, never key-group data: it marks an empty key group.
+    present = [(handle.start_key_group + i, off) for i, off in enumerate(handle.offsets) if off != 0]
     starts = sorted({off for _, off in present} | {length})
     out = []
     for kg, off in present:
@@ -266,19 +266,66 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
     if codecs is None:
         codecs = state_codecs(meta, max_parallelism, source)
     wanted_kgs = None if key_groups is None else set(key_groups)
-    for kg, start, end in _key_group_regions(handle, len(buf)):
+    regions = _key_group_regions(handle, len(buf))
+    canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source)
+    for kg, start, end in regions:
         if wanted_kgs is not None and kg not in wanted_kgs:
             continue
         if not meta.header_size <= start <= len(buf):
             raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
                                     f"{len(buf)} bytes", source)
         try:
-            if handle.canonical:
+            if canonical:
                 yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source)
             else:
                 yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source)
         except _DECODE_ERRORS as e:
             raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+
+
+def is_canonical_layout(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta,
+                        regions: list[tuple[int, int, int]], codecs: list[_StateCodec], source: str | None) -> bool:
+    """Which data layout a key-group stream has.
+
+    Savepoint handles (tag 7) are canonical. Plain key-group handles (tags 3/12) hold either the
+    heap backend's native layout or, for RocksDB full checkpoints, the canonical full-snapshot
+    layout; the handle does not say which. Canonical streams leave empty key groups at offset 0;
+    otherwise the first key group is parsed as heap-native and must end exactly where the next
+    key group starts.
+    """
+    if handle.canonical or any(o == 0 for o in handle.offsets):
+        return True
+    if not regions:
+        return False
+    kg, start, end = min(regions, key=lambda r: r[1])
+    try:
+        consumed = _native_block_end(buf, start, end, kg, meta, codecs, source)
+    except (CorruptStateError, UnsupportedSerializerError, *_DECODE_ERRORS):
+        return True
+    return consumed != end
+
+
+def _native_block_end(buf, start, end, kg, meta, codecs, source) -> int:
+    if _I32.unpack_from(buf, start)[0] != kg:
+        return -1
+    pos = start + 4
+    seen = set()
+    for _ in range(len(codecs)):
+        if meta.compressed:
+            pos += _framed_length(buf, pos, end)
+            continue
+        sid = _U16.unpack_from(buf, pos)[0]
+        if sid in seen or sid >= len(codecs):
+            return -1
+        seen.add(sid)
+        gen = _native_state_block(buf, pos, kg, codecs, None, source)
+        while True:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                pos = stop.value
+                break
+    return pos
 
 
 def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source):

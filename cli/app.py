@@ -1,0 +1,178 @@
+"""The `fstate` command line."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .console import err, out, progress, user_errors
+from .output import human_bytes, print_json, print_rows
+
+app = typer.Typer(
+    name="fstate",
+    help="Read, write and modify Apache Flink savepoints and checkpoints with Spark.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ALLOW_EXTERNAL = typer.Option(
+    True, "--allow-external-paths/--deny-external-paths",
+    help="Follow state handles that point outside the savepoint directory (absolute paths).")
+
+
+def _parse_conf(conf: list[str] | None) -> dict[str, str]:
+    from ..savepoint.errors import InvalidArgumentError
+
+    result = {}
+    for item in conf or []:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise InvalidArgumentError(f"--conf expects key=value, got '{item}'")
+        result[k.strip()] = v.strip()
+    return result
+
+
+@app.command()
+def info(
+    path: str = typer.Argument(..., help="Savepoint or checkpoint directory, its _metadata file, or a file: URI."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
+) -> None:
+    """What is in a savepoint: operators, parallelism, states with their kinds and types, sizes."""
+    with user_errors():
+        from ..savepoint.loader import Savepoint
+        from ..savepoint.summary import summarize
+
+        sp = Savepoint.open(path, allow_external_paths=allow_external_paths)
+        data = summarize(sp)
+        if json_out:
+            print_json(data)
+            return
+        _print_info(data)
+
+
+def _print_info(data: dict) -> None:
+    from rich.table import Table
+
+    kind = data["kind"] + (f" ({data['format'].lower()})" if data["format"] else "")
+    out.print(f"[bold]{data['path']}[/]")
+    out.print(f"  {kind}, checkpoint id {data['checkpoint_id']}, metadata version {data['metadata_version']} "
+              f"(Flink {data['flink_versions']}), {len(data['operators'])} operators, "
+              f"{human_bytes(data['total_state_bytes'])} of state")
+    ops = Table(title="Operators", header_style="bold")
+    for c in ("uid", "name", "uid hash", "par", "max par", "keyed state", "operator state", "storage"):
+        ops.add_column(c, overflow="fold")
+    for o in data["operators"]:
+        storage = o["storage"]
+        store = ", ".join(f"{v} {k}" for k, v in storage.items() if v) or "-"
+        keyed = human_bytes(o["keyed_state_bytes"]) + (f" ({o['keyed_layout']})" if o["keyed_layout"] else "") \
+            if o["keyed_state_bytes"] else "-"
+        ops.add_row(o["uid"] or "-", o["name"] or "-", o["uid_hash"], str(o["parallelism"]),
+                    str(o["max_parallelism"]), keyed,
+                    human_bytes(o["operator_state_bytes"]) if o["operator_state_bytes"] else "-", store)
+    out.print(ops)
+    states = Table(title="States", header_style="bold")
+    for c in ("operator", "state", "backend", "kind", "type", "key type", "namespace"):
+        states.add_column(c, overflow="fold")
+    for o in data["operators"]:
+        for s in o["states"]:
+            states.add_row(o["uid"] or o["uid_hash"], s["name"], s["backend"], s["kind"], s["type"],
+                           s["key_type"] or "-", s["namespace"] or "-")
+    out.print(states)
+    for w in data["warnings"]:
+        err.print(f"[yellow]warning:[/] {w}")
+
+
+@app.command()
+def read(
+    path: str = typer.Argument(..., help="Savepoint or checkpoint directory, its _metadata file, or a file: URI."),
+    uid: str = typer.Option(..., "--uid", "-u", help="Operator uid (as in .uid()) or 32-hex-digit uid hash."),
+    state: Optional[str] = typer.Option(None, "--state", "-s",
+                                        help="State name (comma-separated keyed states narrow the keyed table)."),
+    table: Optional[str] = typer.Option(None, "--table", "-t",
+                                        help="list, broadcast, keyed or timers (default: keyed when the operator "
+                                             "has keyed state, else the kind of --state)."),
+    flat: bool = typer.Option(False, "--flat", help="Keyed: one row per list element or map entry (one --state)."),
+    flatten: bool = typer.Option(False, "--flatten", help="Keyed: composite keys as key_f0, key_f1, ... columns."),
+    limit: int = typer.Option(20, "--limit", "-n", help="Rows to show (without --out)."),
+    out_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Write the table to this directory."),
+    fmt: str = typer.Option("parquet", "--format", "-f", help="parquet, csv or json (with --out)."),
+    json_out: bool = typer.Option(False, "--json", help="Print rows as JSON lines instead of a table."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
+) -> None:
+    """State as a table: operator list/union/broadcast state, the keyed table of an operator, or timers."""
+    with user_errors():
+        from ..readers.datasource import FORMAT, build_table
+        from ..savepoint.errors import InvalidArgumentError
+
+        if fmt not in ("parquet", "csv", "json"):
+            raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{fmt}'")
+        options = {"path": path, "uid": uid, "allowExternalPaths": str(allow_external_paths).lower(),
+                   "flat": str(flat).lower(), "flatten": str(flatten).lower()}
+        if state:
+            options["state"] = state
+        if table:
+            options["table"] = table
+        # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
+        planned = build_table(options)
+        options["table"] = planned.kind
+        conf_map = _parse_conf(conf)
+        with progress("starting Spark"):
+            from ..readers.session import get_spark
+
+            spark = get_spark(master, conf_map)
+        df = spark.read.format(FORMAT).options(**options).load()
+        if out_dir:
+            with progress(f"writing {fmt} to {out_dir}"):
+                _write(df, out_dir, fmt)
+            err.print(f"wrote {planned.name} ({', '.join(df.columns)}) as {fmt} to {out_dir}")
+            return
+        rows = df.limit(limit).collect()
+        if json_out:
+            import json
+
+            from .output import to_jsonable
+
+            for r in rows:
+                out.print(json.dumps(to_jsonable(r.asDict(recursive=True)), ensure_ascii=False), soft_wrap=True)
+            return
+        n = print_rows(df.columns, rows, title=planned.name)
+        if n == limit:
+            err.print(f"(first {limit} rows; --limit to see more, --out to write all)")
+
+
+def _write(df, out_dir: str, fmt: str) -> None:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from ..savepoint.errors import InvalidArgumentError
+    from ..savepoint.io import io_for, strip_file_scheme
+
+    if io_for(out_dir).exists(strip_file_scheme(out_dir)):
+        raise InvalidArgumentError(f"output directory {out_dir} already exists")
+    if fmt == "csv":
+        # CSV holds no nested values: complex columns become JSON text, binary becomes base64.
+        cols = []
+        for f in df.schema.fields:
+            if isinstance(f.dataType, (T.StructType, T.ArrayType, T.MapType)):
+                cols.append(F.to_json(F.col(f.name)).alias(f.name))
+            elif isinstance(f.dataType, T.BinaryType):
+                cols.append(F.base64(F.col(f.name)).alias(f.name))
+            else:
+                cols.append(F.col(f.name))
+        df = df.select(*cols)
+        df.write.option("header", "true").csv(out_dir)
+    else:
+        df.write.format(fmt).save(out_dir)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

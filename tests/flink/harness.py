@@ -1,0 +1,477 @@
+"""Real-Apache-Flink "oracle" harness.
+
+Compiles the small Java jobs in ``tests/flink/jobs/{v1,v2}`` against the jars of a Flink
+release, runs them in a local MiniCluster (one JVM per job), and returns the snapshot they
+took together with ``dump.json``, the job's own record of exactly what state that snapshot
+holds.
+
+Public API::
+
+    flink_lib_dir(version="2.3.0") -> Path            # directory of Flink jars
+    compile_jobs(version="2.3.0") -> Path             # directory of compiled job classes
+    run_job(job, version, out_dir, args, timeout=...) -> JobResult   # always runs Flink
+    generate(job="OperatorStateJob", version="2.3.0", backend="hashmap",
+             snapshot="savepoint", extra_args=(), force=False) -> JobResult  # cached
+    flink_unavailable_reason(version="2.3.0") -> str | None
+    require_flink(version="2.3.0") -> None            # pytest.skip() if Flink cannot run here
+
+Caches (all under ``<repo>/.cache``, which is gitignored):
+
+* ``flink/<version>/lib``                       jars of non-installed versions
+* ``flink-classes/<version>-<hash>``            compiled jobs (hash of Java sources + javac)
+* ``oracle/<job>-<version>-<variant>-<hash>``   generated snapshots + dump.json
+
+Only a missing ``java``/``javac`` or jars that cannot be obtained lead to a skip; every other
+problem raises :class:`FlinkJobError` carrying the JVM's stderr and the tail of Flink's log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CACHE = REPO / ".cache"
+JOBS = HERE / "jobs"
+
+DEFAULT_VERSION = "2.3.0"
+#: Versions known to run on this machine's Java 17 (see VERSIONS.md).
+SUPPORTED_VERSIONS = ("2.3.0", "2.0.0", "1.20.1", "1.15.4")
+JOBS_NAMES = ("OperatorStateJob", "KeyedStateJob")
+
+#: Bump when the way outputs are generated changes without the Java sources changing.
+GENERATION_FORMAT = 1
+
+#: JVM-side watchdog (seconds): the job prints a thread dump and halts after this.
+DEFAULT_JOB_TIMEOUT = 100
+#: Extra seconds Python waits for the JVM beyond the watchdog before killing it.
+KILL_GRACE = 25
+
+LOG4J_PROPERTIES = """\
+# Written by tests/flink/harness.py: WARN and above to stderr, INFO and above to a file.
+rootLogger.level = INFO
+rootLogger.appenderRef.console.ref = console
+rootLogger.appenderRef.file.ref = file
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss,SSS} %-5p %c{1} - %m%n
+appender.console.filter.threshold.type = ThresholdFilter
+appender.console.filter.threshold.level = WARN
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = ${sys:fstate.log.file}
+appender.file.append = false
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{HH:mm:ss,SSS} %-5p [%t] %c{1} - %m%n
+"""
+
+# Noise Flink always prints at WARN in a MiniCluster; dropped from error messages only.
+_NOISE = ("DefaultDelegationTokenManager", "WebMonitorUtils")
+
+
+class FlinkUnavailable(RuntimeError):
+    """This machine cannot run Flink: no JDK, or the Flink jars cannot be obtained."""
+
+
+class FlinkJobError(RuntimeError):
+    """A Flink job (or its compilation) failed. The message carries the evidence."""
+
+
+@dataclass
+class JobResult:
+    job: str
+    version: str
+    out_dir: Path
+    dump: dict
+    seconds: float
+    stdout: str = ""
+    stderr: str = ""
+    cached: bool = False
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def snapshot_dir(self) -> Path:
+        """The savepoint directory or the ``chk-N`` directory."""
+        return self.out_dir / self.dump["snapshot_path"]
+
+    @property
+    def metadata_path(self) -> Path:
+        return self.snapshot_dir / "_metadata"
+
+    @property
+    def dump_path(self) -> Path:
+        return self.out_dir / "dump.json"
+
+    @property
+    def log_path(self) -> Path:
+        return self.out_dir / "flink.log"
+
+    def operator(self, uid: str) -> dict:
+        for op in self.dump["operators"]:
+            if op["uid"] == uid:
+                return op
+        raise KeyError(uid)
+
+
+# --------------------------------------------------------------------------- utilities
+
+
+def api_flavour(version: str) -> str:
+    """``v2`` for Flink 2.x, ``v1`` for 1.x: selects ``jobs/v2`` or ``jobs/v1``."""
+    major = int(version.split(".")[0])
+    return "v2" if major >= 2 else "v1"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Inter-process lock (pytest-xdist, parallel CLI runs) on ``path``.lock."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _tail(text: str, lines: int = 60) -> str:
+    parts = text.splitlines()
+    return "\n".join(parts[-lines:])
+
+
+def _java_tools() -> tuple[str, str]:
+    java_home = os.environ.get("JAVA_HOME")
+    cands = []
+    if java_home:
+        cands.append((Path(java_home) / "bin" / "java", Path(java_home) / "bin" / "javac"))
+    java, javac = shutil.which("java"), shutil.which("javac")
+    if java and javac:
+        cands.append((Path(java), Path(javac)))
+    for j, jc in cands:
+        if j.exists() and jc.exists():
+            return str(j), str(jc)
+    raise FlinkUnavailable("javac/java not found on PATH (a JDK 11+ is needed to compile and run the Flink jobs)")
+
+
+def _javac_version(javac: str) -> str:
+    r = subprocess.run([javac, "-version"], capture_output=True, text=True)
+    return (r.stdout + r.stderr).strip()
+
+
+# --------------------------------------------------------------------------- jars
+
+
+def _installed_pyflink_lib(version: str) -> Path | None:
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyflink")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        lib = Path(loc) / "lib"
+        if (lib / f"flink-dist-{version}.jar").exists():
+            return lib
+    return None
+
+
+def flink_lib_dir(version: str = DEFAULT_VERSION) -> Path:
+    """Directory holding the Flink ``version`` jars (``flink-dist-<version>.jar`` and friends).
+
+    The installed ``apache-flink-libraries`` (pyflink/lib) is used when it is that version;
+    otherwise the sdist is fetched once with ``pip download --no-deps`` into
+    ``.cache/flink/<version>/download`` and its ``deps/lib`` extracted to
+    ``.cache/flink/<version>/lib``. Raises FlinkUnavailable when that is impossible.
+    """
+    installed = _installed_pyflink_lib(version)
+    if installed is not None:
+        return installed
+    base = CACHE / "flink" / version
+    lib = base / "lib"
+    marker = lib / ".complete"
+    if marker.exists():
+        return lib
+    with _locked(base / "fetch"):
+        if marker.exists():
+            return lib
+        dl = base / "download"
+        dl.mkdir(parents=True, exist_ok=True)
+        tarballs = sorted(dl.glob(f"apache-flink-libraries-{version}.tar.gz")) + sorted(
+            dl.glob(f"apache_flink_libraries-{version}.tar.gz")
+        )
+        if not tarballs:
+            cmd = [
+                sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+                "--disable-pip-version-check", "-d", str(dl), f"apache-flink-libraries=={version}",
+            ]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+            tarballs = sorted(dl.glob("apache*flink*libraries-*.tar.gz"))
+            if r.returncode != 0 or not tarballs:
+                raise FlinkUnavailable(
+                    f"cannot download apache-flink-libraries=={version}: {_tail(r.stdout + r.stderr, 15)}"
+                )
+        if lib.exists():
+            shutil.rmtree(lib)
+        tmp = base / "lib.tmp"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        with tarfile.open(tarballs[0]) as tf:
+            for m in tf.getmembers():
+                parts = Path(m.name).parts
+                if m.isfile() and len(parts) == 4 and parts[1:3] == ("deps", "lib") and m.name.endswith(".jar"):
+                    src = tf.extractfile(m)
+                    assert src is not None
+                    with src, open(tmp / parts[3], "wb") as dst:
+                        shutil.copyfileobj(src, dst)
+        if not (tmp / f"flink-dist-{version}.jar").exists():
+            raise FlinkUnavailable(f"{tarballs[0]} holds no deps/lib/flink-dist-{version}.jar")
+        tmp.rename(lib)
+        marker.write_text(tarballs[0].name + "\n")
+    return lib
+
+
+def _classpath(lib: Path, *extra: Path) -> str:
+    return os.pathsep.join([*(str(e) for e in extra), str(lib / "*")])
+
+
+# --------------------------------------------------------------------------- compile
+
+
+def job_sources(version: str = DEFAULT_VERSION) -> list[Path]:
+    """Java sources compiled for ``version``: ``jobs/common`` plus ``jobs/v1`` or ``jobs/v2``."""
+    srcs = sorted((JOBS / "common").glob("*.java")) + sorted((JOBS / api_flavour(version)).glob("*.java"))
+    if not srcs:
+        raise FlinkJobError(f"no Java sources in {JOBS / api_flavour(version)}")
+    return srcs
+
+
+def sources_hash(version: str = DEFAULT_VERSION) -> str:
+    """Content hash of the job sources used for ``version`` (plus the javac in use)."""
+    h = hashlib.sha256()
+    h.update(version.encode())
+    for p in job_sources(version):
+        h.update(p.parent.name.encode() + b"/" + p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+    _, javac = _java_tools()
+    h.update(_javac_version(javac).encode())
+    return h.hexdigest()[:16]
+
+
+def compile_jobs(version: str = DEFAULT_VERSION) -> Path:
+    """Compile the jobs for ``version`` once per source hash; return the classes directory."""
+    _, javac = _java_tools()
+    lib = flink_lib_dir(version)
+    out = CACHE / "flink-classes" / f"{version}-{sources_hash(version)}"
+    marker = out / ".complete"
+    if marker.exists():
+        return out
+    with _locked(out):
+        if marker.exists():
+            return out
+        if out.exists():
+            shutil.rmtree(out)
+        tmp = out.with_name(out.name + ".tmp")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        cmd = [javac, "-encoding", "UTF-8", "-nowarn", "-g", "-d", str(tmp), "-cp", _classpath(lib),
+               *map(str, job_sources(version))]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise FlinkJobError(f"javac failed for Flink {version}:\n{r.stdout}\n{r.stderr}")
+        tmp.rename(out)
+        marker.write_text(_javac_version(javac) + "\n")
+    return out
+
+
+def log4j_config() -> Path:
+    p = CACHE / "flink-log4j2.properties"
+    if not p.exists() or p.read_text() != LOG4J_PROPERTIES:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(LOG4J_PROPERTIES)
+        tmp.replace(p)
+    return p
+
+
+# --------------------------------------------------------------------------- run
+
+
+def run_job(
+    job: str,
+    version: str,
+    out_dir: Path,
+    args: Sequence[str],
+    timeout: int = DEFAULT_JOB_TIMEOUT,
+) -> JobResult:
+    """Run ``job`` (a Java main class in jobs/v1|v2) on Flink ``version`` writing into ``out_dir``.
+
+    ``args`` are passed to the job after ``--out <out_dir> --timeout <timeout>``, e.g.
+    ``["--backend", "rocksdb", "--snapshot", "checkpoint"]``. ``out_dir`` must not exist or be
+    empty. Raises FlinkJobError (stderr + Flink log tail) on any failure or timeout.
+    """
+    java, _ = _java_tools()
+    lib = flink_lib_dir(version)
+    classes = compile_jobs(version)
+    out_dir = Path(out_dir).resolve()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if any(out_dir.iterdir()):
+        raise FlinkJobError(f"output directory {out_dir} is not empty")
+    log_file = out_dir / "flink.log"
+    cmd = [
+        java,
+        "-Xmx768m",
+        "-XX:+UseSerialGC",
+        f"-Dlog4j.configurationFile={log4j_config()}",
+        f"-Dfstate.log.file={log_file}",
+        # Flink 1.x needs these on Java 17 (harmless on 2.x).
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+        "--add-opens=java.base/java.util=ALL-UNNAMED",
+        "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+        "--add-opens=java.base/java.io=ALL-UNNAMED",
+        "--add-opens=java.base/java.net=ALL-UNNAMED",
+        "--add-opens=java.base/java.nio=ALL-UNNAMED",
+        "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+        "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+        "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+        "--add-opens=java.base/java.time=ALL-UNNAMED",
+        "--add-opens=java.base/java.text=ALL-UNNAMED",
+        "--add-opens=java.sql/java.sql=ALL-UNNAMED",
+        "-cp",
+        _classpath(lib, classes),
+        job,
+        "--out",
+        str(out_dir),
+        "--timeout",
+        str(timeout),
+        *map(str, args),
+    ]
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout + KILL_GRACE, cwd=out_dir)
+    except subprocess.TimeoutExpired as e:
+        raise FlinkJobError(
+            f"{job} on Flink {version} was killed after {timeout + KILL_GRACE} s\n"
+            f"--- stderr ---\n{_tail(_s(e.stderr), 80)}\n--- flink.log ---\n{_log_tail(log_file)}"
+        ) from None
+    seconds = time.monotonic() - t0
+    dump_path = out_dir / "dump.json"
+    if r.returncode != 0 or not dump_path.exists():
+        raise FlinkJobError(
+            f"{job} on Flink {version} failed (exit {r.returncode}) args={list(args)}\n"
+            f"--- stdout ---\n{_tail(r.stdout, 20)}\n--- stderr ---\n{_tail(_clean(r.stderr), 120)}\n"
+            f"--- flink.log ({log_file}) ---\n{_log_tail(log_file)}"
+        )
+    dump = json.loads(dump_path.read_text(encoding="utf-8"))
+    res = JobResult(job=job, version=version, out_dir=out_dir, dump=dump, seconds=seconds,
+                    stdout=r.stdout, stderr=r.stderr, args=list(args))
+    if not res.metadata_path.exists():
+        raise FlinkJobError(f"{job} reported {res.snapshot_dir} but it has no _metadata")
+    return res
+
+
+def _s(b: bytes | str | None) -> str:
+    if b is None:
+        return ""
+    return b if isinstance(b, str) else b.decode("utf-8", "replace")
+
+
+def _clean(stderr: str) -> str:
+    return "\n".join(line for line in stderr.splitlines() if not any(n in line for n in _NOISE))
+
+
+def _log_tail(log_file: Path, lines: int = 80) -> str:
+    if not log_file.exists():
+        return "(no log file)"
+    text = log_file.read_text(encoding="utf-8", errors="replace")
+    # Prefer the interesting part: from the first exception onwards, if any.
+    idx = min((i for i in (text.find("Exception"), text.find(" ERROR ")) if i >= 0), default=-1)
+    if idx >= 0:
+        start = text.rfind("\n", 0, max(0, idx - 2000)) + 1
+        return _tail(text[start:], 150)
+    return _tail(text, lines)
+
+
+# --------------------------------------------------------------------------- cached generation
+
+
+def variant_args(backend: str = "hashmap", snapshot: str = "savepoint", extra_args: Sequence[str] = ()) -> list[str]:
+    if backend not in ("hashmap", "rocksdb"):
+        raise ValueError(f"backend must be hashmap or rocksdb, not {backend!r}")
+    if snapshot not in ("savepoint", "checkpoint"):
+        raise ValueError(f"snapshot must be savepoint or checkpoint, not {snapshot!r}")
+    return ["--backend", backend, "--snapshot", snapshot, *map(str, extra_args)]
+
+
+def generate(
+    job: str = "OperatorStateJob",
+    version: str = DEFAULT_VERSION,
+    backend: str = "hashmap",
+    snapshot: str = "savepoint",
+    extra_args: Sequence[str] = (),
+    force: bool = False,
+    timeout: int = DEFAULT_JOB_TIMEOUT,
+) -> JobResult:
+    """Run ``job`` once per (version, variant, job source hash) and cache the outputs.
+
+    A second call (or pytest run) reuses ``.cache/oracle/...``; editing any Java source of the
+    version's flavour changes the hash, so the job runs again. ``force`` always re-runs.
+    """
+    args = variant_args(backend, snapshot, extra_args)
+    key = hashlib.sha256(
+        json.dumps([GENERATION_FORMAT, job, version, args, sources_hash(version)]).encode()
+    ).hexdigest()[:12]
+    suffix = "-".join(a.lstrip("-") for a in extra_args)
+    name = f"{job}-{version}-{backend}-{snapshot}" + (f"-{suffix}" if suffix else "") + f"-{key}"
+    out = CACHE / "oracle" / name
+    marker = out / ".complete.json"
+    with _locked(out):
+        if marker.exists() and not force:
+            info = json.loads(marker.read_text())
+            dump = json.loads((out / "dump.json").read_text(encoding="utf-8"))
+            return JobResult(job=job, version=version, out_dir=out, dump=dump, seconds=info["seconds"],
+                             cached=True, args=args)
+        if out.exists():
+            shutil.rmtree(out)
+        res = run_job(job, version, out, args, timeout=timeout)
+        marker.write_text(json.dumps({"seconds": res.seconds, "args": args}) + "\n")
+        return res
+
+
+# --------------------------------------------------------------------------- pytest helpers
+
+
+def flink_unavailable_reason(version: str = DEFAULT_VERSION) -> str | None:
+    """Why Flink ``version`` cannot run here (None when it can). Does not hide job failures."""
+    try:
+        _java_tools()
+        flink_lib_dir(version)
+    except FlinkUnavailable as e:
+        return str(e)
+    return None
+
+
+def require_flink(version: str = DEFAULT_VERSION) -> None:
+    """``pytest.skip`` (with the reason) when javac is missing or the jars cannot be obtained."""
+    reason = flink_unavailable_reason(version)
+    if reason is not None:
+        import pytest
+
+        pytest.skip(f"Flink {version} unavailable: {reason}")

@@ -1,0 +1,477 @@
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+
+import org.apache.flink.api.common.functions.AggregateFunction;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.api.common.functions.ReduceFunction;
+import org.apache.flink.api.common.state.AggregatingState;
+import org.apache.flink.api.common.state.AggregatingStateDescriptor;
+import org.apache.flink.api.common.state.CheckpointListener;
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
+import org.apache.flink.api.common.state.MapState;
+import org.apache.flink.api.common.state.MapStateDescriptor;
+import org.apache.flink.api.common.state.ReducingState;
+import org.apache.flink.api.common.state.ReducingStateDescriptor;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.runtime.state.KeyGroupRangeAssignment;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
+import org.apache.flink.streaming.api.functions.sink.DiscardingSink;
+import org.apache.flink.streaming.api.functions.source.RichSourceFunction;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.time.Time;
+import org.apache.flink.streaming.api.windowing.triggers.Trigger;
+import org.apache.flink.streaming.api.windowing.triggers.TriggerResult;
+import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
+import org.apache.flink.util.Collector;
+
+/**
+ * Keyed state oracle: a KeyedProcessFunction (uid keyed) with value/list/map/reducing/
+ * aggregating state and event- and processing-time timers, and two tumbling event-time window
+ * operators (uids window-reduce, window-agg) whose later windows are still open at snapshot time.
+ *
+ * The source emits records i = 0..n-1 with timestamp ts(i) = (i * 37) % 10000, then the
+ * watermark 4999 (windows ending at or before 5000 fire and are purged), then idles.
+ *
+ * Args: --backend hashmap|rocksdb --snapshot savepoint|checkpoint --out DIR [--records N]
+ */
+public class KeyedStateJob implements Oracle.JobDef {
+    static final int MAX_PARALLELISM = 128;
+    static final int P = 3;
+    static final int KEYS = 1000;
+    static final long WINDOW_KEYS = 50;
+    static final long WINDOW_SIZE = 1000;
+    static final long WATERMARK = 4999;
+    static final long EVENT_TIMER_BASE = 1_000_000L;
+    static final long DELETED_TIMER_BASE = 2_000_000L;
+    static final long PROC_TIMER_BASE = 4_102_444_800_000L; // 2100-01-01
+
+    /** uid -> [key, window start, window end] -> window contents, maintained by MirrorTrigger. */
+    static final Map<String, Map<List<Object>, Object>> WINDOWS = new ConcurrentHashMap<>();
+
+    public static void main(String[] args) {
+        Oracle.run(new KeyedStateJob(), args);
+    }
+
+    static int records(Oracle.Params p) {
+        return p.getInt("records", 2000);
+    }
+
+    static long ts(long i) {
+        return (i * 37) % 10000;
+    }
+
+    @Override
+    public int maxParallelism() {
+        return MAX_PARALLELISM;
+    }
+
+    @Override
+    public LinkedHashMap<String, Integer> operators(Oracle.Params p) {
+        LinkedHashMap<String, Integer> m = new LinkedHashMap<>();
+        m.put("src", 1);
+        m.put("keyed", P);
+        m.put("window-reduce", P);
+        m.put("window-agg", P);
+        return m;
+    }
+
+    @Override
+    public Map<String, Long> expectedCounts(Oracle.Params p) {
+        long n = records(p);
+        Set<List<Long>> fired = new HashSet<>();
+        for (long i = 0; i < n; i++) {
+            long start = ts(i) - ts(i) % WINDOW_SIZE;
+            if (start + WINDOW_SIZE - 1 <= WATERMARK) {
+                fired.add(Arrays.asList(i % WINDOW_KEYS, start));
+            }
+        }
+        Map<String, Long> m = new LinkedHashMap<>();
+        m.put("src", n);
+        m.put("keyed", n);
+        m.put("window-reduce-elements", n);
+        m.put("window-agg-elements", n);
+        m.put("window-reduce-fired", (long) fired.size());
+        m.put("window-agg-fired", (long) fired.size());
+        return m;
+    }
+
+    @Override
+    public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+        DataStream<Long> src = env.addSource(new TimedSource(records(p))).uid("src").name("src").setParallelism(1);
+
+        src.map(i -> Tuple2.of("k-" + (i % KEYS), i)).returns(Types.TUPLE(Types.STRING, Types.LONG))
+                .uid("to-keyed").name("to-keyed").setParallelism(1)
+                .keyBy(t -> t.f0, Types.STRING)
+                .process(new KeyedFn()).uid("keyed").name("keyed").setParallelism(P)
+                .addSink(new DiscardingSink<>()).uid("sink-keyed").name("sink-keyed").setParallelism(P);
+
+        DataStream<Tuple2<Long, Long>> w = src.map(i -> Tuple2.of(i % WINDOW_KEYS, i))
+                .returns(Types.TUPLE(Types.LONG, Types.LONG)).uid("to-window").name("to-window").setParallelism(1);
+
+        w.keyBy(t -> t.f0, Types.LONG)
+                .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_SIZE)))
+                .trigger(new MirrorTrigger("window-reduce", false))
+                .reduce(new SumReduce(), new Fired<Tuple2<Long, Long>>("window-reduce"))
+                .uid("window-reduce").name("window-reduce").setParallelism(P)
+                .addSink(new DiscardingSink<>()).uid("sink-window-reduce").name("sink-window-reduce").setParallelism(P);
+
+        w.keyBy(t -> t.f0, Types.LONG)
+                .window(TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_SIZE)))
+                .trigger(new MirrorTrigger("window-agg", true))
+                .aggregate(new WindowAvg(), new Fired<Double>("window-agg"))
+                .uid("window-agg").name("window-agg").setParallelism(P)
+                .addSink(new DiscardingSink<>()).uid("sink-window-agg").name("sink-window-agg").setParallelism(P);
+    }
+
+    // ------------------------------------------------------------------ src
+
+    public static class TimedSource extends RichSourceFunction<Long> implements CheckpointedFunction, CheckpointListener {
+        private final int n;
+        private volatile boolean running = true;
+        private long emitted;
+        private transient ListState<Long> offsets;
+
+        TimedSource(int n) {
+            this.n = n;
+        }
+
+        @Override
+        public void run(SourceContext<Long> ctx) throws Exception {
+            while (running && emitted < n) {
+                synchronized (ctx.getCheckpointLock()) {
+                    ctx.collectWithTimestamp(emitted, ts(emitted));
+                    emitted++;
+                    Oracle.count("src");
+                }
+            }
+            synchronized (ctx.getCheckpointLock()) {
+                ctx.emitWatermark(new Watermark(WATERMARK));
+            }
+            while (running) {
+                Thread.sleep(20);
+            }
+        }
+
+        @Override
+        public void cancel() {
+            running = false;
+        }
+
+        @Override
+        public void initializeState(FunctionInitializationContext ctx) throws Exception {
+            offsets = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("offsets", Types.LONG));
+            for (Long v : offsets.get()) {
+                emitted = v;
+            }
+        }
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
+            offsets.update(Arrays.asList(emitted));
+            Oracle.record("src", getRuntimeContext().getIndexOfThisSubtask(), ctx.getCheckpointId(),
+                    new Oracle.OpSnapshot().list("offsets", "SPLIT_DISTRIBUTE", Arrays.asList(emitted)));
+            Oracle.sourceSnapshot(ctx.getCheckpointId());
+        }
+
+        @Override
+        public void notifyCheckpointComplete(long checkpointId) {
+            Oracle.COMPLETED.add(checkpointId);
+        }
+    }
+
+    // ------------------------------------------------------------------ keyed
+
+    public static class AvgAgg implements AggregateFunction<Long, Tuple2<Long, Long>, Double> {
+        @Override
+        public Tuple2<Long, Long> createAccumulator() {
+            return Tuple2.of(0L, 0L);
+        }
+
+        @Override
+        public Tuple2<Long, Long> add(Long v, Tuple2<Long, Long> acc) {
+            return Tuple2.of(acc.f0 + v, acc.f1 + 1);
+        }
+
+        @Override
+        public Double getResult(Tuple2<Long, Long> acc) {
+            return acc.f1 == 0 ? 0.0 : (double) acc.f0 / acc.f1;
+        }
+
+        @Override
+        public Tuple2<Long, Long> merge(Tuple2<Long, Long> a, Tuple2<Long, Long> b) {
+            return Tuple2.of(a.f0 + b.f0, a.f1 + b.f1);
+        }
+    }
+
+    public static class KeyedFn extends KeyedProcessFunction<String, Tuple2<String, Long>, String>
+            implements CheckpointedFunction {
+        private transient ValueState<Long> total;
+        private transient ListState<String> events;
+        private transient MapState<String, Long> counts;
+        private transient ReducingState<Long> sum;
+        private transient AggregatingState<Long, Double> avg;
+
+        private transient Map<String, Long> mTotal;
+        private transient Map<String, List<String>> mEvents;
+        private transient Map<String, TreeMap<String, Long>> mCounts;
+        private transient Map<String, Long> mSum;
+        private transient Map<String, Tuple2<Long, Long>> mAvg;
+        /** {kind, key, timestamp}. */
+        private transient Set<List<Object>> mTimers;
+
+        @Override
+        public void initializeState(FunctionInitializationContext ctx) {
+            // Keyed state cannot be enumerated here, so mirrors only describe state written by this run.
+            mTotal = new HashMap<>();
+            mEvents = new HashMap<>();
+            mCounts = new HashMap<>();
+            mSum = new HashMap<>();
+            mAvg = new HashMap<>();
+            mTimers = new HashSet<>();
+        }
+
+        @Override
+        public void open(Configuration parameters) {
+            total = getRuntimeContext().getState(new ValueStateDescriptor<>("total", Types.LONG));
+            events = getRuntimeContext().getListState(new ListStateDescriptor<>("events", Types.STRING));
+            counts = getRuntimeContext().getMapState(new MapStateDescriptor<>("counts", Types.STRING, Types.LONG));
+            sum = getRuntimeContext().getReducingState(
+                    new ReducingStateDescriptor<>("sum", (ReduceFunction<Long>) (a, b) -> a + b, Types.LONG));
+            avg = getRuntimeContext().getAggregatingState(
+                    new AggregatingStateDescriptor<>("avg", new AvgAgg(), Types.TUPLE(Types.LONG, Types.LONG)));
+        }
+
+        @Override
+        public void processElement(Tuple2<String, Long> t, Context ctx, Collector<String> out) throws Exception {
+            String k = t.f0;
+            long v = t.f1;
+            int idx = (int) (v % KEYS);
+            boolean second = v >= KEYS;
+
+            // VALUE: running total; cleared again for idx % 100 == 99 on the second record.
+            Long old = total.value();
+            long nt = (old == null ? 0 : old) + v;
+            total.update(nt);
+            mTotal.put(k, nt);
+            if (idx % 100 == 99 && second) {
+                total.clear();
+                mTotal.remove(k);
+            }
+
+            // LIST: not for idx % 4 == 3.
+            if (idx % 4 != 3) {
+                String ev = v % 5 == 0 ? "\u00e9-" + v + "-\u4e2d" : (v % 11 == 0 ? "" : "e" + v);
+                events.add(ev);
+                mEvents.computeIfAbsent(k, x -> new ArrayList<>()).add(ev);
+            }
+
+            // MAP: per-bucket counters, plus an extra non-ASCII entry now and then.
+            String bucket = "b" + (v % 4);
+            Long c = counts.get(bucket);
+            counts.put(bucket, (c == null ? 0 : c) + 1);
+            TreeMap<String, Long> mc = mCounts.computeIfAbsent(k, x -> new TreeMap<>());
+            mc.put(bucket, (c == null ? 0 : c) + 1);
+            if (v % 7 == 0) {
+                counts.put("\u00fc-" + v, -v);
+                mc.put("\u00fc-" + v, -v);
+            }
+
+            // REDUCING (sum): not for idx % 3 == 1.
+            if (idx % 3 != 1) {
+                sum.add(v);
+                mSum.merge(k, v, Long::sum);
+            }
+
+            // AGGREGATING (avg; accumulator (sum, count)): only even idx.
+            if (idx % 2 == 0) {
+                avg.add(v);
+                Tuple2<Long, Long> acc = mAvg.getOrDefault(k, Tuple2.of(0L, 0L));
+                mAvg.put(k, Tuple2.of(acc.f0 + v, acc.f1 + 1));
+            }
+
+            // Timers (none of them can fire before the snapshot).
+            if (idx % 10 == 0) {
+                ctx.timerService().registerEventTimeTimer(EVENT_TIMER_BASE + idx);
+                mTimers.add(Arrays.asList("event", k, EVENT_TIMER_BASE + idx));
+            }
+            if (idx % 25 == 0) {
+                ctx.timerService().registerProcessingTimeTimer(PROC_TIMER_BASE + idx);
+                mTimers.add(Arrays.asList("processing", k, PROC_TIMER_BASE + idx));
+            }
+            if (idx % 10 == 5) {
+                if (!second) {
+                    ctx.timerService().registerEventTimeTimer(DELETED_TIMER_BASE + idx);
+                    mTimers.add(Arrays.asList("event", k, DELETED_TIMER_BASE + idx));
+                } else {
+                    ctx.timerService().deleteEventTimeTimer(DELETED_TIMER_BASE + idx);
+                    mTimers.remove(Arrays.asList("event", k, DELETED_TIMER_BASE + idx));
+                }
+            }
+            Oracle.count("keyed");
+            out.collect(k);
+        }
+
+        @Override
+        public void onTimer(long timestamp, OnTimerContext ctx, Collector<String> out) {
+            throw new IllegalStateException("oracle timer fired unexpectedly: " + ctx.getCurrentKey() + " @" + timestamp);
+        }
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext ctx) {
+            Oracle.OpSnapshot snap = new Oracle.OpSnapshot();
+            snap.keyed("total", "VALUE", mTotal);
+            Map<String, Object> ev = new HashMap<>();
+            mEvents.forEach((k, l) -> ev.put(k, new ArrayList<>(l)));
+            snap.keyed("events", "LIST", ev);
+            Map<String, Object> cm = new HashMap<>();
+            mCounts.forEach((k, m) -> {
+                List<Object> entries = new ArrayList<>();
+                m.forEach((mk, mv) -> entries.add(Arrays.asList(mk, mv)));
+                cm.put(k, entries);
+            });
+            snap.keyed("counts", "MAP", cm);
+            snap.keyed("sum", "REDUCING", mSum);
+            snap.keyed("avg", "AGGREGATING", mAvg);
+            for (List<Object> t : mTimers) {
+                snap.timer((String) t.get(0), t.get(1), (Long) t.get(2), null);
+            }
+            Oracle.record("keyed", getRuntimeContext().getIndexOfThisSubtask(), ctx.getCheckpointId(), snap);
+        }
+    }
+
+    // ------------------------------------------------------------------ windows
+
+    /** Average of f1; accumulator (sum, count). */
+    public static class WindowAvg implements AggregateFunction<Tuple2<Long, Long>, Tuple2<Long, Long>, Double> {
+        @Override
+        public Tuple2<Long, Long> createAccumulator() {
+            return Tuple2.of(0L, 0L);
+        }
+
+        @Override
+        public Tuple2<Long, Long> add(Tuple2<Long, Long> e, Tuple2<Long, Long> acc) {
+            return Tuple2.of(acc.f0 + e.f1, acc.f1 + 1);
+        }
+
+        @Override
+        public Double getResult(Tuple2<Long, Long> acc) {
+            return acc.f1 == 0 ? 0.0 : (double) acc.f0 / acc.f1;
+        }
+
+        @Override
+        public Tuple2<Long, Long> merge(Tuple2<Long, Long> a, Tuple2<Long, Long> b) {
+            return Tuple2.of(a.f0 + b.f0, a.f1 + b.f1);
+        }
+    }
+
+    public static class SumReduce implements ReduceFunction<Tuple2<Long, Long>> {
+        @Override
+        public Tuple2<Long, Long> reduce(Tuple2<Long, Long> a, Tuple2<Long, Long> b) {
+            return Tuple2.of(a.f0, a.f1 + b.f1);
+        }
+    }
+
+    /** EventTimeTrigger behaviour plus a mirror of the window contents (the trigger sees the element and window). */
+    public static class MirrorTrigger extends Trigger<Tuple2<Long, Long>, TimeWindow> {
+        private final String uid;
+        private final boolean aggregate;
+
+        MirrorTrigger(String uid, boolean aggregate) {
+            this.uid = uid;
+            this.aggregate = aggregate;
+        }
+
+        @Override
+        @SuppressWarnings("unchecked")
+        public TriggerResult onElement(Tuple2<Long, Long> e, long timestamp, TimeWindow window, TriggerContext ctx) {
+            Map<List<Object>, Object> m = WINDOWS.computeIfAbsent(uid, x -> new ConcurrentHashMap<>());
+            List<Object> key = Arrays.asList(e.f0, window.getStart(), window.getEnd());
+            Tuple2<Long, Long> cur = (Tuple2<Long, Long>) m.get(key);
+            if (aggregate) {
+                Tuple2<Long, Long> acc = cur == null ? Tuple2.of(0L, 0L) : cur;
+                m.put(key, Tuple2.of(acc.f0 + e.f1, acc.f1 + 1));
+            } else {
+                m.put(key, cur == null ? Tuple2.of(e.f0, e.f1) : Tuple2.of(cur.f0, cur.f1 + e.f1));
+            }
+            Oracle.count(uid + "-elements");
+            if (window.maxTimestamp() <= ctx.getCurrentWatermark()) {
+                throw new IllegalStateException("late element in oracle job: " + e + " " + window);
+            }
+            ctx.registerEventTimeTimer(window.maxTimestamp());
+            return TriggerResult.CONTINUE;
+        }
+
+        @Override
+        public TriggerResult onEventTime(long time, TimeWindow window, TriggerContext ctx) {
+            return time == window.maxTimestamp() ? TriggerResult.FIRE : TriggerResult.CONTINUE;
+        }
+
+        @Override
+        public TriggerResult onProcessingTime(long time, TimeWindow window, TriggerContext ctx) {
+            return TriggerResult.CONTINUE;
+        }
+
+        @Override
+        public void clear(TimeWindow window, TriggerContext ctx) {
+            ctx.deleteEventTimeTimer(window.maxTimestamp());
+        }
+    }
+
+    /** Records fired windows (purged right after firing) and snapshots this subtask's share of the mirror. */
+    public static class Fired<T> extends ProcessWindowFunction<T, String, Long, TimeWindow> implements CheckpointedFunction {
+        private final String uid;
+
+        Fired(String uid) {
+            this.uid = uid;
+        }
+
+        @Override
+        public void process(Long key, Context ctx, Iterable<T> elements, Collector<String> out) {
+            TimeWindow w = ctx.window();
+            WINDOWS.computeIfAbsent(uid, x -> new ConcurrentHashMap<>()).remove(Arrays.asList(key, w.getStart(), w.getEnd()));
+            Oracle.count(uid + "-fired");
+            out.collect(uid + ":" + key + "@" + w);
+        }
+
+        @Override
+        public void initializeState(FunctionInitializationContext ctx) {}
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext ctx) {
+            int subtask = getRuntimeContext().getIndexOfThisSubtask();
+            int parallelism = getRuntimeContext().getNumberOfParallelSubtasks();
+            int maxP = getRuntimeContext().getMaxNumberOfParallelSubtasks();
+            Map<Object, Object> mine = new HashMap<>();
+            Oracle.OpSnapshot snap = new Oracle.OpSnapshot();
+            for (Map.Entry<List<Object>, Object> e : WINDOWS.getOrDefault(uid, new HashMap<>()).entrySet()) {
+                Long key = (Long) e.getKey().get(0);
+                if (KeyGroupRangeAssignment.assignKeyToParallelOperator(key, maxP, parallelism) == subtask) {
+                    mine.put(e.getKey(), e.getValue());
+                    long end = (Long) e.getKey().get(2);
+                    snap.timer("event", key, end - 1, Arrays.asList(e.getKey().get(1), end));
+                }
+            }
+            snap.keyed("window-contents", uid.equals("window-agg") ? "AGGREGATING" : "REDUCING", mine);
+            Oracle.record(uid, subtask, ctx.getCheckpointId(), snap);
+        }
+    }
+}

@@ -1,0 +1,475 @@
+import java.io.File;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentSkipListSet;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.BooleanSupplier;
+
+import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.core.execution.JobClient;
+import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.runtime.util.EnvironmentInformation;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.graph.StreamGraph;
+import org.apache.flink.streaming.api.graph.StreamGraphHasherV2;
+
+/**
+ * Shared driver for the oracle jobs (Flink 2.x API flavour).
+ *
+ * Stateful functions record a "mirror" of exactly what they put into Flink state. In
+ * snapshotState(ctx) they hand a copy to {@link #record}, keyed by (uid, subtask, checkpoint
+ * id). After the savepoint / checkpoint completed, main writes the mirror of that checkpoint id
+ * to dump.json and exits the JVM.
+ */
+public final class Oracle {
+    private Oracle() {}
+
+    // ------------------------------------------------------------------ mirrors
+
+    /** Everything one subtask of one operator held in state at one snapshot. */
+    public static final class OpSnapshot {
+        /** list state name -> {mode, values}. */
+        public final Map<String, Object[]> lists = new LinkedHashMap<>();
+        /** broadcast state name -> entries (sorted map). */
+        public final Map<String, Map<Object, Object>> broadcast = new LinkedHashMap<>();
+        /** keyed state name -> {kind, map key -> value}. */
+        public final Map<String, Object[]> keyed = new LinkedHashMap<>();
+        /** timers: {kind, key, timestamp, namespace}. */
+        public final List<Object[]> timers = new ArrayList<>();
+
+        public OpSnapshot list(String name, String mode, Collection<?> values) {
+            lists.put(name, new Object[] {mode, new ArrayList<Object>(values)});
+            return this;
+        }
+
+        public OpSnapshot broadcast(String name, Map<?, ?> entries) {
+            Map<Object, Object> copy = new java.util.TreeMap<>(VALUE_ORDER);
+            copy.putAll(entries);
+            broadcast.put(name, copy);
+            return this;
+        }
+
+        public OpSnapshot keyed(String name, String kind, Map<?, ?> entries) {
+            keyed.put(name, new Object[] {kind, new HashMap<Object, Object>(entries)});
+            return this;
+        }
+
+        public OpSnapshot timer(String kind, Object key, long ts, Object namespace) {
+            timers.add(new Object[] {kind, key, ts, namespace});
+            return this;
+        }
+    }
+
+    private static final Map<String, OpSnapshot> SNAPSHOTS = new ConcurrentHashMap<>();
+    private static final Map<String, AtomicLong> COUNTERS = new ConcurrentHashMap<>();
+    /** Highest checkpoint id the source has snapshotted so far. */
+    public static final AtomicLong SOURCE_SNAPSHOT_MAX = new AtomicLong(-1);
+    /** Checkpoint ids the source was notified as complete. */
+    public static final ConcurrentSkipListSet<Long> COMPLETED = new ConcurrentSkipListSet<>();
+
+    public static void record(String uid, int subtask, long checkpointId, OpSnapshot snap) {
+        SNAPSHOTS.put(uid + "|" + subtask + "|" + checkpointId, snap);
+    }
+
+    public static void count(String what) {
+        COUNTERS.computeIfAbsent(what, k -> new AtomicLong()).incrementAndGet();
+    }
+
+    public static void count(String what, long n) {
+        COUNTERS.computeIfAbsent(what, k -> new AtomicLong()).addAndGet(n);
+    }
+
+    public static long counter(String what) {
+        AtomicLong a = COUNTERS.get(what);
+        return a == null ? 0 : a.get();
+    }
+
+    public static void sourceSnapshot(long checkpointId) {
+        SOURCE_SNAPSHOT_MAX.accumulateAndGet(checkpointId, Math::max);
+    }
+
+    // ------------------------------------------------------------------ job definition
+
+    /** Parsed command line: --backend, --snapshot, --out, --timeout and job-specific extras. */
+    public static final class Params {
+        public final Map<String, String> raw = new LinkedHashMap<>();
+
+        public String get(String k, String def) {
+            return raw.getOrDefault(k, def);
+        }
+
+        public int getInt(String k, int def) {
+            return raw.containsKey(k) ? Integer.parseInt(raw.get(k)) : def;
+        }
+
+        public String backend() {
+            return get("backend", "hashmap");
+        }
+
+        public String snapshot() {
+            return get("snapshot", "savepoint");
+        }
+
+        public File out() {
+            return new File(get("out", "out")).getAbsoluteFile();
+        }
+    }
+
+    public interface JobDef {
+        int maxParallelism();
+
+        void build(StreamExecutionEnvironment env, Params p);
+
+        /** counter name -> value it must reach before the snapshot is taken. */
+        Map<String, Long> expectedCounts(Params p);
+
+        /** stateful operators in dump order: uid -> parallelism. */
+        LinkedHashMap<String, Integer> operators(Params p);
+    }
+
+    // ------------------------------------------------------------------ driver
+
+    public static void run(JobDef def, String[] args) {
+        Params p = new Params();
+        for (int i = 0; i < args.length; i++) {
+            if (!args[i].startsWith("--") || i + 1 >= args.length) {
+                throw new IllegalArgumentException("expected --key value pairs, got " + Arrays.toString(args));
+            }
+            p.raw.put(args[i].substring(2), args[++i]);
+        }
+        int timeoutS = p.getInt("timeout", 100);
+        startWatchdog(timeoutS);
+        int rc = 0;
+        try {
+            execute(def, p, timeoutS);
+        } catch (Throwable t) {
+            System.err.println("ORACLE FAILED: " + t);
+            t.printStackTrace();
+            rc = 1;
+        }
+        System.out.flush();
+        System.err.flush();
+        // Do not wait for MiniCluster shutdown hooks/threads.
+        Runtime.getRuntime().halt(rc);
+    }
+
+    private static void startWatchdog(int timeoutS) {
+        Thread t = new Thread(() -> {
+            try {
+                Thread.sleep(timeoutS * 1000L);
+            } catch (InterruptedException e) {
+                return;
+            }
+            System.err.println("ORACLE WATCHDOG: job did not complete within " + timeoutS + " s; counters=" + COUNTERS
+                    + " sourceSnapshotMax=" + SOURCE_SNAPSHOT_MAX + " completed=" + COMPLETED);
+            for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
+                System.err.println("Thread " + e.getKey().getName() + " (" + e.getKey().getState() + ")");
+                for (StackTraceElement s : e.getValue()) {
+                    System.err.println("    at " + s);
+                }
+            }
+            System.err.flush();
+            Runtime.getRuntime().halt(3);
+        }, "oracle-watchdog");
+        t.setDaemon(true);
+        t.start();
+    }
+
+    static Configuration config(Params p) {
+        File out = p.out();
+        Map<String, String> m = new HashMap<>();
+        m.put("state.backend.type", p.backend());
+        m.put("execution.checkpointing.storage", "filesystem");
+        m.put("execution.checkpointing.dir", new File(out, "checkpoints").toURI().toString());
+        m.put("execution.checkpointing.savepoint-dir", new File(out, "savepoint").toURI().toString());
+        m.put("execution.checkpointing.incremental", p.get("incremental", "false"));
+        m.put("rest.bind-port", "0");
+        m.put("rest.port", "0");
+        m.put("execution.checkpointing.unaligned.enabled", "false");
+        m.put("pipeline.auto-watermark-interval", "0 ms");
+        if (p.snapshot().equals("checkpoint")) {
+            m.put("execution.checkpointing.interval", p.get("interval", "300 ms"));
+            m.put("execution.checkpointing.mode", "EXACTLY_ONCE");
+            m.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+            m.put("execution.checkpointing.num-retained", "1000");
+            m.put("execution.checkpointing.max-concurrent-checkpoints", "1");
+        } else if (!p.snapshot().equals("savepoint")) {
+            throw new IllegalArgumentException("--snapshot must be savepoint or checkpoint");
+        }
+        if (p.raw.containsKey("restore")) {
+            m.put("execution.state-recovery.path", p.get("restore", null));
+            m.put("execution.state-recovery.ignore-unclaimed-state", "false");
+        }
+        return Configuration.fromMap(m);
+    }
+
+    private static void execute(JobDef def, Params p, int timeoutS) throws Exception {
+        long t0 = System.currentTimeMillis();
+        File out = p.out();
+        out.mkdirs();
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(p));
+        env.setMaxParallelism(def.maxParallelism());
+        env.setParallelism(1);
+        def.build(env, p);
+        StreamGraph graph = env.getStreamGraph();
+        JobClient client = env.executeAsync(graph);
+        long deadline = t0 + (timeoutS - 15) * 1000L;
+
+        Map<String, Long> expected = def.expectedCounts(p);
+        waitFor(client, deadline, "all records processed " + expected, () -> {
+            for (Map.Entry<String, Long> e : expected.entrySet()) {
+                if (counter(e.getKey()) < e.getValue()) {
+                    return false;
+                }
+            }
+            return true;
+        });
+        for (Map.Entry<String, Long> e : expected.entrySet()) {
+            if (counter(e.getKey()) != e.getValue()) {
+                throw new IllegalStateException("counter " + e.getKey() + " = " + counter(e.getKey())
+                        + ", expected " + e.getValue());
+            }
+        }
+        long tProcessed = System.currentTimeMillis();
+
+        long checkpointId;
+        String snapshotPath;
+        if (p.snapshot().equals("savepoint")) {
+            String target = new File(out, "savepoint").toURI().toString();
+            String path = client.stopWithSavepoint(false, target, SavepointFormatType.CANONICAL)
+                    .get(remaining(deadline), TimeUnit.MILLISECONDS);
+            client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
+            checkpointId = SOURCE_SNAPSHOT_MAX.get();
+            snapshotPath = localPath(path);
+        } else {
+            long before = SOURCE_SNAPSHOT_MAX.get();
+            waitFor(client, deadline, "a checkpoint after id " + before + " to complete",
+                    () -> COMPLETED.higher(before) != null);
+            checkpointId = COMPLETED.higher(before);
+            client.cancel().get(remaining(deadline), TimeUnit.MILLISECONDS);
+            waitFor(null, deadline, "job cancellation", () -> {
+                try {
+                    return client.getJobStatus().get().isGloballyTerminalState();
+                } catch (Exception e) {
+                    return true; // job gone from the cluster
+                }
+            });
+            snapshotPath = new File(out, "checkpoints/" + client.getJobID() + "/chk-" + checkpointId).getPath();
+        }
+        File meta = new File(snapshotPath, "_metadata");
+        if (!meta.isFile()) {
+            throw new IllegalStateException("no _metadata at " + meta);
+        }
+        long tSnap = System.currentTimeMillis();
+
+        Map<String, Object> dump = new LinkedHashMap<>();
+        dump.put("flink_version", EnvironmentInformation.getVersion());
+        dump.put("job", def.getClass().getSimpleName());
+        dump.put("kind", p.snapshot());
+        dump.put("checkpoint_id", checkpointId);
+        dump.put("backend", p.backend());
+        dump.put("snapshot_path", out.toPath().relativize(new File(snapshotPath).getAbsoluteFile().toPath()).toString());
+        dump.put("job_id", client.getJobID().toString());
+        Map<String, String> args = new LinkedHashMap<>(p.raw);
+        args.remove("out");
+        args.remove("timeout");
+        dump.put("args", args);
+        List<Object> ops = new ArrayList<>();
+        for (Map.Entry<String, Integer> op : def.operators(p).entrySet()) {
+            ops.add(operatorDump(op.getKey(), op.getValue(), def.maxParallelism(), checkpointId));
+        }
+        dump.put("operators", ops);
+        Map<String, Object> timing = new LinkedHashMap<>();
+        timing.put("records_processed_ms", tProcessed - t0);
+        timing.put("snapshot_done_ms", tSnap - t0);
+        dump.put("timing", timing);
+        Files.write(new File(out, "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
+        System.out.println("ORACLE OK checkpoint_id=" + checkpointId + " snapshot_path=" + snapshotPath);
+    }
+
+    private static String localPath(String uri) {
+        return uri.startsWith("file:") ? new File(java.net.URI.create(uri)).getPath() : uri;
+    }
+
+    private static long remaining(long deadline) {
+        return Math.max(1, deadline - System.currentTimeMillis());
+    }
+
+    private static void waitFor(JobClient client, long deadline, String what, BooleanSupplier cond) throws Exception {
+        long lastStatusCheck = 0;
+        while (!cond.getAsBoolean()) {
+            long now = System.currentTimeMillis();
+            if (now > deadline) {
+                throw new IllegalStateException("timed out waiting for " + what + "; counters=" + COUNTERS
+                        + " sourceSnapshotMax=" + SOURCE_SNAPSHOT_MAX + " completed=" + COMPLETED);
+            }
+            if (client != null && now - lastStatusCheck > 500) {
+                lastStatusCheck = now;
+                JobStatus st = client.getJobStatus().get(10, TimeUnit.SECONDS);
+                if (st.isGloballyTerminalState()) {
+                    Throwable cause = null;
+                    try {
+                        client.getJobExecutionResult().get(10, TimeUnit.SECONDS);
+                    } catch (Exception e) {
+                        cause = e;
+                    }
+                    throw new IllegalStateException("job reached " + st + " while waiting for " + what, cause);
+                }
+            }
+            Thread.sleep(20);
+        }
+    }
+
+    private static Map<String, Object> operatorDump(String uid, int parallelism, int maxParallelism, long cp) {
+        List<OpSnapshot> subs = new ArrayList<>();
+        for (int s = 0; s < parallelism; s++) {
+            OpSnapshot snap = SNAPSHOTS.get(uid + "|" + s + "|" + cp);
+            if (snap == null) {
+                throw new IllegalStateException("no mirror for " + uid + " subtask " + s + " checkpoint " + cp);
+            }
+            subs.add(snap);
+        }
+        Map<String, Object> o = new LinkedHashMap<>();
+        o.put("uid", uid);
+        o.put("operator_id", hex(StreamGraphHasherV2.generateUserSpecifiedHash(uid)));
+        o.put("parallelism", parallelism);
+        o.put("max_parallelism", maxParallelism);
+
+        List<Object> lists = new ArrayList<>();
+        for (String name : subs.get(0).lists.keySet()) {
+            for (int s = 0; s < parallelism; s++) {
+                Object[] e = subs.get(s).lists.get(name);
+                Map<String, Object> m = new LinkedHashMap<>();
+                m.put("state", name);
+                m.put("mode", e[0]);
+                m.put("subtask", s);
+                m.put("values", e[1]);
+                lists.add(m);
+            }
+        }
+        o.put("list_state", lists);
+
+        List<Object> bc = new ArrayList<>();
+        for (Map.Entry<String, Map<Object, Object>> e : subs.get(0).broadcast.entrySet()) {
+            for (int s = 1; s < parallelism; s++) {
+                if (!entriesEqual(e.getValue(), subs.get(s).broadcast.get(e.getKey()))) {
+                    throw new IllegalStateException("broadcast state " + e.getKey() + " differs between subtasks");
+                }
+            }
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("state", e.getKey());
+            m.put("entries", entries(e.getValue()));
+            bc.add(m);
+        }
+        o.put("broadcast_state", bc);
+
+        List<Object> keyed = new ArrayList<>();
+        for (String name : subs.get(0).keyed.keySet()) {
+            String kind = (String) subs.get(0).keyed.get(name)[0];
+            Map<Object, Object> merged = new java.util.TreeMap<>(VALUE_ORDER);
+            for (OpSnapshot snap : subs) {
+                @SuppressWarnings("unchecked")
+                Map<Object, Object> part = (Map<Object, Object>) snap.keyed.get(name)[1];
+                for (Map.Entry<Object, Object> e : part.entrySet()) {
+                    if (merged.put(e.getKey(), e.getValue()) != null) {
+                        throw new IllegalStateException("key " + e.getKey() + " of " + name + " on two subtasks");
+                    }
+                }
+            }
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("state", name);
+            m.put("kind", kind);
+            m.put("entries", entries(merged));
+            keyed.add(m);
+        }
+        o.put("keyed_state", keyed);
+
+        List<Object[]> timers = new ArrayList<>();
+        for (OpSnapshot snap : subs) {
+            timers.addAll(snap.timers);
+        }
+        timers.sort((a, b) -> VALUE_ORDER.compare(Arrays.asList(a), Arrays.asList(b)));
+        List<Object> tl = new ArrayList<>();
+        for (Object[] t : timers) {
+            Map<String, Object> m = new LinkedHashMap<>();
+            m.put("kind", t[0]);
+            m.put("key", t[1]);
+            m.put("timestamp", t[2]);
+            m.put("namespace", t[3]);
+            tl.add(m);
+        }
+        o.put("timers", tl);
+        return o;
+    }
+
+    private static boolean entriesEqual(Map<Object, Object> a, Map<Object, Object> b) {
+        return b != null && Json.write(entries(a)).equals(Json.write(entries(b)));
+    }
+
+    private static List<Object> entries(Map<Object, Object> m) {
+        List<Object> l = new ArrayList<>();
+        for (Map.Entry<Object, Object> e : m.entrySet()) {
+            l.add(Arrays.asList(e.getKey(), e.getValue()));
+        }
+        return l;
+    }
+
+    static String hex(byte[] b) {
+        StringBuilder sb = new StringBuilder();
+        for (byte x : b) {
+            sb.append(String.format("%02x", x & 0xff));
+        }
+        return sb.toString();
+    }
+
+    /** Total order over the values used as keys: numbers, strings, booleans, lists. */
+    public static final Comparator<Object> VALUE_ORDER = new Comparator<Object>() {
+        @Override
+        public int compare(Object a, Object b) {
+            if (a == b) {
+                return 0;
+            }
+            if (a == null || b == null) {
+                return a == null ? -1 : 1;
+            }
+            if (a instanceof Number && b instanceof Number) {
+                return Double.compare(((Number) a).doubleValue(), ((Number) b).doubleValue()) != 0
+                        ? Double.compare(((Number) a).doubleValue(), ((Number) b).doubleValue())
+                        : Long.compare(((Number) a).longValue(), ((Number) b).longValue());
+            }
+            if (a instanceof List && b instanceof List) {
+                List<?> x = (List<?>) a;
+                List<?> y = (List<?>) b;
+                for (int i = 0; i < Math.min(x.size(), y.size()); i++) {
+                    int c = compare(x.get(i), y.get(i));
+                    if (c != 0) {
+                        return c;
+                    }
+                }
+                return Integer.compare(x.size(), y.size());
+            }
+            if (a instanceof String && b instanceof String) {
+                return ((String) a).compareTo((String) b);
+            }
+            if (a instanceof Boolean && b instanceof Boolean) {
+                return Boolean.compare((Boolean) a, (Boolean) b);
+            }
+            if (a.getClass() != b.getClass()) {
+                return a.getClass().getName().compareTo(b.getClass().getName());
+            }
+            return String.valueOf(a).compareTo(String.valueOf(b));
+        }
+    };
+}
