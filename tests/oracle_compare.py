@@ -74,7 +74,7 @@ def actual_state(sp: Savepoint, expected_op: dict) -> dict:
             entries.append([norm(key), norm(value)])
         keyed[e["state"]] = sorted(entries, key=_sort_key)
     result["keyed_state"] = keyed
-    if "timers" in expected_op and (expected_op["timers"] or op.has_keyed_state):
+    if "timers" in expected_op and (expected_op["timers"] or expected_op.get("keyed_state")):
         t = TB.timers_table(op)
         cols = t.column_names
         timers = []

@@ -1,3 +1,4 @@
+// GENERATED from ../v2/OperatorStateJob.java by ../make_v1.py -- edit v2 and re-run make_v1.py.
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -31,6 +32,7 @@ import org.apache.flink.util.Collector;
  * (> 20 KB per subtask) to be written to its own file beside _metadata.
  *
  * Args: --backend hashmap|rocksdb --snapshot savepoint|checkpoint --out DIR [--records N]
+ *       [--restore SNAPSHOT_DIR]  (verify mode, see Oracle)
  */
 public class OperatorStateJob implements Oracle.JobDef {
     static final int MAX_PARALLELISM = 128;
@@ -65,6 +67,9 @@ public class OperatorStateJob implements Oracle.JobDef {
 
     @Override
     public Map<String, Long> expectedCounts(Oracle.Params p) {
+        if (Oracle.restoring()) {
+            return new LinkedHashMap<>();
+        }
         long n = records(p);
         Map<String, Long> m = new LinkedHashMap<>();
         m.put("src", n);
@@ -110,6 +115,8 @@ public class OperatorStateJob implements Oracle.JobDef {
         private volatile boolean running = true;
         private long emitted;
         private transient ListState<Long> offsets;
+        /** In verify mode: exactly what was restored (a subtask may restore several values or none). */
+        private transient List<Long> restoredOffsets;
 
         Source(int n) {
             this.n = n;
@@ -117,6 +124,9 @@ public class OperatorStateJob implements Oracle.JobDef {
 
         @Override
         public void run(SourceContext<Long> ctx) throws Exception {
+            if (Oracle.restoring()) {
+                return; // verify mode: finish at once, so the whole job finishes
+            }
             while (running && emitted < n) {
                 synchronized (ctx.getCheckpointLock()) {
                     ctx.collect(emitted);
@@ -137,17 +147,31 @@ public class OperatorStateJob implements Oracle.JobDef {
         @Override
         public void initializeState(FunctionInitializationContext ctx) throws Exception {
             offsets = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("offsets", Types.LONG));
+            List<Long> restored = new ArrayList<>();
             for (Long v : offsets.get()) {
                 emitted = v;
+                restored.add(v);
             }
+            if (Oracle.restoring()) {
+                restoredOffsets = restored;
+            }
+        }
+
+        private Oracle.OpSnapshot mirror() {
+            return new Oracle.OpSnapshot().list("offsets", "SPLIT_DISTRIBUTE", restoredOffsets != null
+                    ? restoredOffsets : Arrays.asList(emitted));
         }
 
         @Override
         public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
             offsets.update(Arrays.asList(emitted));
-            Oracle.record("src", subtask(getRuntimeContext()), ctx.getCheckpointId(),
-                    new Oracle.OpSnapshot().list("offsets", "SPLIT_DISTRIBUTE", Arrays.asList(emitted)));
+            Oracle.record("src", subtask(getRuntimeContext()), ctx.getCheckpointId(), mirror());
             Oracle.sourceSnapshot(ctx.getCheckpointId());
+        }
+
+        @Override
+        public void close() {
+            Oracle.recordRestored("src", subtask(getRuntimeContext()), mirror());
         }
 
         @Override
@@ -244,14 +268,23 @@ public class OperatorStateJob implements Oracle.JobDef {
             }
         }
 
-        @Override
-        public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
+        private Oracle.OpSnapshot snapshotMirror() {
             Oracle.OpSnapshot snap = new Oracle.OpSnapshot();
             for (Map.Entry<String, List<Object>> e : mirror.entrySet()) {
                 snap.list(e.getKey(), "SPLIT_DISTRIBUTE", e.getValue());
             }
             snap.list("union-marks", "UNION", unionMirror);
-            Oracle.record("lists", subtask(getRuntimeContext()), ctx.getCheckpointId(), snap);
+            return snap;
+        }
+
+        @Override
+        public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
+            Oracle.record("lists", subtask(getRuntimeContext()), ctx.getCheckpointId(), snapshotMirror());
+        }
+
+        @Override
+        public void close() {
+            Oracle.recordRestored("lists", subtask(getRuntimeContext()), snapshotMirror());
         }
     }
 
@@ -284,6 +317,12 @@ public class OperatorStateJob implements Oracle.JobDef {
         @Override
         public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
             Oracle.record("single", subtask(getRuntimeContext()), ctx.getCheckpointId(),
+                    new Oracle.OpSnapshot().list("names", "SPLIT_DISTRIBUTE", mirror));
+        }
+
+        @Override
+        public void close() {
+            Oracle.recordRestored("single", subtask(getRuntimeContext()),
                     new Oracle.OpSnapshot().list("names", "SPLIT_DISTRIBUTE", mirror));
         }
     }
@@ -336,6 +375,12 @@ public class OperatorStateJob implements Oracle.JobDef {
             Oracle.record("bcast", subtask(getRuntimeContext()), ctx.getCheckpointId(),
                     new Oracle.OpSnapshot().broadcast("rules", rulesMirror).broadcast("limits", limitsMirror));
         }
+
+        @Override
+        public void close() {
+            Oracle.recordRestored("bcast", subtask(getRuntimeContext()),
+                    new Oracle.OpSnapshot().broadcast("rules", rulesMirror).broadcast("limits", limitsMirror));
+        }
     }
 
     // ------------------------------------------------------------------ big
@@ -368,6 +413,12 @@ public class OperatorStateJob implements Oracle.JobDef {
         @Override
         public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
             Oracle.record("big", subtask(getRuntimeContext()), ctx.getCheckpointId(),
+                    new Oracle.OpSnapshot().list("blob", "SPLIT_DISTRIBUTE", mirror));
+        }
+
+        @Override
+        public void close() {
+            Oracle.recordRestored("big", subtask(getRuntimeContext()),
                     new Oracle.OpSnapshot().list("blob", "SPLIT_DISTRIBUTE", mirror));
         }
     }

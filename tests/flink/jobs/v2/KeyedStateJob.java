@@ -51,7 +51,13 @@ import org.apache.flink.util.Collector;
  * The source emits records i = 0..n-1 with timestamp ts(i) = (i * 37) % 10000, then the
  * watermark 4999 (windows ending at or before 5000 fire and are purged), then idles.
  *
+ * Verify mode (--restore SNAPSHOT_DIR): the source emits one probe record per key k-0..k-999
+ * (value -1-idx) and finishes. The keyed function reads every state of a probed key without
+ * changing it; the final watermark fires all event-time timers and all windows, which reveals
+ * the restored timers and window contents.
+ *
  * Args: --backend hashmap|rocksdb --snapshot savepoint|checkpoint --out DIR [--records N]
+ *       [--restore SNAPSHOT_DIR]
  */
 public class KeyedStateJob implements Oracle.JobDef {
     static final int MAX_PARALLELISM = 128;
@@ -96,6 +102,9 @@ public class KeyedStateJob implements Oracle.JobDef {
 
     @Override
     public Map<String, Long> expectedCounts(Oracle.Params p) {
+        if (Oracle.restoring()) {
+            return new LinkedHashMap<>();
+        }
         long n = records(p);
         Set<List<Long>> fired = new HashSet<>();
         for (long i = 0; i < n; i++) {
@@ -118,13 +127,19 @@ public class KeyedStateJob implements Oracle.JobDef {
     public void build(StreamExecutionEnvironment env, Oracle.Params p) {
         DataStream<Long> src = env.addSource(new TimedSource(records(p))).uid("src").name("src").setParallelism(1);
 
-        src.map(i -> Tuple2.of("k-" + (i % KEYS), i)).returns(Types.TUPLE(Types.STRING, Types.LONG))
+        // Probe records (verify mode) are negative: -1-idx probes key k-idx.
+        src.map(i -> Tuple2.of("k-" + (i < 0 ? -1 - i : i % KEYS), i)).returns(Types.TUPLE(Types.STRING, Types.LONG))
                 .uid("to-keyed").name("to-keyed").setParallelism(1)
                 .keyBy(t -> t.f0, Types.STRING)
                 .process(new KeyedFn()).uid("keyed").name("keyed").setParallelism(P)
                 .sinkTo(new DiscardingSink<>()).uid("sink-keyed").name("sink-keyed").setParallelism(P);
 
-        DataStream<Tuple2<Long, Long>> w = src.map(i -> Tuple2.of(i % WINDOW_KEYS, i))
+        DataStream<Tuple2<Long, Long>> w = src
+                .flatMap((Long i, Collector<Tuple2<Long, Long>> out) -> {
+                    if (i >= 0) {
+                        out.collect(Tuple2.of(i % WINDOW_KEYS, i));
+                    }
+                })
                 .returns(Types.TUPLE(Types.LONG, Types.LONG)).uid("to-window").name("to-window").setParallelism(1);
 
         w.keyBy(t -> t.f0, Types.LONG)
@@ -137,7 +152,7 @@ public class KeyedStateJob implements Oracle.JobDef {
         w.keyBy(t -> t.f0, Types.LONG)
                 .window(TumblingEventTimeWindows.of(Duration.ofMillis(WINDOW_SIZE)))
                 .trigger(new MirrorTrigger("window-agg", true))
-                .aggregate(new WindowAvg(), new Fired<Double>("window-agg"))
+                .aggregate(new WindowAvg(), new Fired<Tuple2<Long, Long>>("window-agg"))
                 .uid("window-agg").name("window-agg").setParallelism(P)
                 .sinkTo(new DiscardingSink<>()).uid("sink-window-agg").name("sink-window-agg").setParallelism(P);
     }
@@ -149,6 +164,7 @@ public class KeyedStateJob implements Oracle.JobDef {
         private volatile boolean running = true;
         private long emitted;
         private transient ListState<Long> offsets;
+        private transient List<Long> restored;
 
         TimedSource(int n) {
             this.n = n;
@@ -156,6 +172,14 @@ public class KeyedStateJob implements Oracle.JobDef {
 
         @Override
         public void run(SourceContext<Long> ctx) throws Exception {
+            if (Oracle.restoring()) {
+                for (long idx = 0; idx < KEYS; idx++) {
+                    synchronized (ctx.getCheckpointLock()) {
+                        ctx.collectWithTimestamp(-1 - idx, 0);
+                    }
+                }
+                return; // finishing emits the final watermark: every event-time timer fires
+            }
             while (running && emitted < n) {
                 synchronized (ctx.getCheckpointLock()) {
                     ctx.collectWithTimestamp(emitted, ts(emitted));
@@ -179,8 +203,10 @@ public class KeyedStateJob implements Oracle.JobDef {
         @Override
         public void initializeState(FunctionInitializationContext ctx) throws Exception {
             offsets = ctx.getOperatorStateStore().getListState(new ListStateDescriptor<>("offsets", Types.LONG));
+            restored = new ArrayList<>();
             for (Long v : offsets.get()) {
                 emitted = v;
+                restored.add(v);
             }
         }
 
@@ -193,6 +219,12 @@ public class KeyedStateJob implements Oracle.JobDef {
         }
 
         @Override
+        public void close() {
+            Oracle.recordRestored("src", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                    new Oracle.OpSnapshot().list("offsets", "SPLIT_DISTRIBUTE", restored));
+        }
+
+        @Override
         public void notifyCheckpointComplete(long checkpointId) {
             Oracle.COMPLETED.add(checkpointId);
         }
@@ -200,7 +232,8 @@ public class KeyedStateJob implements Oracle.JobDef {
 
     // ------------------------------------------------------------------ keyed
 
-    public static class AvgAgg implements AggregateFunction<Long, Tuple2<Long, Long>, Double> {
+    /** Average as accumulator (sum, count); the result is a copy of the accumulator, so probes can see it. */
+    public static class AvgAgg implements AggregateFunction<Long, Tuple2<Long, Long>, Tuple2<Long, Long>> {
         @Override
         public Tuple2<Long, Long> createAccumulator() {
             return Tuple2.of(0L, 0L);
@@ -212,8 +245,8 @@ public class KeyedStateJob implements Oracle.JobDef {
         }
 
         @Override
-        public Double getResult(Tuple2<Long, Long> acc) {
-            return acc.f1 == 0 ? 0.0 : (double) acc.f0 / acc.f1;
+        public Tuple2<Long, Long> getResult(Tuple2<Long, Long> acc) {
+            return Tuple2.of(acc.f0, acc.f1);
         }
 
         @Override
@@ -228,7 +261,7 @@ public class KeyedStateJob implements Oracle.JobDef {
         private transient ListState<String> events;
         private transient MapState<String, Long> counts;
         private transient ReducingState<Long> sum;
-        private transient AggregatingState<Long, Double> avg;
+        private transient AggregatingState<Long, Tuple2<Long, Long>> avg;
 
         private transient Map<String, Long> mTotal;
         private transient Map<String, List<String>> mEvents;
@@ -264,6 +297,10 @@ public class KeyedStateJob implements Oracle.JobDef {
         public void processElement(Tuple2<String, Long> t, Context ctx, Collector<String> out) throws Exception {
             String k = t.f0;
             long v = t.f1;
+            if (v < 0) {
+                probe(k);
+                return;
+            }
             int idx = (int) (v % KEYS);
             boolean second = v >= KEYS;
 
@@ -330,13 +367,61 @@ public class KeyedStateJob implements Oracle.JobDef {
             out.collect(k);
         }
 
+        /** Verify mode: read every state of key k (without changing it) into the mirrors. */
+        private void probe(String k) throws Exception {
+            Long tv = total.value();
+            if (tv != null) {
+                mTotal.put(k, tv);
+            }
+            Iterable<String> evs = events.get();
+            if (evs != null) {
+                List<String> l = new ArrayList<>();
+                evs.forEach(l::add);
+                if (!l.isEmpty()) {
+                    mEvents.put(k, l);
+                }
+            }
+            TreeMap<String, Long> cm = new TreeMap<>();
+            Iterable<Map.Entry<String, Long>> entries = counts.entries();
+            if (entries != null) {
+                for (Map.Entry<String, Long> e : entries) {
+                    cm.put(e.getKey(), e.getValue());
+                }
+            }
+            if (!cm.isEmpty()) {
+                mCounts.put(k, cm);
+            }
+            Long sv = sum.get();
+            if (sv != null) {
+                mSum.put(k, sv);
+            }
+            Tuple2<Long, Long> av = avg.get();
+            if (av != null) {
+                mAvg.put(k, av);
+            }
+        }
+
         @Override
         public void onTimer(long timestamp, OnTimerContext ctx, Collector<String> out) {
-            throw new IllegalStateException("oracle timer fired unexpectedly: " + ctx.getCurrentKey() + " @" + timestamp);
+            if (!Oracle.restoring()) {
+                throw new IllegalStateException("oracle timer fired unexpectedly: " + ctx.getCurrentKey() + " @" + timestamp);
+            }
+            String kind = ctx.timeDomain() == org.apache.flink.streaming.api.TimeDomain.EVENT_TIME ? "event" : "processing";
+            mTimers.add(Arrays.asList(kind, ctx.getCurrentKey(), timestamp));
+        }
+
+        @Override
+        public void close() {
+            Oracle.recordRestored("keyed", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), mirrorSnapshot());
         }
 
         @Override
         public void snapshotState(FunctionSnapshotContext ctx) {
+            Oracle.record("keyed", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), ctx.getCheckpointId(),
+                    mirrorSnapshot());
+        }
+
+        private Oracle.OpSnapshot mirrorSnapshot() {
             Oracle.OpSnapshot snap = new Oracle.OpSnapshot();
             snap.keyed("total", "VALUE", mTotal);
             Map<String, Object> ev = new HashMap<>();
@@ -354,14 +439,14 @@ public class KeyedStateJob implements Oracle.JobDef {
             for (List<Object> t : mTimers) {
                 snap.timer((String) t.get(0), t.get(1), (Long) t.get(2), null);
             }
-            Oracle.record("keyed", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), ctx.getCheckpointId(), snap);
+            return snap;
         }
     }
 
     // ------------------------------------------------------------------ windows
 
-    /** Average of f1; accumulator (sum, count). */
-    public static class WindowAvg implements AggregateFunction<Tuple2<Long, Long>, Tuple2<Long, Long>, Double> {
+    /** Average of f1 as accumulator (sum, count); the result is a copy of the accumulator. */
+    public static class WindowAvg implements AggregateFunction<Tuple2<Long, Long>, Tuple2<Long, Long>, Tuple2<Long, Long>> {
         @Override
         public Tuple2<Long, Long> createAccumulator() {
             return Tuple2.of(0L, 0L);
@@ -373,8 +458,8 @@ public class KeyedStateJob implements Oracle.JobDef {
         }
 
         @Override
-        public Double getResult(Tuple2<Long, Long> acc) {
-            return acc.f1 == 0 ? 0.0 : (double) acc.f0 / acc.f1;
+        public Tuple2<Long, Long> getResult(Tuple2<Long, Long> acc) {
+            return Tuple2.of(acc.f0, acc.f1);
         }
 
         @Override
@@ -439,21 +524,46 @@ public class KeyedStateJob implements Oracle.JobDef {
     /** Records fired windows (purged right after firing) and snapshots this subtask's share of the mirror. */
     public static class Fired<T> extends ProcessWindowFunction<T, String, Long, TimeWindow> implements CheckpointedFunction {
         private final String uid;
+        private transient Map<Object, Object> restoredContents;
+        private transient List<List<Object>> restoredTimers;
 
         Fired(String uid) {
             this.uid = uid;
         }
 
         @Override
+        public void close() {
+            if (Oracle.restoring()) {
+                Oracle.OpSnapshot snap = new Oracle.OpSnapshot();
+                snap.keyed("window-contents", uid.equals("window-agg") ? "AGGREGATING" : "REDUCING", restoredContents);
+                for (List<Object> wk : restoredTimers) {
+                    snap.timer("event", wk.get(0), (Long) wk.get(2) - 1, Arrays.asList(wk.get(1), wk.get(2)));
+                }
+                Oracle.recordRestored(uid, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), snap);
+            }
+        }
+
+        @Override
         public void process(Long key, Context ctx, Iterable<T> elements, Collector<String> out) {
             TimeWindow w = ctx.window();
+            if (Oracle.restoring()) {
+                // Verify mode: the final watermark fires every restored window via its timer.
+                List<Object> wk = Arrays.asList(key, w.getStart(), w.getEnd());
+                restoredContents.put(wk, elements.iterator().next());
+                restoredTimers.add(wk);
+                out.collect(uid + ":" + key + "@" + w);
+                return;
+            }
             WINDOWS.computeIfAbsent(uid, x -> new ConcurrentHashMap<>()).remove(Arrays.asList(key, w.getStart(), w.getEnd()));
             Oracle.count(uid + "-fired");
             out.collect(uid + ":" + key + "@" + w);
         }
 
         @Override
-        public void initializeState(FunctionInitializationContext ctx) {}
+        public void initializeState(FunctionInitializationContext ctx) {
+            restoredContents = new HashMap<>();
+            restoredTimers = new ArrayList<>();
+        }
 
         @Override
         public void snapshotState(FunctionSnapshotContext ctx) {

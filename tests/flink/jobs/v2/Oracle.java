@@ -83,6 +83,26 @@ public final class Oracle {
         SNAPSHOTS.put(uid + "|" + subtask + "|" + checkpointId, snap);
     }
 
+    /** Pseudo checkpoint id under which verify mode ({@code --restore}) records what was restored. */
+    public static final long RESTORED = -1;
+    private static volatile boolean restoring;
+
+    /**
+     * Verify mode: the job was started from {@code --restore <snapshot>}. Sources emit no data
+     * (KeyedStateJob emits probe records) and then finish, so the job runs to FINISHED; the
+     * final watermark fires every event-time timer. Functions record what they restored (plus
+     * what probes and fired timers revealed) in close() via {@link #recordRestored}.
+     */
+    public static boolean restoring() {
+        return restoring;
+    }
+
+    public static void recordRestored(String uid, int subtask, OpSnapshot snap) {
+        if (restoring) {
+            record(uid, subtask, RESTORED, snap);
+        }
+    }
+
     public static void count(String what) {
         COUNTERS.computeIfAbsent(what, k -> new AtomicLong()).incrementAndGet();
     }
@@ -150,6 +170,7 @@ public final class Oracle {
             p.raw.put(args[i].substring(2), args[++i]);
         }
         int timeoutS = p.getInt("timeout", 100);
+        restoring = p.raw.containsKey("restore");
         startWatchdog(timeoutS);
         int rc = 0;
         try {
@@ -246,7 +267,18 @@ public final class Oracle {
 
         long checkpointId;
         String snapshotPath;
-        if (p.snapshot().equals("savepoint")) {
+        String kind = p.snapshot();
+        if (restoring) {
+            // Verify mode: the sources finish by themselves; wait for the job to finish.
+            try {
+                client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
+            } catch (java.util.concurrent.TimeoutException e) {
+                throw new IllegalStateException("restored job did not finish; counters=" + COUNTERS, e);
+            }
+            checkpointId = RESTORED;
+            kind = "restored";
+            snapshotPath = new File(localPath(p.get("restore", null))).getAbsolutePath();
+        } else if (p.snapshot().equals("savepoint")) {
             String target = new File(out, "savepoint").toURI().toString();
             String path = client.stopWithSavepoint(false, target, SavepointFormatType.CANONICAL)
                     .get(remaining(deadline), TimeUnit.MILLISECONDS);
@@ -277,10 +309,11 @@ public final class Oracle {
         Map<String, Object> dump = new LinkedHashMap<>();
         dump.put("flink_version", EnvironmentInformation.getVersion());
         dump.put("job", def.getClass().getSimpleName());
-        dump.put("kind", p.snapshot());
+        dump.put("kind", kind);
         dump.put("checkpoint_id", checkpointId);
         dump.put("backend", p.backend());
-        dump.put("snapshot_path", out.toPath().relativize(new File(snapshotPath).getAbsoluteFile().toPath()).toString());
+        java.nio.file.Path snap = new File(snapshotPath).getAbsoluteFile().toPath().normalize();
+        dump.put("snapshot_path", snap.startsWith(out.toPath()) ? out.toPath().relativize(snap).toString() : snap.toString());
         dump.put("job_id", client.getJobID().toString());
         Map<String, String> args = new LinkedHashMap<>(p.raw);
         args.remove("out");
@@ -291,6 +324,13 @@ public final class Oracle {
             ops.add(operatorDump(op.getKey(), op.getValue(), def.maxParallelism(), checkpointId));
         }
         dump.put("operators", ops);
+        if (restoring) {
+            dump.put("notes", Arrays.asList(
+                    "verify mode: state as restored by Flink from snapshot_path; no new snapshot was taken",
+                    "UNION list state: every subtask restores the union of all subtasks' entries",
+                    "keyed state: only keys the job probes (k-0..k-999) are visible; event-time timers are listed"
+                            + " because the final watermark fired them; processing-time timers cannot be observed"));
+        }
         Map<String, Object> timing = new LinkedHashMap<>();
         timing.put("records_processed_ms", tProcessed - t0);
         timing.put("snapshot_done_ms", tSnap - t0);
