@@ -15,7 +15,7 @@ from typing import Iterator
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition
 from pyspark.sql.types import StructField, StructType
 
-from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.errors import InvalidArgumentError, UnknownStateError
 from ..savepoint.loader import Savepoint
 from . import schema as S
 from . import tables as TB
@@ -37,13 +37,19 @@ def build_table(options: dict, keys: list | None = None) -> TB.Table:
     table = options.get("table")
     state = options.get("state")
     if table is None:
-        table = "keyed" if op.has_keyed_state and not (state and _is_operator_state(op, state)) else None
-        if table is None:
-            om = op.operator_meta
-            info = om.state(state) if (om and state) else None
-            if info is None:
-                raise InvalidArgumentError(f"operator {op.display_name}: name a state (option 'state')")
+        om = op.operator_meta
+        info = om.state(state) if (om and state and "," not in state) else None
+        if info is not None:
             table = "broadcast" if info.kind == "BROADCAST" else "list"
+        elif op.has_keyed_state:
+            table = "keyed"
+        else:
+            names = ", ".join(s.name for s in (om.states if om else [])) or "none"
+            if state:
+                raise UnknownStateError(f"operator {op.display_name} has no state '{state}' (states: {names})",
+                                        sp.location.metadata_path)
+            raise InvalidArgumentError(f"operator {op.display_name} has no keyed state: name one of its "
+                                       f"operator states with --state ({names})")
     if table == "list":
         return TB.list_state_table(op, _required(state))
     if table == "broadcast":
@@ -55,11 +61,6 @@ def build_table(options: dict, keys: list | None = None) -> TB.Table:
     if table == "timers":
         return TB.timers_table(op, flatten_key=_bool(options.get("flatten")))
     raise InvalidArgumentError(f"unknown table kind '{table}' (list, broadcast, keyed, timers)")
-
-
-def _is_operator_state(op, state: str) -> bool:
-    om = op.operator_meta
-    return bool(om and om.state(state))
 
 
 def _required(state: str | None) -> str:

@@ -265,12 +265,12 @@ def _load_key_groups(p: Partition) -> tuple[bytes, H.KeyGroupsHandle, K.KeyedBac
             size *= 4
     lo, hi = p.span
     body = io.read_range(p.source.path, p.source.start + lo, hi - lo)
-    # Shift the offsets into the span; key groups outside it are dropped.
+    # A handle over just this piece's key groups, with offsets shifted into the span.
     h = p.handle
     start, end = p.key_groups
-    offsets = tuple((o - lo + meta.header_size) if start <= h.start_key_group + i <= end and (o or not h.canonical)
-                    else 0 for i, o in enumerate(h.offsets))
-    shifted = H.KeyGroupsHandle(h.tag, h.start_key_group, offsets, h.delegate, h.handle_id)
+    first = start - h.start_key_group
+    offsets = tuple((o - lo + meta.header_size) if o else 0 for o in h.offsets[first:first + end - start + 1])
+    shifted = H.KeyGroupsHandle(h.tag, start, offsets, h.delegate, h.handle_id)
     return header[:meta.header_size] + body, shifted, meta
 
 

@@ -488,3 +488,155 @@ def timer_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
         name = timer_ids[sid].name[len(M.TIMER_PREFIX):]
         kind, _, service = name.partition("_")
         yield service, kind, ts, key, ns, kg
+
+
+# ---------------------------------------------------------------------------------------------
+# writing the canonical layout (what Flink's savepoints use, readable by every backend)
+
+
+def value_state_meta(name: str, kind: str, value_type: T.TypeInfo,
+                     namespace_type: T.TypeInfo = T.VOID_NAMESPACE) -> StateMetaInfo:
+    """Meta info of a keyed state as Flink registers it. ``value_type`` is the user-visible type:
+    the element type for LIST, a MapType for MAP, the value/accumulator type otherwise."""
+    kind = kind.upper()
+    if kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING"):
+        raise ValueError(f"unknown keyed state kind {kind}")
+    if kind == "MAP" and not isinstance(value_type, T.MapType):
+        raise ValueError(f"map state '{name}' needs a MapType, got {value_type.name}")
+    stored = T.ListType(value_type) if kind == "LIST" else value_type
+    return StateMetaInfo(name, M.KEY_VALUE, {M.KEYED_STATE_TYPE: kind},
+                         {M.VALUE_SERIALIZER: stored, M.NAMESPACE_SERIALIZER: namespace_type})
+
+
+def timer_state_meta(kind: str, key_type: T.TypeInfo, namespace_type: T.TypeInfo = T.VOID_NAMESPACE,
+                     service: str = "user-timers") -> StateMetaInfo:
+    if kind not in ("event", "processing"):
+        raise ValueError(f"timer kind must be 'event' or 'processing', not {kind!r}")
+    return StateMetaInfo(f"{M.TIMER_PREFIX}{kind}_{service}", M.PRIORITY_QUEUE, {},
+                         {M.VALUE_SERIALIZER: T.TimerType(key_type, namespace_type)})
+
+
+def _var_len(out: bytearray, n: int) -> None:
+    while True:
+        out.append(n & 0xFF)
+        n >>= 8
+        if not n:
+            return
+
+
+class PairEncoder:
+    """Encodes one state's logical values into the canonical (key bytes, value bytes) pairs."""
+
+    def __init__(self, meta: KeyedBackendMeta, state_id: int, max_parallelism: int):
+        self.info = info = meta.states[state_id]
+        self.kind = info.kind
+        self.prefix = key_group_prefix_size(max_parallelism)
+        if info.backend_type == M.PRIORITY_QUEUE:
+            self._timer = info.value_type.encoder()
+            return
+        key_t, ns_t = meta.key_type, info.namespace_type
+        self._ambiguous = key_t.length < 0 and ns_t.length < 0
+        self._key = key_t.encoder()
+        self._ns = ns_t.encoder()
+        vt = info.value_type
+        if self.kind == "LIST":
+            self._elem = vt.element.encoder()
+        elif self.kind == "MAP":
+            self._uk = vt.key.encoder()
+            self._uv = vt.value.encoder()
+        else:
+            self._val = vt.encoder()
+
+    def _prefix(self, kg: int) -> bytearray:
+        return bytearray((kg,)) if self.prefix == 1 else bytearray(((kg >> 8) & 0xFF, kg & 0xFF))
+
+    def _composite(self, kg: int, key, ns) -> bytearray:
+        out = self._prefix(kg)
+        start = len(out)
+        self._key(out, key)
+        if self._ambiguous:
+            _var_len(out, len(out) - start)
+        ns_start = len(out)
+        self._ns(out, ns)
+        if self._ambiguous:
+            _var_len(out, len(out) - ns_start)
+        return out
+
+    def pairs(self, kg: int, key, value, namespace=None) -> list[tuple[bytes, bytes]]:
+        """No pairs for an absent value (None, empty list or empty map), as Flink writes nothing."""
+        if self.info.backend_type == M.PRIORITY_QUEUE:
+            out = self._prefix(kg)
+            self._timer(out, (value, key, namespace))
+            return [(bytes(out), b"")]
+        if value is None:
+            return []
+        if self.kind == "LIST":
+            if not value:
+                return []
+            v = bytearray()
+            for i, x in enumerate(value):
+                if x is None:
+                    raise ValueError(f"list state '{self.info.name}' cannot hold null elements")
+                if i:
+                    v.append(LIST_DELIMITER)
+                self._elem(v, x)
+            return [(bytes(self._composite(kg, key, namespace)), bytes(v))]
+        if self.kind == "MAP":
+            items = value.items() if isinstance(value, dict) else value
+            base = self._composite(kg, key, namespace)
+            out = []
+            for uk, uv in items:
+                k = bytearray(base)
+                self._uk(k, uk)
+                v = bytearray(b"\x01") if uv is None else bytearray(b"\x00")
+                if uv is not None:
+                    self._uv(v, uv)
+                out.append((bytes(k), bytes(v)))
+            return out
+        v = bytearray()
+        self._val(v, value)
+        return [(bytes(self._composite(kg, key, namespace)), bytes(v))]
+
+
+def encode_key_group(kg: int, pairs_by_state: dict[int, list[tuple[bytes, bytes]]]) -> bytes:
+    """One key group's block of the canonical layout; pairs sorted by key bytes (as RocksDB writes
+    them). Raises ValueError for a key that appears twice in one state."""
+    out = bytearray()
+    sids = sorted(sid for sid, p in pairs_by_state.items() if p)
+    if not sids:
+        return b""
+    out += _U16.pack(sids[0])
+    for n, sid in enumerate(sids):
+        pairs = sorted(pairs_by_state[sid])
+        for i, (k, v) in enumerate(pairs):
+            if i and pairs[i - 1][0] == k:
+                raise ValueError(f"state id {sid}: the same key (and namespace / map key) appears twice "
+                                 f"in key group {kg}")
+            if i == len(pairs) - 1:
+                k = bytes((k[0] | META_FOLLOWS,)) + k[1:]
+            out += _I32.pack(len(k))
+            out += k
+            out += _I32.pack(len(v))
+            out += v
+        out += _U16.pack(sids[n + 1] if n + 1 < len(sids) else END_OF_KEY_GROUP)
+    return bytes(out)
+
+
+def proxy_bytes(meta: KeyedBackendMeta) -> bytes:
+    header = DataOutput()
+    write_keyed_proxy(header, meta)
+    return header.getvalue()
+
+
+def encode_canonical_stream(meta: KeyedBackendMeta, start_key_group: int, end_key_group: int,
+                            pairs_by_key_group: dict[int, dict[int, list[tuple[bytes, bytes]]]]
+                            ) -> tuple[bytes, tuple[int, ...]]:
+    """The keyed state stream of one subtask in the canonical layout, and its key-group offsets
+    (empty key groups get offset 0)."""
+    out = bytearray(proxy_bytes(meta))
+    offsets = []
+    for kg in range(start_key_group, end_key_group + 1):
+        block = encode_key_group(kg, pairs_by_key_group.get(kg) or {})
+        offsets.append(len(out) if block else 0)
+        out += block
+    return bytes(out), tuple(offsets)

@@ -141,3 +141,56 @@ def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: Operato
             raise CorruptStateError(f"broadcast state '{name}': cannot decode an entry: {e}", source) from None
 
     return gen()
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def list_state_meta(name: str, element_type, mode: str = "SPLIT_DISTRIBUTE") -> StateMetaInfo:
+    from . import metainfo as MI
+
+    if mode not in ("SPLIT_DISTRIBUTE", "UNION"):
+        raise ValueError(f"operator list state mode must be SPLIT_DISTRIBUTE or UNION, not {mode}")
+    return StateMetaInfo(name, MI.OPERATOR, {MI.DISTRIBUTION_MODE: mode}, {MI.VALUE_SERIALIZER: element_type})
+
+
+def broadcast_state_meta(name: str, key_type, value_type) -> StateMetaInfo:
+    from . import metainfo as MI
+
+    return StateMetaInfo(name, MI.BROADCAST, {MI.DISTRIBUTION_MODE: "BROADCAST"},
+                         {MI.KEY_SERIALIZER: key_type, MI.VALUE_SERIALIZER: value_type})
+
+
+def encode_operator_stream(states: list[tuple[StateMetaInfo, Any]]):
+    """One subtask's operator state stream and the per-state offsets for its handle.
+
+    ``states``: (meta, values) with values a list for list/union state and a dict (or (key,
+    value) pairs) for broadcast state. Returns (bytes, {name: StateOffsets}).
+    """
+    from .handles import StateOffsets
+
+    regular = [(m, v) for m, v in states if m.kind != "BROADCAST"]
+    broadcast = [(m, v) for m, v in states if m.kind == "BROADCAST"]
+    header = DataOutput()
+    write_operator_proxy(header, OperatorBackendMeta(CURRENT_VERSION, False, [m for m, _ in regular + broadcast]))
+    out = bytearray(header.buf)
+    offsets: dict[str, StateOffsets] = {}
+    for m, values in regular:
+        enc = m.value_type.encoder()
+        pos = []
+        for v in values or ():
+            if v is None:
+                raise ValueError(f"operator list state '{m.name}' cannot hold null elements")
+            pos.append(len(out))
+            enc(out, v)
+        offsets[m.name] = StateOffsets(0 if m.kind == "SPLIT_DISTRIBUTE" else 1, tuple(pos))
+    for m, entries in broadcast:
+        ek, ev = m.key_type.encoder(), m.value_type.encoder()
+        items = list(entries.items() if isinstance(entries, dict) else entries or ())
+        offsets[m.name] = StateOffsets(2, (len(out),))
+        out += struct.pack(">i", len(items))
+        for k, v in items:
+            ek(out, k)
+            ev(out, v)
+    return bytes(out), offsets

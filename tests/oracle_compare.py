@@ -15,6 +15,10 @@ from typing import Any
 
 from fstate.readers import tables as TB
 from fstate.savepoint.loader import Savepoint
+from fstate.savepoint.types import typeinfo as T
+
+_EPOCH_DATE = dt.date(1970, 1, 1)
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
 def norm(v: Any) -> Any:
@@ -31,6 +35,64 @@ def norm(v: Any) -> Any:
     if isinstance(v, float) and v == int(v) and abs(v) < 2 ** 53:
         return float(v)
     return v
+
+
+def _nano_of_day(t: dt.time) -> int:
+    return ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000_000 + t.microsecond * 1000
+
+
+def _epoch_millis(v: dt.datetime) -> int:
+    d = v - _EPOCH_UTC
+    return (d.days * 86400 + d.seconds) * 1000 + d.microseconds // 1000
+
+
+def norm_typed(v: Any, t: T.TypeInfo) -> Any:
+    """A decoded value in the dump's conventions, driven by its TypeInfo (see tests/flink jobs)."""
+    if v is None:
+        return None
+    if isinstance(t, (T.NullableType,)):
+        return norm_typed(v, t.inner)
+    if isinstance(t, T.TtlType):
+        return norm_typed(v, t.value)
+    if isinstance(t, T.Scalar):
+        k = t.kind
+        if k == "BigDecimal":
+            return format(v, "f")
+        if k == "BigInteger":
+            return str(v)
+        if k == "LocalDate":
+            return (v - _EPOCH_DATE).days
+        if k == "LocalTime":
+            return _nano_of_day(v)
+        if k == "LocalDateTime":
+            return [(v.date() - _EPOCH_DATE).days, _nano_of_day(v.time())]
+        if k == "Instant":
+            d = v - _EPOCH_UTC
+            return [d.days * 86400 + d.seconds, d.microseconds * 1000]
+        if k == "SqlDate":
+            return (v - _EPOCH_DATE).days * 86400000
+        if k == "SqlTime":
+            return _nano_of_day(v) // 1_000_000
+        if k in ("SqlTimestamp", "Date"):
+            return [_epoch_millis(v), v.microsecond * 1000] if k == "SqlTimestamp" else _epoch_millis(v)
+        return norm(v)
+    if isinstance(t, T.PojoType):
+        if not t.decodable:
+            return norm(v)
+        return {n: norm_typed(x, ft) for (n, _, ft), x in zip(t.fields, v)}
+    if isinstance(t, T.EitherType):
+        left, right = v
+        return {"right": norm_typed(right, t.children[1])} if left is None else {"left": norm_typed(left, t.children[0])}
+    if isinstance(t, (T.TupleType, T.RowType)):
+        return [norm_typed(x, c) for x, c in zip(v, t.children)]
+    if isinstance(t, T.MapType):
+        items = v.items() if isinstance(v, dict) else v
+        return sorted(([norm_typed(k, t.key), norm_typed(x, t.value)] for k, x in items), key=_sort_key)
+    if isinstance(t, (T.ListType, T.GenericArrayType)):
+        return [norm_typed(x, t.children[0]) for x in v]
+    if not t.decodable:
+        return None  # opaque (Kryo, ...): the dump cannot say what the bytes are
+    return norm(v)
 
 
 def _sort_key(x: Any) -> str:
@@ -50,28 +112,34 @@ def actual_state(sp: Savepoint, expected_op: dict) -> dict:
         name = entry["state"]
         if name not in lists:
             by_subtask: dict[int, list] = {}
-            for subtask, _, v in TB.list_state_table(op, name).rows():
-                by_subtask.setdefault(subtask, []).append(norm(v))
+            table = TB.list_state_table(op, name)
+            for subtask, _, v in table.rows():
+                by_subtask.setdefault(subtask, []).append(norm_typed(v, table.columns[-1][1]))
             lists[name] = by_subtask
     result["list_state"] = lists
-    result["broadcast_state"] = {
-        e["state"]: norm_dump_map(list(TB.broadcast_state_table(op, e["state"]).rows()))
-        for e in expected_op.get("broadcast_state", [])}
+    result["broadcast_state"] = {}
+    for e in expected_op.get("broadcast_state", []):
+        table = TB.broadcast_state_table(op, e["state"])
+        kt, vt = table.columns[0][1], table.columns[1][1]
+        result["broadcast_state"][e["state"]] = sorted(
+            ([norm_typed(k, kt), norm_typed(v, vt)] for k, v in table.rows()), key=_sort_key)
     keyed = {}
     for e in expected_op.get("keyed_state", []):
         table = TB.keyed_table(op, [e["state"]])
         windowed = "window_start" in table.column_names
+        key_t = table.columns[0][1]
+        value_t = table.columns[-1][1]
         entries = []
         for row in table.rows():
-            if windowed:
-                key, value = [row[0], row[1], row[2]], row[3]
-            else:
-                key, value = row[0], row[1]
-            if value is None:
+            if value_t.fully_decodable is False and not e.get("opaque"):
+                raise AssertionError(f"state {e['state']}: fstate cannot decode {value_t.name}")
+            value = norm_typed(row[-1], value_t)
+            if row[-1] is None:
                 continue
-            if e["kind"] == "MAP":
-                value = norm(value)
-            entries.append([norm(key), norm(value)])
+            key = norm_typed(row[0], key_t)
+            if windowed:
+                key = [key, row[1], row[2]]
+            entries.append([key, value])
         keyed[e["state"]] = sorted(entries, key=_sort_key)
     result["keyed_state"] = keyed
     if "timers" in expected_op and (expected_op["timers"] or expected_op.get("keyed_state")):
@@ -81,7 +149,8 @@ def actual_state(sp: Savepoint, expected_op: dict) -> dict:
         for row in t.rows():
             r = dict(zip(cols, row))
             ns = [r["window_start"], r["window_end"]] if "window_start" in r else r.get("namespace")
-            timers.append({"kind": r["kind"], "key": norm(r["key"]), "timestamp": r["timestamp"], "namespace": ns})
+            timers.append({"kind": r["kind"], "key": norm_typed(r["key"], t.columns[0][1]),
+                           "timestamp": r["timestamp"], "namespace": ns})
         result["timers"] = sorted(timers, key=_sort_key)
     return result
 
@@ -98,7 +167,7 @@ def expected_state(expected_op: dict) -> dict:
         for key, value in e["entries"]:
             if e["kind"] == "MAP":
                 value = norm_dump_map(value)
-            entries.append([norm(key), norm(value)])
+            entries.append([norm(key), None if e.get("opaque") else norm(value)])
         keyed[e["state"]] = sorted(entries, key=_sort_key)
     out = {"parallelism": expected_op["parallelism"], "max_parallelism": expected_op["max_parallelism"],
            "list_state": lists,

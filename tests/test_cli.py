@@ -8,18 +8,18 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from conftest import sample_dirs, sample_snapshot
+from tests.support import sample_dirs, sample_snapshot
 from fstate.cli.app import app
 
 runner = CliRunner()
 
 
-def _sample(prefix):
-    return str(sample_snapshot(next(s for s in sample_dirs() if s.name.startswith(prefix))))
+def _sample(name):
+    return str(sample_snapshot(next(s for s in sample_dirs() if s.name == name)))
 
 
 def test_info_table_and_json():
-    path = _sample("operator-state")
+    path = _sample("operator-state-hashmap-savepoint")
     res = runner.invoke(app, ["info", path])
     assert res.exit_code == 0, res.output
     assert "lists" in res.output and "Tuple2<String, Long>" in res.output and "UNION" in res.output
@@ -40,11 +40,13 @@ def _run(*args):
 @pytest.mark.parametrize("args,message", [
     (["info", "/no/such/savepoint"], "no such file or directory"),
     (["read", "SAMPLE", "--uid", "nope"], "no operator with uid or uid hash 'nope'"),
-    (["read", "SAMPLE", "--uid", "lists", "--state", "nope"], "no list/union state 'nope'"),
+    (["read", "SAMPLE", "--uid", "lists", "--state", "nope"], "operator lists has no state 'nope' (states: "),
+    (["read", "SAMPLE", "--uid", "lists", "--table", "list", "--state", "nope"], "no list/union state 'nope'"),
+    (["read", "SAMPLE", "--uid", "lists"], "has no keyed state: name one of its operator states"),
     (["read", "SAMPLE", "--uid", "lists", "--format", "xml", "--state", "longs"], "--format must be"),
 ])
 def test_errors_are_one_line_with_exit_2(args, message):
-    args = [_sample("operator-state") if a == "SAMPLE" else a for a in args]
+    args = [_sample("operator-state-hashmap-savepoint") if a == "SAMPLE" else a for a in args]
     res = _run(*args)
     assert res.returncode == 2, res.stderr
     assert message in res.stderr
@@ -59,7 +61,7 @@ def test_corrupt_metadata_exit_2(tmp_path):
 
 @pytest.mark.spark
 def test_read_shows_rows_and_writes_parquet(tmp_path):
-    path = _sample("operator-state")
+    path = _sample("operator-state-hashmap-savepoint")
     res = _run("read", path, "--uid", "lists", "--state", "tuples", "--json", "-n", "3")
     assert res.returncode == 0, res.stderr
     rows = [json.loads(line) for line in res.stdout.splitlines()]

@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from conftest import sample_dirs, sample_snapshot
+from tests.support import sample_dirs, sample_snapshot
 from fstate.savepoint import errors as E
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metadata import read_metadata, write_metadata

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from conftest import sample_dirs
-from oracle_compare import assert_matches_dump, load_dump
+from tests.support import sample_dirs
+from tests.oracle_compare import assert_matches_dump, load_dump
 
 SAMPLES = sample_dirs()
 

@@ -2,26 +2,24 @@
 
 import pytest
 
-from conftest import sample_dirs, sample_snapshot
+from tests.support import sample_dirs, sample_snapshot
 from fstate.readers import tables as TB
 from fstate.readers.reader import SavepointReader
-from oracle_compare import norm
+from tests.oracle_compare import norm
 
 pytestmark = pytest.mark.spark
 
 
+def _sample(name):
+    return sample_snapshot(next(s for s in sample_dirs() if s.name == name))
+
+
 def _keyed_sample():
-    for s in sample_dirs():
-        if "keyed" in s.name and "savepoint" in s.name:
-            return sample_snapshot(s)
-    raise AssertionError("no keyed savepoint sample")
+    return _sample("keyed-hashmap-savepoint")
 
 
 def _operator_sample():
-    for s in sample_dirs():
-        if s.name.startswith("operator-state") and "savepoint" in s.name:
-            return sample_snapshot(s)
-    raise AssertionError("no operator-state sample")
+    return _sample("operator-state-hashmap-savepoint")
 
 
 def _rows(df):

@@ -134,6 +134,10 @@ class Scalar(TypeInfo):
     def _key(self) -> tuple:
         return (self.snapshot_class,)
 
+    def __reduce__(self):
+        # Scalars are singletons holding codec closures: pickle (for Spark) by snapshot class name.
+        return _scalar_by_class, (self.snapshot_class,)
+
     def decoder(self) -> Decoder:
         return self._dec
 
@@ -531,6 +535,10 @@ INSTANT = _BY_NAME["Instant"]
 SQL_TIMESTAMP = _BY_NAME["SqlTimestamp"]
 SQL_DATE = _BY_NAME["SqlDate"]
 SQL_TIME = _BY_NAME["SqlTime"]
+
+
+def _scalar_by_class(snapshot_class: str) -> Scalar:
+    return SCALARS[snapshot_class]
 
 
 def scalar(name: str) -> Scalar:

@@ -8,11 +8,14 @@ holds.
 Public API::
 
     flink_lib_dir(version="2.3.0") -> Path            # directory of Flink jars
-    compile_jobs(version="2.3.0") -> Path             # directory of compiled job classes
+    compile_jobs(version="2.3.0", job=None) -> Path   # directory of compiled job classes
     run_job(job, version, out_dir, args, timeout=...) -> JobResult   # always runs Flink
     generate(job="OperatorStateJob", version="2.3.0", backend="hashmap",
              snapshot="savepoint", extra_args=(), force=False) -> JobResult  # cached
     flink_unavailable_reason(version="2.3.0") -> str | None
+    verify_restore(job, version, snapshot_dir, backend="hashmap", out_dir=None) -> JobResult
+                                                      # start from a snapshot, dump what Flink restored
+    restore_comparable(dump) -> dict                  # normalise dumps for original-vs-restored
     require_flink(version="2.3.0") -> None            # pytest.skip() if Flink cannot run here
 
 Caches (all under ``<repo>/.cache``, which is gitignored):
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -167,6 +171,7 @@ def _java_tools() -> tuple[str, str]:
     raise FlinkUnavailable("javac/java not found on PATH (a JDK 11+ is needed to compile and run the Flink jobs)")
 
 
+@functools.lru_cache(maxsize=None)
 def _javac_version(javac: str) -> str:
     r = subprocess.run([javac, "-version"], capture_output=True, text=True)
     return (r.stdout + r.stderr).strip()
@@ -262,22 +267,66 @@ def job_sources(version: str = DEFAULT_VERSION) -> list[Path]:
     return srcs
 
 
-def sources_hash(version: str = DEFAULT_VERSION) -> str:
-    """Content hash of the job sources used for ``version`` (plus the javac in use)."""
+def _job_files(job: str, version: str) -> list[Path]:
+    """``job``'s source plus every source whose class it mentions, transitively (default-package
+    classes can only be used by name)."""
+    import re
+
+    srcs = {p.stem: p for p in job_sources(version)}
+    if job not in srcs:
+        raise FlinkJobError(f"no job {job!r} in {JOBS / api_flavour(version)} (have {sorted(srcs)})")
+    needed: set[str] = set()
+    todo = [job]
+    while todo:
+        name = todo.pop()
+        if name in needed:
+            continue
+        needed.add(name)
+        code = srcs[name].read_text(encoding="utf-8")
+        code = re.sub(r"'(?:\\.|[^'\\\n])+'", "''", code)  # char literals (may be '"')
+        code = re.sub(r'"(?:\\.|[^"\\\n])*"', '""', code)  # string literals
+        code = re.sub(r"/\*.*?\*/", " ", code, flags=re.S)  # block comments
+        code = re.sub(r"//[^\n]*", " ", code)  # line comments
+        words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
+        todo.extend(n for n in srcs if n in words and n not in needed)
+    return [srcs[n] for n in sorted(needed)]
+
+
+def _hash_files(version: str, files: Sequence[Path]) -> str:
     h = hashlib.sha256()
     h.update(version.encode())
-    for p in job_sources(version):
+    for p in files:
         h.update(p.parent.name.encode() + b"/" + p.name.encode() + b"\0" + p.read_bytes() + b"\0")
     _, javac = _java_tools()
     h.update(_javac_version(javac).encode())
     return h.hexdigest()[:16]
 
 
-def compile_jobs(version: str = DEFAULT_VERSION) -> Path:
-    """Compile the jobs for ``version`` once per source hash; return the classes directory."""
+def sources_hash(version: str = DEFAULT_VERSION) -> str:
+    """Content hash of all job sources used for ``version`` (plus the javac in use)."""
+    return _hash_files(version, job_sources(version))
+
+
+def job_hash(job: str, version: str = DEFAULT_VERSION) -> str:
+    """Content hash of what ``job``'s classes and outputs depend on (see ``_job_files``), the
+    Flink version and javac. Editing an unrelated job invalidates nothing of ``job``'s."""
+    return _hash_files(version, _job_files(job, version))
+
+
+def compile_jobs(version: str = DEFAULT_VERSION, job: str | None = None) -> Path:
+    """Compile the jobs for ``version`` once per content hash; return the classes directory.
+
+    With ``job``, only that job and the sources it uses are compiled (into a directory of its
+    own), so a broken unrelated job cannot stop it.
+    """
     _, javac = _java_tools()
     lib = flink_lib_dir(version)
-    out = CACHE / "flink-classes" / f"{version}-{sources_hash(version)}"
+    if job is None:
+        files = job_sources(version)
+        out = CACHE / "flink-classes" / f"{version}-{_hash_files(version, files)}"
+    else:
+        files = _job_files(job, version)
+        out = CACHE / "flink-classes" / f"{version}-{job}-{_hash_files(version, files)}"
     marker = out / ".complete"
     if marker.exists():
         return out
@@ -291,7 +340,7 @@ def compile_jobs(version: str = DEFAULT_VERSION) -> Path:
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
         cmd = [javac, "-encoding", "UTF-8", "-nowarn", "-g", "-d", str(tmp), "-cp", _classpath(lib),
-               *map(str, job_sources(version))]
+               *map(str, files)]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         if r.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -329,7 +378,7 @@ def run_job(
     """
     java, _ = _java_tools()
     lib = flink_lib_dir(version)
-    classes = compile_jobs(version)
+    classes = compile_jobs(version, job)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(out_dir.iterdir()):
@@ -431,12 +480,13 @@ def generate(
 ) -> JobResult:
     """Run ``job`` once per (version, variant, job source hash) and cache the outputs.
 
-    A second call (or pytest run) reuses ``.cache/oracle/...``; editing any Java source of the
-    version's flavour changes the hash, so the job runs again. ``force`` always re-runs.
+    A second call (or pytest run) reuses ``.cache/oracle/...``; editing the job's Java source (or
+    Oracle/Json, or anything else it uses; see :func:`job_hash`) changes the hash, so the job runs
+    again. ``force`` always re-runs.
     """
     args = variant_args(backend, snapshot, extra_args)
     key = hashlib.sha256(
-        json.dumps([GENERATION_FORMAT, job, version, args, sources_hash(version)]).encode()
+        json.dumps([GENERATION_FORMAT, job, version, args, job_hash(job, version)]).encode()
     ).hexdigest()[:12]
     suffix = "-".join(a.lstrip("-") for a in extra_args)
     name = f"{job}-{version}-{backend}-{snapshot}" + (f"-{suffix}" if suffix else "") + f"-{key}"
@@ -453,6 +503,90 @@ def generate(
         res = run_job(job, version, out, args, timeout=timeout)
         marker.write_text(json.dumps({"seconds": res.seconds, "args": args}) + "\n")
         return res
+
+
+# --------------------------------------------------------------------------- verify mode (restore)
+
+
+def _tree_hash(root: Path) -> str:
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + b"\0")
+            with open(p, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+            h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def verify_restore(
+    job: str,
+    version: str,
+    snapshot_dir: Path,
+    backend: str = "hashmap",
+    out_dir: Path | None = None,
+    timeout: int = DEFAULT_JOB_TIMEOUT,
+) -> JobResult:
+    """Start ``job`` from ``snapshot_dir`` (a savepoint or chk-N directory, e.g. one fstate wrote)
+    and return the job's dump of the state Flink restored (``dump["kind"] == "restored"``).
+
+    Flink refuses state it cannot map (``ignore-unclaimed-state=false``), so operators and state
+    names must match the job. Sources emit no data; KeyedStateJob probes keys k-0..k-999 and the
+    final watermark fires every event-time timer and window, so the dump lists keyed state of
+    those keys, window contents and event-time timers; processing-time timers cannot be seen.
+    See :func:`restore_comparable` to compare with a dump of the original snapshot.
+
+    Without ``out_dir`` the result is cached by (job sources, version, backend, content hash of
+    ``snapshot_dir``).
+    """
+    snapshot_dir = Path(snapshot_dir).resolve()
+    if not (snapshot_dir / "_metadata").is_file():
+        raise FlinkJobError(f"{snapshot_dir} has no _metadata")
+    args = ["--backend", backend, "--restore", str(snapshot_dir)]
+    if out_dir is not None:
+        return run_job(job, version, out_dir, args, timeout=timeout)
+    key = hashlib.sha256(
+        json.dumps([GENERATION_FORMAT, job, version, backend, job_hash(job, version), _tree_hash(snapshot_dir)]).encode()
+    ).hexdigest()[:12]
+    out = CACHE / "oracle" / f"verify-{job}-{version}-{backend}-{key}"
+    marker = out / ".complete.json"
+    with _locked(out):
+        if marker.exists():
+            info = json.loads(marker.read_text())
+            dump = json.loads((out / "dump.json").read_text(encoding="utf-8"))
+            return JobResult(job=job, version=version, out_dir=out, dump=dump, seconds=info["seconds"],
+                             cached=True, args=args)
+        if out.exists():
+            shutil.rmtree(out)
+        res = run_job(job, version, out, args, timeout=timeout)
+        marker.write_text(json.dumps({"seconds": res.seconds, "args": args}) + "\n")
+        return res
+
+
+def restore_comparable(dump: dict) -> dict:
+    """Normalise a dump so that a snapshot's dump and the verify-mode dump of restoring it compare
+    equal: uid -> {list_state, broadcast_state, keyed_state, timers}, where UNION list state is
+    the sorted union over all subtasks (that is what each subtask restores) and processing-time
+    timers are dropped (verify mode cannot observe them)."""
+    out = {}
+    for op in dump["operators"]:
+        union: dict[str, list] = {}
+        for e in op["list_state"]:
+            if e["mode"] == "UNION":
+                union.setdefault(e["state"], []).extend(e["values"])
+        lists = []
+        for e in op["list_state"]:
+            if e["mode"] == "UNION":
+                e = dict(e, values=sorted(union[e["state"]], key=lambda v: json.dumps(v, sort_keys=True)))
+            lists.append(e)
+        out[op["uid"]] = {
+            "list_state": lists,
+            "broadcast_state": op["broadcast_state"],
+            "keyed_state": op["keyed_state"],
+            "timers": [t for t in op["timers"] if t["kind"] != "processing"],
+        }
+    return out
 
 
 # --------------------------------------------------------------------------- pytest helpers

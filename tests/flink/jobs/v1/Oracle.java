@@ -68,6 +68,16 @@ public final class Oracle {
             return this;
         }
 
+        /**
+         * Keyed state with extra attributes written into its dump entry between "kind" and
+         * "entries", e.g. "type" (a human description of the Java type) and "opaque" (true when
+         * the values are not dumped, e.g. Kryo: every value is then null).
+         */
+        public OpSnapshot keyed(String name, String kind, Map<?, ?> entries, Map<String, Object> attrs) {
+            keyed.put(name, new Object[] {kind, new HashMap<Object, Object>(entries), new LinkedHashMap<String, Object>(attrs)});
+            return this;
+        }
+
         public OpSnapshot timer(String kind, Object key, long ts, Object namespace) {
             timers.add(new Object[] {kind, key, ts, namespace});
             return this;
@@ -167,10 +177,12 @@ public final class Oracle {
     public static void run(JobDef def, String[] args) {
         Params p = new Params();
         for (int i = 0; i < args.length; i++) {
-            if (!args[i].startsWith("--") || i + 1 >= args.length) {
+            if (!args[i].startsWith("--")) {
                 throw new IllegalArgumentException("expected --key value pairs, got " + Arrays.toString(args));
             }
-            p.raw.put(args[i].substring(2), args[++i]);
+            // A bare flag (--compression) followed by another --key or nothing means "true".
+            boolean flag = i + 1 >= args.length || args[i + 1].startsWith("--");
+            p.raw.put(args[i].substring(2), flag ? "true" : args[++i]);
         }
         int timeoutS = p.getInt("timeout", 100);
         restoring = p.raw.containsKey("restore");
@@ -221,6 +233,9 @@ public final class Oracle {
         m.put("state.checkpoints.dir", new File(out, "checkpoints").toURI().toString());
         m.put("state.savepoints.dir", new File(out, "savepoint").toURI().toString());
         m.put("state.backend.incremental", p.get("incremental", "false"));
+        // Fail fast: with checkpointing on, the default would restart the job forever.
+        m.put("restart-strategy.type", "none");
+        m.put("restart-strategy", "none");
         m.put("rest.bind-port", "0");
         m.put("rest.port", "0");
         m.put("execution.checkpointing.unaligned.enabled", "false");
@@ -257,7 +272,8 @@ public final class Oracle {
             }
         }
         JobClient client = env.executeAsync(graph);
-        long deadline = t0 + (timeoutS - 15) * 1000L;
+        // Own waits give up before the watchdog, so failures carry a readable message.
+        long deadline = t0 + Math.max(timeoutS * 800L, (timeoutS - 15) * 1000L);
 
         Map<String, Long> expected = def.expectedCounts(p);
         waitFor(client, deadline, "all records processed " + expected, () -> {
@@ -304,7 +320,7 @@ public final class Oracle {
             client.cancel().get(remaining(deadline), TimeUnit.MILLISECONDS);
             waitFor(null, deadline, "job cancellation", () -> {
                 try {
-                    return client.getJobStatus().get().isGloballyTerminalState();
+                    return client.getJobStatus().get(5, TimeUnit.SECONDS).isGloballyTerminalState();
                 } catch (Exception e) {
                     return true; // job gone from the cluster
                 }
@@ -368,15 +384,21 @@ public final class Oracle {
             }
             if (client != null && now - lastStatusCheck > 500) {
                 lastStatusCheck = now;
-                JobStatus st = client.getJobStatus().get(10, TimeUnit.SECONDS);
-                if (st.isGloballyTerminalState()) {
+                JobStatus st;
+                try {
+                    st = client.getJobStatus().get(10, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    st = null; // the per-job MiniCluster shuts down as soon as the job terminates
+                }
+                if (st == null || st.isGloballyTerminalState()) {
                     Throwable cause = null;
                     try {
                         client.getJobExecutionResult().get(10, TimeUnit.SECONDS);
                     } catch (Exception e) {
                         cause = e;
                     }
-                    throw new IllegalStateException("job reached " + st + " while waiting for " + what, cause);
+                    throw new IllegalStateException("job " + (st == null ? "terminated (MiniCluster gone)" : "reached " + st)
+                            + " while waiting for " + what + "; counters=" + COUNTERS, cause);
                 }
             }
             Thread.sleep(20);
@@ -442,6 +464,12 @@ public final class Oracle {
             Map<String, Object> m = new LinkedHashMap<>();
             m.put("state", name);
             m.put("kind", kind);
+            Object[] first = subs.get(0).keyed.get(name);
+            if (first.length > 2) {
+                @SuppressWarnings("unchecked")
+                Map<String, Object> attrs = (Map<String, Object>) first[2];
+                m.putAll(attrs);
+            }
             m.put("entries", entries(merged));
             keyed.add(m);
         }

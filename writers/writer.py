@@ -1,0 +1,385 @@
+"""SavepointWriter: new savepoints from DataFrames (the State Processor API's bootstrap).
+
+    (SavepointWriter(max_parallelism=128)
+        .with_keyed_state("counter", df, key="user", states={"total": "LONG", "events": "LIST<STRING>"},
+                          event_timers="wakeup")
+        .with_list_state("src", "offsets", [42, 43], type="LONG")
+        .with_broadcast_state("rules-op", "rules", rules_df, key_type="STRING", value_type="STRING")
+        .write("/savepoints/bootstrapped"))
+
+Executors encode and write the state files (one per subtask) into a temporary directory next to
+the target; the driver only gathers their handles and writes `_metadata` last, then renames.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..savepoint import handles as H
+from ..savepoint import keyed as K
+from ..savepoint import operator as O
+from ..savepoint.builder import INLINE_THRESHOLD, SavepointBuilder, resolve_operator_id, write_stream
+from ..savepoint.errors import FStateError, InvalidArgumentError, UnsupportedSerializerError
+from ..savepoint.metainfo import StateMetaInfo
+from ..savepoint.types import typeinfo as T
+from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
+from .spec import from_spark, parse_type
+
+DEFAULT_MAX_PARALLELISM = 128
+_KINDS = ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING")
+
+
+@dataclass
+class KeyedStateSpec:
+    name: str
+    kind: str
+    type: T.TypeInfo  # element type for LIST, MapType for MAP, else the value type
+    column: str
+
+    def meta(self) -> StateMetaInfo:
+        return K.value_state_meta(self.name, self.kind, self.type)
+
+
+def resolve_state_spec(name: str, spec: Any, column_type=None) -> KeyedStateSpec:
+    """``spec``: None (infer from the column), a type string, or {kind, type, column}."""
+    kind = None
+    column = name
+    type_spec = spec
+    if isinstance(spec, dict) and not ("pojo" in spec or "class" in spec):
+        kind = (spec.get("kind") or "").upper() or None
+        column = spec.get("column", name)
+        type_spec = spec.get("type")
+    if type_spec is None:
+        if column_type is None:
+            raise InvalidArgumentError(f"state '{name}': no type given and no column to infer it from")
+        t = from_spark(column_type)
+    else:
+        t = parse_type(type_spec)
+    if kind is None:
+        kind = "LIST" if isinstance(t, T.ListType) else "MAP" if isinstance(t, T.MapType) else "VALUE"
+    if kind not in _KINDS:
+        raise InvalidArgumentError(f"state '{name}': unknown kind '{kind}' ({', '.join(_KINDS)})")
+    if kind == "LIST":
+        if not isinstance(t, T.ListType):
+            raise InvalidArgumentError(f"state '{name}': a LIST state needs a LIST<...> type, got {t.name}")
+        t = t.element
+    if kind == "MAP" and not isinstance(t, T.MapType):
+        raise InvalidArgumentError(f"state '{name}': a MAP state needs a MAP<...> type, got {t.name}")
+    return KeyedStateSpec(name, kind, t, column)
+
+
+@dataclass
+class _KeyedPart:
+    df: Any
+    key: str
+    key_type: T.TypeInfo
+    states: list[KeyedStateSpec]
+    event_timers: str | None
+    processing_timers: str | None
+
+
+@dataclass
+class _OperatorPart:
+    state: StateMetaInfo
+    data: Any  # DataFrame or Python list/dict
+    column: str | None
+    key_column: str | None = None
+
+
+@dataclass
+class _Operator:
+    uid: str | None
+    uid_hash: str | None
+    name: str | None
+    parallelism: int | None
+    max_parallelism: int
+    keyed: _KeyedPart | None = None
+    operator_states: list[_OperatorPart] = field(default_factory=list)
+
+
+class SavepointWriter:
+    def __init__(self, max_parallelism: int = DEFAULT_MAX_PARALLELISM, spark=None, *,
+                 inline_threshold: int = INLINE_THRESHOLD):
+        self.max_parallelism = max_parallelism
+        self._spark = spark
+        self.inline_threshold = inline_threshold
+        self._ops: dict[bytes, _Operator] = {}
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from ..readers.session import get_spark
+
+            self._spark = get_spark()
+        return self._spark
+
+    def _op(self, uid, uid_hash, name, parallelism, max_parallelism) -> _Operator:
+        op_id = resolve_operator_id(uid, uid_hash)
+        op = self._ops.get(op_id)
+        mp = max_parallelism or self.max_parallelism
+        if op is None:
+            op = self._ops[op_id] = _Operator(uid, uid_hash, name, parallelism, mp)
+        else:
+            if parallelism is not None:
+                if op.parallelism not in (None, parallelism):
+                    raise InvalidArgumentError(f"operator {uid or uid_hash}: conflicting parallelism")
+                op.parallelism = parallelism
+            if max_parallelism is not None and max_parallelism != op.max_parallelism:
+                raise InvalidArgumentError(f"operator {uid or uid_hash}: conflicting max parallelism")
+            op.name = op.name or name
+        return op
+
+    # -- keyed state ---------------------------------------------------------------------------
+    def with_keyed_state(self, uid: str | None, df, *, key: str = "key", states: dict[str, Any] | None = None,
+                         key_type: Any = None, event_timers: str | None = None,
+                         processing_timers: str | None = None, parallelism: int | None = None,
+                         max_parallelism: int | None = None, name: str | None = None,
+                         uid_hash: str | None = None) -> "SavepointWriter":
+        """Keyed state of an operator: one row per key, one column per state (None = no value)."""
+        fields = {f.name: f.dataType for f in df.schema.fields}
+        if key not in fields:
+            raise InvalidArgumentError(f"key column '{key}' is not in the DataFrame (columns: {', '.join(fields)})")
+        kt = parse_type(key_type) if key_type is not None else from_spark(fields[key])
+        try:
+            kt.java_hash(_sample_value(kt))
+        except UnsupportedSerializerError:
+            raise InvalidArgumentError(
+                f"key type {kt.name} has no value-based hashCode in Flink, so its key groups cannot be computed "
+                "(String, Long, Integer, Short, Byte, Boolean, Double, Float, Character, Tuple and Row keys can)"
+            ) from None
+        timer_cols = {c for c in (event_timers, processing_timers) if c}
+        for c in timer_cols:
+            if c not in fields:
+                raise InvalidArgumentError(f"timer column '{c}' is not in the DataFrame")
+        if states is None:
+            states = {c: None for c in fields if c != key and c not in timer_cols}
+        specs = []
+        for sname, sspec in states.items():
+            is_options = isinstance(sspec, dict) and not ("pojo" in sspec or "class" in sspec)
+            col = sspec.get("column", sname) if is_options else sname
+            if col not in fields:
+                raise InvalidArgumentError(f"state '{sname}': column '{col}' is not in the DataFrame")
+            specs.append(resolve_state_spec(sname, sspec, fields[col]))
+        if not specs and not timer_cols:
+            raise InvalidArgumentError("no keyed state to write")
+        op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
+        if op.keyed is not None:
+            raise InvalidArgumentError(f"operator {uid or uid_hash} already has keyed state")
+        op.keyed = _KeyedPart(df, key, kt, specs, event_timers, processing_timers)
+        return self
+
+    # -- operator state ------------------------------------------------------------------------
+    def with_list_state(self, uid: str | None, state: str, data, *, type: Any = None, column: str = "value",
+                        union: bool = False, parallelism: int | None = None, max_parallelism: int | None = None,
+                        name: str | None = None, uid_hash: str | None = None) -> "SavepointWriter":
+        """Operator list state (or union state): a DataFrame column or a Python list of elements.
+        A ``subtask`` column in the DataFrame places elements; otherwise they are spread round-robin."""
+        t = self._column_type(data, column, type, f"list state '{state}'")
+        op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
+        meta = O.list_state_meta(state, t, "UNION" if union else "SPLIT_DISTRIBUTE")
+        op.operator_states.append(_OperatorPart(meta, data, column))
+        return self
+
+    def with_union_state(self, uid, state, data, **kw) -> "SavepointWriter":
+        return self.with_list_state(uid, state, data, union=True, **kw)
+
+    def with_broadcast_state(self, uid: str | None, state: str, data, *, key_type: Any = None,
+                             value_type: Any = None, key: str = "key", value: str = "value",
+                             parallelism: int | None = None, max_parallelism: int | None = None,
+                             name: str | None = None, uid_hash: str | None = None) -> "SavepointWriter":
+        """Broadcast state from a DataFrame (key, value columns) or a dict; every subtask gets a copy."""
+        kt = self._column_type(data, key, key_type, f"broadcast state '{state}' key")
+        vt = self._column_type(data, value, value_type, f"broadcast state '{state}' value")
+        op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
+        op.operator_states.append(_OperatorPart(O.broadcast_state_meta(state, kt, vt), data, value, key))
+        return self
+
+    @staticmethod
+    def _column_type(data, column, type_spec, what) -> T.TypeInfo:
+        if type_spec is not None:
+            return parse_type(type_spec)
+        if hasattr(data, "schema"):
+            fields = {f.name: f.dataType for f in data.schema.fields}
+            if column not in fields:
+                raise InvalidArgumentError(f"{what}: column '{column}' is not in the DataFrame")
+            return from_spark(fields[column])
+        raise InvalidArgumentError(f"{what}: give its type (type=...) for Python data")
+
+    # -- writing ---------------------------------------------------------------------------------
+    def write(self, path: str, *, overwrite: bool = False) -> str:
+        if not self._ops:
+            raise InvalidArgumentError("nothing to write: add keyed, list, union or broadcast state")
+        builder = SavepointBuilder(path, overwrite=overwrite, inline_threshold=self.inline_threshold)
+        try:
+            for op in self._ops.values():
+                self._write_operator(builder, op)
+            return builder.commit()
+        except BaseException:
+            builder.abort()
+            raise
+
+    def _write_operator(self, builder: SavepointBuilder, op: _Operator) -> None:
+        p = op.parallelism or (min(self.spark.sparkContext.defaultParallelism, op.max_parallelism)
+                               if op.keyed is not None else 1)
+        check_parallelism(p, op.max_parallelism)
+        b = builder.operator(op.uid, uid_hash=op.uid_hash, parallelism=p, max_parallelism=op.max_parallelism,
+                             name=op.name)
+        if op.keyed is not None:
+            for subtask, handle in write_keyed(self.spark, op.keyed, p, op.max_parallelism, builder.temp_dir,
+                                               self.inline_threshold):
+                b.subtask(subtask).managed_keyed = handle
+        if op.operator_states:
+            for subtask, handle in write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
+                                                         self.inline_threshold):
+                b.subtask(subtask).managed_operator = handle
+
+
+def _sample_value(t: T.TypeInfo):
+    samples = {"String": "a", "Character": "a", "Boolean": True, "Double": 1.0, "Float": 1.0}
+    if isinstance(t, T.Scalar):
+        return samples.get(t.kind, 1)
+    if isinstance(t, (T.TupleType, T.RowType)):
+        return tuple(_sample_value(c) for c in t.children)
+    if isinstance(t, T.NullableType):
+        return _sample_value(t.inner)
+    return object()
+
+
+# ---------------------------------------------------------------------------------------------
+# executor side
+
+
+def keyed_backend_meta(part: _KeyedPart) -> K.KeyedBackendMeta:
+    states = [s.meta() for s in part.states]
+    if part.event_timers:
+        states.append(K.timer_state_meta("event", part.key_type))
+    if part.processing_timers:
+        states.append(K.timer_state_meta("processing", part.key_type))
+    return K.KeyedBackendMeta(K.CURRENT_VERSION, False, part.key_type, states)
+
+
+def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int, directory: str,
+                inline_threshold: int) -> list[tuple[int, H.KeyGroupsHandle]]:
+    meta = keyed_backend_meta(part)
+    n_states = len(part.states)
+    timer_ids = []
+    if part.event_timers:
+        timer_ids.append((n_states + len(timer_ids), part.event_timers))
+    if part.processing_timers:
+        timer_ids.append((n_states + len(timer_ids), part.processing_timers))
+    columns = [part.key] + [s.column for s in part.states] + [c for _, c in timer_ids]
+    key_type = part.key_type
+
+    def to_pairs(rows):
+        encoders = [K.PairEncoder(meta, i, max_parallelism) for i in range(len(meta.states))]
+        for row in rows:
+            key = row[0]
+            if key is None:
+                raise InvalidArgumentError("a row has a null key")
+            kg = key_group_for_hash(key_type.java_hash(key), max_parallelism)
+            sub = operator_index_for_key_group(kg, parallelism, max_parallelism)
+            for sid in range(n_states):
+                for pair in encoders[sid].pairs(kg, key, row[1 + sid]):
+                    yield (sub, kg), (sid, pair)
+            for j, (sid, _) in enumerate(timer_ids):
+                ts = row[1 + n_states + j]
+                for t in (ts if isinstance(ts, (list, tuple)) else [ts] if ts is not None else []):
+                    yield (sub, kg), (sid, encoders[sid].pairs(kg, key, int(t))[0])
+
+    def write_subtask(index, items):
+        lo, hi = key_group_range(index, parallelism, max_parallelism)
+        header = K.proxy_bytes(meta)
+        path = os.path.join(directory, f"keyed-{index}-{os.getpid()}-{id(items)}.tmp")
+        offsets = [0] * (hi - lo + 1)
+        size = 0
+        with open(path, "wb") as f:
+            f.write(header)
+            size = len(header)
+            for (sub, kg), group in itertools.groupby(items, key=lambda x: x[0]):
+                if sub != index or not lo <= kg <= hi:
+                    raise FStateError(f"internal: key group {kg} routed to subtask {index}")
+                by_state: dict[int, list] = {}
+                for _, (sid, pair) in group:
+                    by_state.setdefault(sid, []).append(pair)
+                try:
+                    block = K.encode_key_group(kg, by_state)
+                except ValueError as e:
+                    raise InvalidArgumentError(f"keyed state: {e}") from None
+                offsets[kg - lo] = size
+                f.write(block)
+                size += len(block)
+        with open(path, "rb") as f:
+            data = f.read() if size <= inline_threshold else None
+        if data is not None:
+            os.remove(path)
+            handle = write_stream(directory, data, inline_threshold)
+        else:
+            final = os.path.join(directory, os.path.basename(path)[:-4])
+            os.rename(path, final)
+            handle = H.RelativeFileHandle(os.path.basename(final), size)
+        yield index, H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), handle)
+
+    rdd = part.df.select(*columns).rdd.mapPartitions(to_pairs)
+    # one Spark partition per subtask, sorted by key group: each subtask's stream is written in order
+    sorted_rdd = rdd.repartitionAndSortWithinPartitions(numPartitions=parallelism, partitionFunc=lambda k: k[0])
+    results = dict(sorted_rdd.mapPartitionsWithIndex(write_subtask).collect())
+    # subtasks without any key still get a (header-only) stream, as Flink writes them
+    for i in range(parallelism):
+        if i not in results:
+            lo, hi = key_group_range(i, parallelism, max_parallelism)
+            data = K.proxy_bytes(meta)
+            results[i] = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, (0,) * (hi - lo + 1),
+                                           write_stream(directory, data, inline_threshold))
+    return sorted(results.items())
+
+
+def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, directory: str,
+                          inline_threshold: int) -> list[tuple[int, H.OperatorStreamHandle]]:
+    metas = [p.state for p in parts]
+    sc = spark.sparkContext
+    rdds = []
+    for idx, p in enumerate(parts):
+        if p.state.kind == "BROADCAST":
+            if hasattr(p.data, "schema"):
+                rdd = p.data.select(p.key_column, p.column).rdd.map(tuple)
+            else:
+                items = list(p.data.items()) if isinstance(p.data, dict) else list(p.data)
+                rdd = sc.parallelize(items, 1)
+            rdds.append(rdd.zipWithIndex().flatMap(
+                lambda kv, idx=idx: [(s, (idx, kv[1], kv[0])) for s in range(parallelism)]))
+        else:
+            if hasattr(p.data, "schema"):
+                has_subtask = "subtask" in p.data.columns
+                cols = [p.column] + (["subtask"] if has_subtask else [])
+                rdd = p.data.select(*cols).rdd.map(tuple)
+            else:
+                has_subtask = False
+                rdd = sc.parallelize([(v,) for v in p.data], 1)
+
+            def place(vi, idx=idx, has_subtask=has_subtask):
+                row, i = vi
+                sub = row[1] if has_subtask else i % parallelism
+                if not 0 <= sub < parallelism:
+                    raise InvalidArgumentError(f"subtask {sub} is outside 0..{parallelism - 1}")
+                return sub, (idx, i, row[0])
+
+            rdds.append(rdd.zipWithIndex().map(place))
+    all_rdd = sc.union(rdds) if len(rdds) > 1 else rdds[0]
+
+    def write_subtask(index, items):
+        values: dict[int, list] = {i: [] for i in range(len(metas))}
+        for _, (idx, seq, v) in sorted(items, key=lambda x: (x[1][0], x[1][1])):
+            values[idx].append(v)
+        states = [(m, values[i]) for i, m in enumerate(metas)]
+        data, offsets = O.encode_operator_stream(states)
+        yield index, H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold))
+
+    results = dict(all_rdd.partitionBy(parallelism, lambda s: s).mapPartitionsWithIndex(write_subtask).collect())
+    for i in range(parallelism):
+        if i not in results:
+            data, offsets = O.encode_operator_stream([(m, [] if m.kind != "BROADCAST" else {}) for m in metas])
+            results[i] = H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold))
+    return sorted(results.items())
