@@ -145,6 +145,32 @@ def read(
             err.print(f"(first {limit} rows; --limit to see more, --out to write all)")
 
 
+@app.command()
+def bootstrap(
+    spec: str = typer.Option(..., "--spec", help="YAML spec: operators, their states and data sources."),
+    out_dir: str = typer.Option(..., "--out", "-o", help="Directory of the new savepoint."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+) -> None:
+    """A new savepoint from DataFrames (Parquet/CSV/JSON files or Spark SQL), restorable by Flink."""
+    with user_errors():
+        from ..savepoint.builder import ensure_writable_target
+        from ..writers.bootstrap import load_spec, writer_from_spec
+
+        spec_data = load_spec(spec)
+        ensure_writable_target(out_dir, overwrite)
+        conf_map = _parse_conf(conf)
+        with progress("starting Spark"):
+            from ..readers.session import get_spark
+
+            spark = get_spark(master, conf_map)
+        writer = writer_from_spec(spec_data, spec, spark)
+        with progress(f"writing savepoint {out_dir}"):
+            path = writer.write(out_dir, overwrite=overwrite)
+        err.print(f"wrote savepoint {path}")
+
+
 def _write(df, out_dir: str, fmt: str) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T

@@ -72,3 +72,41 @@ def test_read_shows_rows_and_writes_parquet(tmp_path):
     assert any(p.suffix == ".csv" for p in out.iterdir())
     res = _run("read", path, "--uid", "lists", "--state", "tuples", "--out", str(out))
     assert res.returncode == 2 and "already exists" in res.stderr
+
+
+SPEC = """
+max_parallelism: 128
+operators:
+  - uid: counter
+    parallelism: 2
+    keyed:
+      source: {path: counts.json, format: json}
+      key: user
+      states:
+        total: {type: LONG}
+      event_timers: wakeup
+  - uid: source
+    list_state:
+      - {name: offsets, type: LONG, values: [17, 42]}
+    broadcast_state:
+      - {name: rules, key_type: STRING, value_type: STRING, entries: {r1: allow}}
+"""
+
+
+@pytest.mark.spark
+def test_bootstrap_from_spec(tmp_path):
+    (tmp_path / "counts.json").write_text("\n".join(
+        json.dumps({"user": f"u{i}", "total": i, "wakeup": 5000 + i}) for i in range(20)))
+    (tmp_path / "spec.yaml").write_text(SPEC)
+    out = tmp_path / "sp"
+    res = _run("bootstrap", "--spec", str(tmp_path / "spec.yaml"), "--out", str(out))
+    assert res.returncode == 0, res.stderr
+    info = json.loads(_run("info", str(out), "--json").stdout)
+    states = {(o["uid"], s["name"]): s["type"] for o in info["operators"] for s in o["states"]}
+    assert states[("counter", "total")] == "Long" and states[("source", "rules")] == "Map<String, String>"
+    res = _run("bootstrap", "--spec", str(tmp_path / "spec.yaml"), "--out", str(out))
+    assert res.returncode == 2 and "already exists" in res.stderr
+    (tmp_path / "bad.yaml").write_text(SPEC.replace("type: LONG}", "type: LONGG}"))
+    res = _run("bootstrap", "--spec", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "sp2"))
+    assert res.returncode == 2 and "unknown type 'LONGG'" in res.stderr and "Traceback" not in res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml", "counts.json", "sp", "spec.yaml"]

@@ -249,6 +249,9 @@ def flink_lib_dir(version: str = DEFAULT_VERSION) -> Path:
             raise FlinkUnavailable(f"{tarballs[0]} holds no deps/lib/flink-dist-{version}.jar")
         tmp.rename(lib)
         marker.write_text(tarballs[0].name + "\n")
+        # The sdist also holds opt/, plugins/ and Python sources we never use: drop it.
+        for t in tarballs:
+            t.unlink()
     return lib
 
 
@@ -571,14 +574,17 @@ def restore_comparable(dump: dict) -> dict:
     timers are dropped (verify mode cannot observe them)."""
     out = {}
     for op in dump["operators"]:
+        restored = dump.get("kind") == "restored"
         union: dict[str, list] = {}
         for e in op["list_state"]:
-            if e["mode"] == "UNION":
+            if e["mode"] == "UNION" and not restored:
                 union.setdefault(e["state"], []).extend(e["values"])
         lists = []
         for e in op["list_state"]:
             if e["mode"] == "UNION":
-                e = dict(e, values=sorted(union[e["state"]], key=lambda v: json.dumps(v, sort_keys=True)))
+                # a snapshot holds each subtask's own share; every restored subtask holds the union
+                vals = e["values"] if restored else union[e["state"]]
+                e = dict(e, values=sorted(vals, key=lambda v: json.dumps(v, sort_keys=True)))
             lists.append(e)
         out[op["uid"]] = {
             "list_state": lists,
