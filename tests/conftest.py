@@ -1,4 +1,9 @@
 import pytest
+from hypothesis import HealthCheck, settings
+
+# The machine is small and shared with JVMs and Spark: no per-example deadlines.
+settings.register_profile("fstate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("fstate")
 
 
 def pytest_addoption(parser):

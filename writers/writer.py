@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -289,12 +290,21 @@ def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int,
                 for t in (ts if isinstance(ts, (list, tuple)) else [ts] if ts is not None else []):
                     yield (sub, kg), (sid, encoders[sid].pairs(kg, key, int(t))[0])
 
+    rdd = part.df.select(*columns).rdd.mapPartitions(to_pairs)
+    return write_keyed_pairs(rdd, meta, parallelism, max_parallelism, directory, inline_threshold)
+
+
+def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_parallelism: int, directory: str,
+                      inline_threshold: int) -> list[tuple[int, H.KeyGroupsHandle]]:
+    """Write canonical keyed state streams from an RDD of ((subtask, key group), (state id, (key bytes,
+    value bytes))): one Spark partition per subtask, sorted by key group, so each stream is written
+    in order without holding it in memory. Returns each subtask's handle."""
+
     def write_subtask(index, items):
         lo, hi = key_group_range(index, parallelism, max_parallelism)
         header = K.proxy_bytes(meta)
-        path = os.path.join(directory, f"keyed-{index}-{os.getpid()}-{id(items)}.tmp")
+        path = os.path.join(directory, f"keyed-{index}-{uuid.uuid4().hex}.tmp")
         offsets = [0] * (hi - lo + 1)
-        size = 0
         with open(path, "wb") as f:
             f.write(header)
             size = len(header)
@@ -311,28 +321,25 @@ def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int,
                 offsets[kg - lo] = size
                 f.write(block)
                 size += len(block)
-        with open(path, "rb") as f:
-            data = f.read() if size <= inline_threshold else None
-        if data is not None:
+        if size <= inline_threshold:
+            with open(path, "rb") as f:
+                data = f.read()
             os.remove(path)
             handle = write_stream(directory, data, inline_threshold)
         else:
-            final = os.path.join(directory, os.path.basename(path)[:-4])
+            final = path[:-4]
             os.rename(path, final)
             handle = H.RelativeFileHandle(os.path.basename(final), size)
         yield index, H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), handle)
 
-    rdd = part.df.select(*columns).rdd.mapPartitions(to_pairs)
-    # one Spark partition per subtask, sorted by key group: each subtask's stream is written in order
     sorted_rdd = rdd.repartitionAndSortWithinPartitions(numPartitions=parallelism, partitionFunc=lambda k: k[0])
     results = dict(sorted_rdd.mapPartitionsWithIndex(write_subtask).collect())
     # subtasks without any key still get a (header-only) stream, as Flink writes them
     for i in range(parallelism):
         if i not in results:
             lo, hi = key_group_range(i, parallelism, max_parallelism)
-            data = K.proxy_bytes(meta)
             results[i] = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, (0,) * (hi - lo + 1),
-                                           write_stream(directory, data, inline_threshold))
+                                           write_stream(directory, K.proxy_bytes(meta), inline_threshold))
     return sorted(results.items())
 
 

@@ -129,11 +129,16 @@ public class TypesJob implements Oracle.JobDef {
 
     @Override
     public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+        Configuration c = new Configuration();
         if (Boolean.parseBoolean(p.get("compression", "false"))) {
-            Configuration c = new Configuration();
             c.set(ExecutionOptions.SNAPSHOT_COMPRESSION, true);
-            env.configure(c);
         }
+        if (p.backend().equals("rocksdb")) {
+            c.setString("state.backend", "rocksdb");
+            c.setString("state.backend.type", "rocksdb");
+            c.setString("state.backend.rocksdb.memory.managed", "false");
+        }
+        env.configure(c);
         DataStream<Long> src = env.addSource(new Src()).uid("src").name("src").setParallelism(1);
 
         src.keyBy(i -> "key-" + i, Types.STRING)

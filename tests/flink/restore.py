@@ -1,0 +1,141 @@
+"""Restore oracle: start a real Flink job from a savepoint and dump what Flink restored.
+
+Used to check savepoints fstate *writes*: Flink itself must accept them (operators matched by
+uid, no unclaimed state, serializer snapshots compatible with the descriptors) and must read
+back exactly the data fstate meant to write.
+
+Public API::
+
+    restore_and_dump(config, version="2.3.0", backend="hashmap", out_dir=None, timeout=...) -> dict
+    RestoreFailed                      # FlinkJobError subclass; .causes = Flink's cause chain
+
+``config`` (written as JSON for ``jobs/v2/RestoreJob.java``)::
+
+    {"savepoint": "/abs/path/to/savepoint-dir",     # directory holding _metadata (or file: URI)
+     "max_parallelism": 128,                        # default 128
+     "ignore_unclaimed_state": False,               # optional, default False
+     "processing_timer_wait_ms": 500,               # optional grace for processing-time timers
+     "operators": [
+       {"uid": "keyed", "kind": "keyed", "parallelism": 2, "key_type": "STRING", "timers": True,
+        "max_parallelism": 128,                     # optional per-operator override
+        "states": [{"name": "total", "kind": "VALUE", "type": "LONG"},
+                   {"name": "events", "kind": "LIST", "type": "STRING"},          # element type
+                   {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>"},
+                   {"name": "sum", "kind": "REDUCING", "type": "LONG"},
+                   {"name": "avg", "kind": "AGGREGATING", "type": "TUPLE<LONG, LONG>"}]},  # accumulator
+       {"uid": "src", "kind": "operator", "parallelism": 1,
+        "states": [{"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"},
+                   {"name": "marks", "mode": "UNION", "type": "LONG"},
+                   {"name": "rules", "mode": "BROADCAST", "key_type": "STRING", "type": "STRING"}]}]}
+
+A state with ``kind`` is keyed state (keyed operators only), one with ``mode`` operator state
+(either operator kind). Types: LONG INT SHORT BYTE BOOLEAN DOUBLE FLOAT CHAR STRING BYTES DECIMAL
+BIG_INT DATE TIME TIMESTAMP_NTZ INSTANT, LIST<T>, SET<T>, MAP<K, V>, TUPLE<T1, ...>,
+ROW<name T, ...>.
+
+The returned dump follows the other oracle dumps: ``{"flink_version", "kind": "restore",
+"restored", "snapshot_path", "operators": [{"uid", "operator_id", "kind", "parallelism",
+"max_parallelism", "restored", "list_state": [{"state", "mode", "subtask", "values"}],
+"broadcast_state": [{"state", "entries"}], "keyed_state": [{"state", "kind", "entries":
+[[key, value], ...]}], "timers": [{"kind", "key", "timestamp", "namespace"}]}], "warnings",
+"timing"}``. UNION list state: each subtask's entry holds what that subtask restored (the union).
+Keyed entries and timers are sorted by key; MAP values are lists of [k, v] sorted by k.
+``warnings`` lists suspicious findings that did not stop Flink (a key on the wrong subtask, a key
+listed whose value reads as null, a key restored twice, broadcast copies that differ).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from . import harness
+
+JOB = "RestoreJob"
+SUPPORTED = ("2.3.0", "2.0.0")
+
+
+class RestoreFailed(harness.FlinkJobError):
+    """Flink refused (or failed) to restore the savepoint. ``causes`` is Flink's cause chain
+    (outermost first, as "Class: message" strings); ``str()`` starts with it and carries the
+    JVM stderr and the Flink log tail."""
+
+    def __init__(self, message: str, causes: list[str]):
+        super().__init__(message)
+        self.causes = causes
+
+
+def _causes(text: str) -> list[str]:
+    return [line.split("RESTORE CAUSE: ", 1)[1] for line in text.splitlines() if "RESTORE CAUSE: " in line]
+
+
+def _normalise(config: dict) -> dict:
+    cfg = json.loads(json.dumps(config))  # deep copy; also rejects non-JSON values early
+    sp = cfg.get("savepoint")
+    if not sp:
+        raise ValueError("config needs 'savepoint'")
+    sp = str(sp)
+    if "://" not in sp and not sp.startswith("file:"):
+        p = Path(sp).resolve()
+        if not (p / "_metadata").is_file():
+            raise FileNotFoundError(f"{p} has no _metadata")
+        sp = str(p)
+    cfg["savepoint"] = sp
+    if not cfg.get("operators"):
+        raise ValueError("config needs a non-empty 'operators' list")
+    return cfg
+
+
+def restore_and_dump(
+    config: dict,
+    version: str = "2.3.0",
+    backend: str = "hashmap",
+    out_dir: Path | None = None,
+    timeout: int = harness.DEFAULT_JOB_TIMEOUT,
+) -> dict:
+    """Start RestoreJob from ``config["savepoint"]`` on Flink ``version`` with ``backend``
+    (hashmap | rocksdb) and return its dump (see the module docstring).
+
+    ``out_dir`` (must be empty or absent) keeps ``dump.json``, ``flink.log`` and
+    ``restore-config.json``; without it a temporary directory is used and removed on success
+    (kept, and named in the error, on failure). Raises :class:`RestoreFailed` when the job fails.
+    """
+    if version not in SUPPORTED:
+        raise ValueError(f"RestoreJob is a Flink 2.x job; version {version!r} is not supported ({SUPPORTED})")
+    if backend not in ("hashmap", "rocksdb"):
+        raise ValueError(f"backend must be hashmap or rocksdb, not {backend!r}")
+    cfg = _normalise(config)
+    temp = out_dir is None
+    if temp:
+        harness.CACHE.mkdir(parents=True, exist_ok=True)
+        out_dir = Path(tempfile.mkdtemp(prefix="restore-", dir=harness.CACHE))
+    out_dir = Path(out_dir).resolve()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="restore-config-", delete=False,
+                                     encoding="utf-8") as fh:
+        json.dump(cfg, fh, indent=1)
+        config_file = Path(fh.name)
+    try:
+        try:
+            res = harness.run_job(JOB, version, out_dir, ["--config", str(config_file), "--backend", backend],
+                                  timeout=timeout)
+        except harness.FlinkJobError as e:
+            text = str(e)
+            causes = _causes(text)
+            head = "\n".join(f"  {c}" for c in causes) or "  (no cause chain printed; see below)"
+            shutil.copy(config_file, out_dir / "restore-config.json")
+            raise RestoreFailed(
+                f"Flink {version} ({backend}) could not restore {cfg['savepoint']}:\n{head}\n"
+                f"(outputs kept in {out_dir})\n{text}",
+                causes,
+            ) from None
+        dump = res.dump
+        dump.setdefault("timing", {})["wall_s"] = round(res.seconds, 2)
+        if temp:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        else:
+            shutil.copy(config_file, out_dir / "restore-config.json")
+        return dump
+    finally:
+        config_file.unlink(missing_ok=True)

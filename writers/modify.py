@@ -1,0 +1,414 @@
+"""Deriving a savepoint from an existing one (the State Processor API's "modify").
+
+    m = SavepointModifier("/sp/base", spark)
+    m.remove_operator("old-op")
+    m.rename_uid("counter", "counter-v2")
+    m.set_max_parallelism("sessions", 256)
+    m.transform_state("counter-v2", "total", sql="SELECT key, total * 10 AS total FROM state")
+    m.writer.with_list_state("new-src", "offsets", [0], type="LONG")   # add operators like bootstrap
+    m.write("/sp/new")                       # untouched operators: shallow copies pointing into BASE
+
+BASE is only read. NEW is written atomically (temp dir, `_metadata` last, rename); a failure
+leaves no NEW behind. Shallow copies turn BASE's relative file handles into absolute ones, so NEW
+depends on BASE's files (see :func:`dependencies`); ``deep=True`` copies them instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import uuid
+from typing import Any, Callable
+
+from ..savepoint import handles as H
+from ..savepoint import keyed as K
+from ..savepoint.builder import SavepointBuilder, resolve_operator_id
+from ..savepoint.errors import InvalidArgumentError, UnknownOperatorError
+from ..savepoint.io import METADATA_FILE, strip_file_scheme
+from ..savepoint.loader import OperatorView, Savepoint
+from ..savepoint.metadata import OperatorState, SubtaskState, read_metadata, write_metadata
+from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, operator_index_for_key_group
+from .writer import SavepointWriter, write_keyed_pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# handle rewriting
+
+
+def _file_uri(path: str) -> str:
+    return "file:" + os.path.abspath(path)
+
+
+class _HandleMapper:
+    """Rewrites the stream handles of one operator: shallow (absolute paths into BASE) or deep
+    (copies into NEW's directory, relative handles)."""
+
+    def __init__(self, base_dir: str, new_dir: str | None, deep: bool):
+        self.base_dir = strip_file_scheme(base_dir)
+        self.new_dir = new_dir
+        self.deep = deep
+        self.copied: dict[str, str] = {}
+
+    def stream(self, h):
+        if h is None or isinstance(h, (H.ByteStreamHandle, H.EmptySegmentFileHandle)):
+            return h
+        if isinstance(h, H.KeyGroupsHandle):
+            return dataclasses.replace(h, delegate=self.stream(h.delegate))
+        if isinstance(h, H.RelativeFileHandle):
+            src = os.path.join(self.base_dir, h.relative_path)
+            return self._copy(src, 0, h.size) if self.deep else H.FileHandle(_file_uri(src), h.size)
+        if isinstance(h, H.FileHandle):
+            return self._copy(strip_file_scheme(h.path), 0, h.size) if self.deep else h
+        if isinstance(h, H.SegmentFileHandle):
+            return self._copy(strip_file_scheme(h.physical_path), h.start, h.size) if self.deep else h
+        raise InvalidArgumentError(f"cannot copy a {type(h).__name__}")
+
+    def _copy(self, src: str, start: int, size: int) -> H.RelativeFileHandle:
+        key = f"{src}@{start}"
+        name = self.copied.get(key)
+        if name is None:
+            name = str(uuid.uuid4())
+            with open(src, "rb") as fin, open(os.path.join(self.new_dir, name), "wb") as fout:
+                fin.seek(start)
+                remaining = size
+                while remaining > 0:
+                    chunk = fin.read(min(remaining, 1 << 20))
+                    if not chunk:
+                        raise InvalidArgumentError(f"state file {src} is shorter than its handle says")
+                    fout.write(chunk)
+                    remaining -= len(chunk)
+            self.copied[key] = name
+        return H.RelativeFileHandle(name, size)
+
+    def keyed(self, h):
+        if h is None or isinstance(h, H.KeyGroupsHandle):
+            return self.stream(h)
+        if isinstance(h, H.IncrementalKeyedHandle):
+            return dataclasses.replace(
+                h, metadata_state=self.stream(h.metadata_state),
+                shared=tuple((n, self.stream(x)) for n, x in h.shared),
+                private=tuple((n, self.stream(x)) for n, x in h.private))
+        raise InvalidArgumentError(f"cannot copy keyed state stored as {type(h).__name__}")
+
+    def operator(self, h):
+        if h is None:
+            return None
+        return dataclasses.replace(h, delegate=self.stream(h.delegate))
+
+    def subtask(self, s: SubtaskState) -> SubtaskState:
+        if s.input_channels or s.result_subpartitions:
+            raise InvalidArgumentError("in-flight channel state (unaligned checkpoint) cannot be carried over")
+        return SubtaskState(self.operator(s.managed_operator), self.operator(s.raw_operator),
+                            self.keyed(s.managed_keyed), self.keyed(s.raw_keyed))
+
+    def operator_state(self, op: OperatorState, **changes) -> OperatorState:
+        return dataclasses.replace(op, subtasks={i: self.subtask(s) for i, s in op.subtasks.items()},
+                                   entry_order=(), **changes)
+
+
+def dependencies(path: str) -> dict[str, int]:
+    """Directories outside the savepoint whose files it references, with the number of handles."""
+    sp = Savepoint.open(path)
+    own = os.path.realpath(sp.path)
+    deps: dict[str, int] = {}
+
+    def visit(h):
+        if isinstance(h, H.KeyGroupsHandle):
+            visit(h.delegate)
+        elif isinstance(h, H.OperatorStreamHandle):
+            visit(h.delegate)
+        elif isinstance(h, H.IncrementalKeyedHandle):
+            for x in [h.metadata_state] + [x for _, x in h.shared + h.private]:
+                visit(x)
+        elif isinstance(h, (H.FileHandle, H.SegmentFileHandle)):
+            p = strip_file_scheme(h.path if isinstance(h, H.FileHandle) else h.physical_path)
+            d = os.path.dirname(os.path.realpath(p))
+            if os.path.commonpath([own, d]) != own:
+                deps[d] = deps.get(d, 0) + 1
+
+    for op in sp.metadata.operators:
+        for s in op.subtasks.values():
+            for h in (s.managed_operator, s.raw_operator, s.managed_keyed, s.raw_keyed):
+                visit(h)
+    return deps
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Rescale:
+    max_parallelism: int
+    parallelism: int | None
+
+
+@dataclasses.dataclass
+class _Transform:
+    state: str
+    sql: str | None
+    fn: Callable | None
+    type: Any
+
+
+class SavepointModifier:
+    def __init__(self, base: str, spark=None):
+        self.base = Savepoint.open(base)
+        self._spark = spark
+        self.writer = SavepointWriter(spark=spark)
+        self._removed: set[bytes] = set()
+        self._renamed: dict[bytes, tuple[bytes, str | None]] = {}
+        self._rescaled: dict[bytes, _Rescale] = {}
+        self._transforms: dict[bytes, list[_Transform]] = {}
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from ..readers.session import get_spark
+
+            self._spark = get_spark()
+            self.writer._spark = self._spark
+        return self._spark
+
+    def _find(self, uid: str) -> OperatorView:
+        return self.base.operator(uid)
+
+    def remove_operator(self, uid: str) -> "SavepointModifier":
+        self._removed.add(self._find(uid).state.operator_id)
+        return self
+
+    def rename_uid(self, old: str, new: str) -> "SavepointModifier":
+        """State of operator ``old`` (uid or uid hash) becomes the state of uid ``new``."""
+        op = self._find(old)
+        self._renamed[op.state.operator_id] = (resolve_operator_id(new, None), new)
+        return self
+
+    def set_max_parallelism(self, uid: str, max_parallelism: int, parallelism: int | None = None
+                            ) -> "SavepointModifier":
+        """Re-assign keyed state to the key groups of a new max parallelism, as Flink would."""
+        op = self._find(uid)
+        p = parallelism or min(op.parallelism, max_parallelism)
+        check_parallelism(p, max_parallelism)
+        self._rescaled[op.state.operator_id] = _Rescale(max_parallelism, p)
+        return self
+
+    def transform_state(self, uid: str, state: str, *, sql: str | None = None,
+                        fn: Callable | None = None, type: Any = None) -> "SavepointModifier":
+        """Rewrite one keyed state: ``sql`` over the view ``state`` (columns: key and the state), or
+        ``fn(DataFrame) -> DataFrame``; the result's ``key`` and ``state`` columns are written back
+        (rows whose value is null drop that state for the key). ``type`` overrides the new type."""
+        if (sql is None) == (fn is None):
+            raise InvalidArgumentError("give exactly one of sql= or fn=")
+        op = self._find(uid)
+        km = op.keyed_meta
+        if km is None or km.state_id(state) is None:
+            raise InvalidArgumentError(f"operator {uid} has no keyed state '{state}'")
+        self._transforms.setdefault(op.state.operator_id, []).append(_Transform(state, sql, fn, type))
+        return self
+
+    # -----------------------------------------------------------------------------------------
+    def write(self, path: str, *, deep: bool = False, overwrite: bool = False) -> str:
+        builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.base.metadata.checkpoint_id)
+        try:
+            mapper = _HandleMapper(self.base.path, builder.temp_dir, deep)
+            new_ids = {resolve_operator_id(u, h) for u, h in
+                       ((o.uid, o.uid_hash) for o in self.writer._ops.values())}
+            for view in self.base.operators:
+                op = view.state
+                oid = op.operator_id
+                if oid in self._removed:
+                    continue
+                if oid in new_ids:
+                    continue  # replaced by a new operator written below
+                if oid in self._transforms:
+                    self._write_transformed(builder, mapper, view)
+                    continue
+                if oid in self._rescaled:
+                    self._write_rescaled(builder, mapper, view, self._rescaled[oid])
+                    continue
+                changes = {}
+                if oid in self._renamed:
+                    new_id, new_uid = self._renamed[oid]
+                    changes = dict(operator_id=new_id, uid=new_uid,
+                                   name=new_uid if op.name in (None, op.uid) else op.name)
+                builder.add_operator_state(mapper.operator_state(op, **changes))
+            for op in self.writer._ops.values():
+                self.writer._spark = self.spark
+                self.writer._write_operator(builder, op)
+            return builder.commit()
+        except BaseException:
+            builder.abort()
+            raise
+
+    def _write_rescaled(self, builder: SavepointBuilder, mapper: _HandleMapper, view: OperatorView,
+                        r: _Rescale) -> None:
+        km = view.keyed_meta
+        handles = view.key_group_handles()
+        if km is None:
+            builder.add_operator_state(mapper.operator_state(view.state, max_parallelism=r.max_parallelism))
+            return
+        sources = [(view.savepoint.stream_source(h.delegate), h) for _, h in handles]
+        old_max, new_max, p = view.max_parallelism, r.max_parallelism, r.parallelism
+        meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, km.key_type, km.states)
+        key_type = km.key_type
+
+        def rekey(item):
+            src, h = item
+            buf = H.read_source(src, _io(src))
+            m = K.read_keyed_proxy(buf, src.label)
+            encoders = [K.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
+            for sid, _, _, key, ns, value in K.iter_entries(buf, h, m, old_max, source=src.label):
+                kg = key_group_for_hash(key_type.java_hash(key), new_max)
+                sub = operator_index_for_key_group(kg, p, new_max)
+                enc = encoders[sid]
+                if enc.kind == "MAP" and isinstance(value, tuple):
+                    value = [value]
+                for pair in enc.pairs(kg, key, value, ns):
+                    yield (sub, kg), (sid, pair)
+
+        rdd = self.spark.sparkContext.parallelize(sources, max(1, len(sources))).flatMap(rekey)
+        keyed = dict(write_keyed_pairs(rdd, meta, p, new_max, builder.temp_dir, builder.inline_threshold))
+        # operator (non-keyed) state is redistributed by Flink itself on restore: keep it as is
+        subtasks = {}
+        for i in range(p):
+            old = view.state.subtasks.get(i)
+            mapped = mapper.subtask(old) if old is not None else SubtaskState()
+            subtasks[i] = SubtaskState(mapped.managed_operator, mapped.raw_operator, keyed.get(i), None)
+        extra = {i: mapper.subtask(s) for i, s in view.state.subtasks.items() if i >= p}
+        for i, s in extra.items():
+            if s.managed_operator is not None or s.raw_operator is not None:
+                subtasks[i] = SubtaskState(s.managed_operator, s.raw_operator)
+        new_op = dataclasses.replace(view.state, parallelism=max(p, max(subtasks) + 1), max_parallelism=new_max,
+                                     subtasks=subtasks, entry_order=())
+        builder.add_operator_state(new_op)
+
+    def _write_transformed(self, builder: SavepointBuilder, mapper: _HandleMapper, view: OperatorView) -> None:
+        from ..readers.reader import SavepointReader
+
+        km = view.keyed_meta
+        if any(s.namespace_type.name != "VoidNamespace" for _, s in km.value_states):
+            raise InvalidArgumentError(f"operator {view.display_name}: windowed (namespaced) state cannot be transformed")
+        if km.timer_states:
+            timers_present = any(True for _ in _timer_rows(view))
+            if timers_present:
+                raise InvalidArgumentError(f"operator {view.display_name}: transforming state of an operator with "
+                                           "registered timers is not supported (the timers would be lost)")
+        reader = SavepointReader(self.base.location.metadata_path, self.spark)
+        df = reader.keyed(view.uid_hash)
+        specs: dict[str, Any] = {}
+        for _, s in km.value_states:
+            specs[s.name] = {"kind": s.kind, "type": s.element_type if s.kind != "LIST" else _list_of(s)}
+        for t in self._transforms[view.state.operator_id]:
+            sub = df.select("key", t.state)
+            if t.sql is not None:
+                sub.createOrReplaceTempView("state")
+                new = self.spark.sql(t.sql)
+            else:
+                new = t.fn(sub)
+            missing = {"key", t.state} - set(new.columns)
+            if missing:
+                raise InvalidArgumentError(f"transform of '{t.state}' must return columns key and {t.state}")
+            df = df.drop(t.state).join(new.select("key", t.state), on="key", how="left")
+            specs[t.state] = {"kind": specs[t.state]["kind"], "type": t.type} if t.type else None
+        op = view.state
+        w = SavepointWriter(view.max_parallelism, self.spark, inline_threshold=builder.inline_threshold)
+        w.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type, parallelism=view.parallelism,
+                           uid_hash=op.operator_id.hex(), name=op.name)
+        ops = list(w._ops.values())
+        w._write_operator(builder, ops[0])
+        built = builder.operators.pop(op.operator_id)
+        for i, s in op.subtasks.items():
+            mapped = mapper.subtask(s)
+            sub = built.subtask(i)
+            sub.managed_operator, sub.raw_operator = mapped.managed_operator, mapped.raw_operator
+        builder.add_operator_state(OperatorState(op.operator_id, built.parallelism, built.max_parallelism,
+                                                 {i: s for i, s in built.subtasks.items() if not s.is_empty},
+                                                 name=op.name, uid=op.uid))
+
+
+def _list_of(s):
+    from ..savepoint.types import typeinfo as T
+
+    return T.ListType(s.element_type)
+
+
+def _timer_rows(view: OperatorView):
+    from ..readers import tables as TB
+
+    return TB.timers_table(view).rows()
+
+
+def _io(src):
+    from ..savepoint.io import io_for
+
+    return io_for(src.path or ".")
+
+
+# ---------------------------------------------------------------------------------------------
+# relocate
+
+
+def _canonical_path(p: str) -> str:
+    """``file:/a``, ``file:///a`` and ``/a`` → ``/a``; other URIs unchanged."""
+    return strip_file_scheme(p) if p.startswith("file:") or p.startswith("/") else p
+
+
+def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True) -> int:
+    """Rewrite absolute paths starting with ``old_prefix`` in `_metadata` (a moved savepoint or
+    checkpoint directory, or a moved base). Atomic; returns the number of rewritten handles."""
+    sp = Savepoint.open(path)
+    meta_path = sp.location.metadata_path
+    meta = sp.metadata
+    count = 0
+    old_canon = _canonical_path(old_prefix).rstrip("/")
+    new_canon = _canonical_path(new_prefix).rstrip("/")
+
+    def fix(p: str) -> str:
+        nonlocal count
+        c = _canonical_path(p)
+        if c == old_canon or c.startswith(old_canon + "/"):
+            count += 1
+            moved = new_canon + c[len(old_canon):]
+            return "file:" + moved if moved.startswith("/") else moved
+        return p
+
+    def stream(h):
+        if isinstance(h, H.FileHandle):
+            return dataclasses.replace(h, path=fix(h.path))
+        if isinstance(h, H.SegmentFileHandle):
+            return dataclasses.replace(h, physical_path=fix(h.physical_path))
+        if isinstance(h, H.KeyGroupsHandle):
+            return dataclasses.replace(h, delegate=stream(h.delegate))
+        return h
+
+    def keyed(h):
+        if isinstance(h, H.IncrementalKeyedHandle):
+            return dataclasses.replace(h, metadata_state=stream(h.metadata_state),
+                                       shared=tuple((n, stream(x)) for n, x in h.shared),
+                                       private=tuple((n, stream(x)) for n, x in h.private))
+        return stream(h)
+
+    def oper(h):
+        return None if h is None else dataclasses.replace(h, delegate=stream(h.delegate))
+
+    for op in meta.operators:
+        for i, s in list(op.subtasks.items()):
+            op.subtasks[i] = dataclasses.replace(s, managed_operator=oper(s.managed_operator),
+                                                 raw_operator=oper(s.raw_operator), managed_keyed=keyed(s.managed_keyed),
+                                                 raw_keyed=keyed(s.raw_keyed))
+    if count == 0:
+        return 0
+    data = write_metadata(meta)
+    read_metadata(data, meta_path)  # never write what we could not read back
+    tmp = meta_path + ".fstate-tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    if backup:
+        shutil.copy2(meta_path, meta_path + ".before-relocate")
+    os.replace(tmp, meta_path)
+    return count
+
+
+__all__ = ["SavepointModifier", "dependencies", "relocate", "UnknownOperatorError", "METADATA_FILE"]
