@@ -171,6 +171,122 @@ def bootstrap(
         err.print(f"wrote savepoint {path}")
 
 
+def _pairs(items: list[str] | None, what: str, sep: str = "=") -> list[tuple[str, str]]:
+    from ..savepoint.errors import InvalidArgumentError
+
+    out = []
+    for item in items or []:
+        a, ok, b = item.partition(sep)
+        if not ok or not a or not b:
+            raise InvalidArgumentError(f"{what} expects A{sep}B, got '{item}'")
+        out.append((a.strip(), b.strip()))
+    return out
+
+
+@app.command()
+def modify(
+    base: str = typer.Argument(..., help="The savepoint to derive from (never changed)."),
+    out_dir: str = typer.Option(..., "--out", "-o", help="Directory of the new savepoint."),
+    remove: Optional[list[str]] = typer.Option(None, "--remove", help="Drop an operator's state (uid or hash)."),
+    rename: Optional[list[str]] = typer.Option(None, "--rename", help="OLD=NEW: state of uid/hash OLD under uid NEW."),
+    max_parallelism: Optional[list[str]] = typer.Option(None, "--max-parallelism",
+                                                        help="UID=N: re-assign keyed state to N key groups."),
+    parallelism: Optional[list[str]] = typer.Option(None, "--parallelism",
+                                                    help="UID=N: split/merge operator list state over N subtasks."),
+    transform: Optional[list[str]] = typer.Option(
+        None, "--transform", help="UID:STATE=SQL over the view `state` (columns key and STATE)."),
+    spec: Optional[str] = typer.Option(None, "--add", help="A bootstrap YAML spec of operators to add or replace."),
+    deep: bool = typer.Option(False, "--deep", help="Copy BASE's files instead of pointing at them."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+) -> None:
+    """A new savepoint derived from BASE; untouched operators are shallow copies of BASE's state."""
+    with user_errors():
+        from ..savepoint.builder import ensure_writable_target
+        from ..savepoint.errors import InvalidArgumentError
+        from ..writers.modify import SavepointModifier, dependencies
+
+        ensure_writable_target(out_dir, overwrite)
+        conf_map = _parse_conf(conf)
+        m = SavepointModifier(base)
+        for uid in remove or []:
+            m.remove_operator(uid)
+        for old, new in _pairs(rename, "--rename"):
+            m.rename_uid(old, new)
+        for uid, n in _pairs(max_parallelism, "--max-parallelism"):
+            m.set_max_parallelism(uid, _int(n, "--max-parallelism"))
+        for uid, n in _pairs(parallelism, "--parallelism"):
+            m.set_parallelism(uid, _int(n, "--parallelism"))
+        for item in transform or []:
+            target, ok, sql = item.partition("=")
+            uid, ok2, state = target.partition(":")
+            if not (ok and ok2 and uid and state and sql):
+                raise InvalidArgumentError(f"--transform expects UID:STATE=SQL, got '{item}'")
+            m.transform_state(uid, state, sql=sql)
+        needs_spark = bool(max_parallelism or transform or spec)
+        if needs_spark:
+            with progress("starting Spark"):
+                from ..readers.session import get_spark
+
+                m._spark = get_spark(master, conf_map)
+                m.writer._spark = m._spark
+        if spec:
+            from ..writers.bootstrap import load_spec, writer_from_spec
+
+            added = writer_from_spec(load_spec(spec), spec, m._spark)
+            m.writer._ops.update(added._ops)
+        with progress(f"writing savepoint {out_dir}"):
+            path = m.write(out_dir, deep=deep, overwrite=overwrite)
+        err.print(f"wrote savepoint {path}")
+        deps = dependencies(path)
+        if deps:
+            err.print("[yellow]it refers to files of:[/] " + ", ".join(sorted(deps))
+                      + " — deleting those breaks it (use --deep for a self-contained copy)")
+
+
+def _int(text: str, what: str) -> int:
+    from ..savepoint.errors import InvalidArgumentError
+
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} expects a number, got '{text}'") from None
+
+
+@app.command()
+def deps(
+    path: str = typer.Argument(..., help="Savepoint or checkpoint."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Directories outside PATH whose files PATH refers to (e.g. the base of a modified savepoint)."""
+    with user_errors():
+        from ..writers.modify import dependencies
+
+        d = dependencies(path)
+        if json_out:
+            print_json({"path": path, "dependencies": d})
+        elif not d:
+            out.print("self-contained: no files outside the savepoint directory")
+        else:
+            print_rows(["directory", "handles"], sorted(d.items()), title="depends on")
+
+
+@app.command()
+def relocate(
+    path: str = typer.Argument(..., help="Savepoint or checkpoint whose _metadata to rewrite."),
+    old: str = typer.Option(..., "--from", help="Path prefix as recorded in _metadata."),
+    new: str = typer.Option(..., "--to", help="Where those files are now."),
+    backup: bool = typer.Option(True, "--backup/--no-backup", help="Keep _metadata.before-relocate."),
+) -> None:
+    """Rewrite absolute paths in _metadata after files were moved (another directory or bucket)."""
+    with user_errors():
+        from ..writers.modify import relocate as do_relocate
+
+        n = do_relocate(path, old, new, backup=backup)
+        err.print(f"rewrote {n} path(s)" if n else f"no path starts with {old}: nothing changed")
+
+
 def _write(df, out_dir: str, fmt: str) -> None:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T

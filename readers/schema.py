@@ -5,6 +5,7 @@ The TypeInfo tree is the source of truth; this module is the only place that kno
 
 from __future__ import annotations
 
+import pickle
 from decimal import Decimal
 from typing import Any, Callable
 
@@ -53,6 +54,8 @@ def spark_type(t: T.TypeInfo) -> st.DataType:
         return st.MapType(spark_type(t.key), spark_type(t.value), True)
     if isinstance(t, T.EnumType):
         return st.StringType()
+    if isinstance(t, T.PickledType):
+        return st.BinaryType()  # the pickle bytes (protocol 4) of fstate's runtime
     if isinstance(t, T.TimerType):
         return st.StructType([st.StructField("timestamp", st.LongType()),
                               st.StructField("key", spark_type(t.key)),
@@ -78,6 +81,8 @@ def converter(t: T.TypeInfo) -> Callable[[Any], Any] | None:
         return converter(t.inner)
     if isinstance(t, T.TtlType):
         return converter(t.value)
+    if isinstance(t, T.PickledType):
+        return _repickle
     if isinstance(t, (T.TupleType, T.RowType, T.EitherType, T.PojoType)):
         if isinstance(t, T.PojoType) and not t.decodable:
             return None
@@ -104,6 +109,10 @@ def converter(t: T.TypeInfo) -> Callable[[Any], Any] | None:
         cv = cv or (lambda x: x)
         return lambda v: None if v is None else {ck(k): (None if x is None else cv(x)) for k, x in v.items()}
     return None
+
+
+def _repickle(v):
+    return bytes(v) if isinstance(v, T.OpaquePickle) else pickle.dumps(v, protocol=T.PickledType.PROTOCOL)
 
 
 def _check_decimal(scale: int, what: str):

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 from ..savepoint import handles as H
 from ..savepoint import keyed as K
 from ..savepoint import operator as O
+from ..savepoint import rocksdb as RX
 from ..savepoint.errors import FStateError, InvalidArgumentError, UnknownStateError
 from ..savepoint.io import io_for
 from ..savepoint.loader import OperatorView, Savepoint
@@ -83,7 +84,7 @@ def broadcast_state_table(op: OperatorView, state: str) -> Table:
 
 
 def _keyed_meta(op: OperatorView) -> K.KeyedBackendMeta:
-    op.key_group_handles()  # a clear error for keyed state in a layout fstate cannot read yet
+    op.readable_keyed_handles()  # a clear error for keyed state in a layout fstate cannot read yet
     km = op.keyed_meta
     if km is None:
         raise UnknownStateError(f"operator {op.display_name} has no keyed state",
@@ -94,7 +95,17 @@ def _keyed_meta(op: OperatorView) -> K.KeyedBackendMeta:
 def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_groups: set[int] | None,
                     options: tuple = ()) -> list[Partition]:
     parts = []
-    for subtask, h in op.key_group_handles():
+    for subtask, h in op.readable_keyed_handles():
+        if isinstance(h, H.IncrementalKeyedHandle):
+            # RocksDB files: one partition per subtask, opened by the executor that reads it
+            if key_groups is not None and not any(h.start_key_group <= kg <= h.end_key_group for kg in key_groups):
+                continue
+            rsrc = op.rocksdb_source(subtask, h)
+            kgs = (("kgs", tuple(sorted(key_groups))),) if key_groups is not None else ()
+            parts.append(Partition(kind, rsrc.metadata, subtask, rsrc, op.max_parallelism, states,
+                                   (h.start_key_group, h.end_key_group), None, op.savepoint.allow_external_paths,
+                                   options + kgs))
+            continue
         src = op.savepoint.stream_source(h.delegate)
         for lo, hi, span in _split_handle(h, src):
             if key_groups is not None and not any(lo <= kg <= hi for kg in key_groups):
@@ -275,12 +286,40 @@ def _load_key_groups(p: Partition) -> tuple[bytes, H.KeyGroupsHandle, K.KeyedBac
 
 
 def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
+    if isinstance(p.handle, RX.RocksDBSource):
+        yield from _read_rocksdb(p, key_filter)
+        return
     buf, handle, meta = _load_key_groups(p)
+    lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
+    kg_range = range(max(lo, handle.start_key_group), min(hi, handle.end_key_group) + 1)
+    label = p.source.label
+    yield from _keyed_output(
+        p, meta, key_filter,
+        lambda: K.timer_rows(buf, handle, meta, p.max_parallelism, key_groups=kg_range, source=label),
+        lambda ids: K.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range, source=label))
+
+
+def _read_rocksdb(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
+    """A RocksDB incremental/native snapshot: the database of one subtask, opened in a temporary
+    directory that is removed when the rows are read (or reading fails / stops)."""
+    src: RX.RocksDBSource = p.handle
+    meta = RX.read_meta(src)
+    opts = dict(p.options)
+    kgs = opts.get("kgs")
+    label = src.label
+    with RX.open_snapshot(src) as db:
+        yield from _keyed_output(
+            p, meta, key_filter,
+            lambda: RX.timer_rows(db, meta, p.max_parallelism, key_groups=kgs, source=label),
+            lambda ids: RX.keyed_rows(db, meta, p.max_parallelism, ids, key_groups=kgs, source=label))
+
+
+def _keyed_output(p: Partition, meta: K.KeyedBackendMeta, key_filter: frozenset | None, timer_rows, keyed_rows
+                  ) -> Iterator[tuple]:
+    """Rows of the keyed or timers table from the decoded (key, namespace, values) / timers."""
     opts = dict(p.options)
     ns_mode = opts.get("ns", "void")
     flatten = opts.get("flatten", False)
-    lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
-    kg_range = range(max(lo, handle.start_key_group), min(hi, handle.end_key_group) + 1)
     label = p.source.label
 
     def key_part(key):
@@ -294,8 +333,7 @@ def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
         return (ns,)
 
     if p.kind == "timers":
-        for service, kind, ts, key, ns, _ in K.timer_rows(buf, handle, meta, p.max_parallelism,
-                                                          key_groups=kg_range, source=label):
+        for service, kind, ts, key, ns, _ in timer_rows():
             if key_filter is not None and _hashable(key) not in key_filter:
                 continue
             yield key_part(key) + (ts,) + ns_part(ns) + (kind, service)
@@ -308,8 +346,7 @@ def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
             raise UnknownStateError(f"state '{name}' is missing from this key-group stream", label)
         ids.append(sid)
     flat = opts.get("flat", False)
-    for _, key, ns, vals in K.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range,
-                                         source=label):
+    for _, key, ns, vals in keyed_rows(ids):
         if key_filter is not None and _hashable(key) not in key_filter:
             continue
         head = key_part(key) + ns_part(ns)

@@ -7,7 +7,9 @@ that holds `_metadata`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from dataclasses import dataclass
 
 from .binary import DataInput, DataOutput
@@ -635,6 +637,46 @@ def stream_source(h, base_dir: str, *, allow_external: bool = True) -> StreamSou
     if isinstance(h, EmptySegmentFileHandle):
         return StreamSource(None, data=b"", label="empty segment")
     raise CorruptStateError(f"cannot open a stream from handle {type(h).__name__}", base_dir)
+
+
+_CHECKPOINT_SUBDIR = re.compile(r"^(shared|taskowned|chk-[0-9]+)$")
+
+
+def relocation_candidates(path: str, snapshot_dir: str, checkpoint_base_dir: str | None = None) -> list[str]:
+    """Where an absolute state file of a checkpoint may live after the job's checkpoint directory
+    (``<dir>/<job id>`` with ``shared/``, ``taskowned/`` and ``chk-N/``) was moved: under
+    ``checkpoint_base_dir`` (that directory, or its parent), then beside the snapshot's ``chk-N``.
+    Local paths only; empty when the path is not inside such a directory."""
+    if scheme_of(path) != "file":
+        return []
+    parts = strip_file_scheme(path).split("/")
+    for i in range(len(parts) - 2, 0, -1):
+        if _CHECKPOINT_SUBDIR.match(parts[i]):
+            rel, job = parts[i:], parts[i - 1]
+            break
+    else:
+        return []
+    out = []
+    if checkpoint_base_dir:
+        base = strip_file_scheme(checkpoint_base_dir)
+        out += [os.path.join(base, *rel), os.path.join(base, job, *rel)]
+    out.append(os.path.join(os.path.dirname(strip_file_scheme(snapshot_dir).rstrip("/")), *rel))
+    return out
+
+
+def relocate_source(src: StreamSource, snapshot_dir: str, checkpoint_base_dir: str | None = None) -> StreamSource:
+    """The source of an absolute-path handle, pointed at the file's new location when the job's
+    checkpoint directory moved (see :func:`relocation_candidates`): an existing file under
+    ``checkpoint_base_dir`` wins, then the original path, then the snapshot's sibling directories.
+    Unchanged when nothing is found (reading then reports the original path as missing)."""
+    if src.path is None or scheme_of(src.path) != "file":
+        return src
+    cands = relocation_candidates(src.path, snapshot_dir, checkpoint_base_dir)
+    n_override = 2 if checkpoint_base_dir and cands else 0
+    for c in cands[:n_override] + [src.path] + cands[n_override:]:
+        if os.path.isfile(c):
+            return src if c == src.path else dataclasses.replace(src, path=c)
+    return src
 
 
 def read_source(src: StreamSource, io: FileIO) -> bytes:

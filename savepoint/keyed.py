@@ -436,15 +436,23 @@ def keyed_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
                source: str | None = None) -> Iterator[tuple[int, Any, Any, list]]:
     """Yields (key group, key, namespace, [value of each state in ``state_ids`` or None])."""
     codecs = state_codecs(meta, max_parallelism, source)
+    entries = iter_entries(buf, handle, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
+                           states=set(state_ids), source=source)
+    yield from rows_from_entries(entries, codecs, state_ids)
+
+
+def rows_from_entries(entries: Iterable[Entry], codecs: list[_StateCodec], state_ids: list[int]
+                      ) -> Iterator[tuple[int, Any, Any, list]]:
+    """Groups entries (ordered by key group; any order within one) into one row per (key,
+    namespace): (key group, key, namespace, [value of each state in ``state_ids`` or None]).
+    Shared by every storage layout (key-group streams, RocksDB)."""
     column = {sid: i for i, sid in enumerate(state_ids)}
     is_map = [codecs[sid].kind == "MAP" for sid in state_ids]
     is_list = [codecs[sid].kind == "LIST" for sid in state_ids]
     width = len(state_ids)
     current_kg = None
     rows: dict[bytes, list] = {}
-    for sid, kg, ident, key, ns, value in iter_entries(buf, handle, meta, max_parallelism, codecs=codecs,
-                                                       key_groups=key_groups, states=set(state_ids),
-                                                       source=source):
+    for sid, kg, ident, key, ns, value in entries:
         if kg != current_kg:
             if rows:
                 yield from _flush(current_kg, rows)
@@ -480,11 +488,18 @@ def timer_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
                key_groups: Iterable[int] | None = None, source: str | None = None
                ) -> Iterator[tuple[str, str, int, Any, Any, int]]:
     """Yields (timer service, kind 'event'/'processing', timestamp, key, namespace, key group)."""
-    timer_ids = {i: s for i, s in meta.timer_states}
+    timer_ids = {i for i, _ in meta.timer_states}
     if not timer_ids:
         return
-    for sid, kg, _, key, ns, ts in iter_entries(buf, handle, meta, max_parallelism, key_groups=key_groups,
-                                                states=set(timer_ids), source=source):
+    yield from timers_from_entries(iter_entries(buf, handle, meta, max_parallelism, key_groups=key_groups,
+                                                states=timer_ids, source=source), meta)
+
+
+def timers_from_entries(entries: Iterable[Entry], meta: KeyedBackendMeta
+                        ) -> Iterator[tuple[str, str, int, Any, Any, int]]:
+    """Timer entries → (timer service, kind 'event'/'processing', timestamp, key, namespace, key group)."""
+    timer_ids = {i: s for i, s in meta.timer_states}
+    for sid, kg, _, key, ns, ts in entries:
         name = timer_ids[sid].name[len(M.TIMER_PREFIX):]
         kind, _, service = name.partition("_")
         yield service, kind, ts, key, ns, kg

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterator, TypeVar
 from . import handles as H
 from . import keyed as K
 from . import operator as O
+from . import rocksdb as RX
 from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError
 from .io import FileIO, SavepointLocation, locate
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
@@ -35,16 +36,21 @@ class StateDescription:
 class Savepoint:
     """A savepoint or checkpoint directory, opened read-only."""
 
-    def __init__(self, location: SavepointLocation, metadata: CheckpointMetadata, *, allow_external_paths: bool = True):
+    def __init__(self, location: SavepointLocation, metadata: CheckpointMetadata, *, allow_external_paths: bool = True,
+                 checkpoint_base_dir: str | None = None):
         self.location = location
         self.metadata = metadata
         self.allow_external_paths = allow_external_paths
+        #: new location of the job's checkpoint directory (``shared/``, ``chk-N/``) when it moved
+        self.checkpoint_base_dir = checkpoint_base_dir
 
     @classmethod
-    def open(cls, path: str, *, allow_external_paths: bool = True) -> "Savepoint":
+    def open(cls, path: str, *, allow_external_paths: bool = True,
+             checkpoint_base_dir: str | None = None) -> "Savepoint":
         loc = locate(path)
         data = loc.io.read(loc.metadata_path)
-        return cls(loc, read_metadata(data, loc.metadata_path), allow_external_paths=allow_external_paths)
+        return cls(loc, read_metadata(data, loc.metadata_path), allow_external_paths=allow_external_paths,
+                   checkpoint_base_dir=checkpoint_base_dir)
 
     @property
     def path(self) -> str:
@@ -76,7 +82,10 @@ class Savepoint:
 
     # -- bytes -------------------------------------------------------------------------------
     def stream_source(self, handle) -> H.StreamSource:
-        return H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
+        src = H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
+        if isinstance(handle, (H.FileHandle, H.SegmentFileHandle)):
+            src = H.relocate_source(src, self.path, self.checkpoint_base_dir)
+        return src
 
     def read_stream(self, handle) -> bytes:
         return H.read_source(self.stream_source(handle), self.io)
@@ -142,8 +151,14 @@ class OperatorView:
         return [(i, s.managed_keyed) for i, s in sorted(self.state.subtasks.items()) if s.managed_keyed is not None]
 
     def key_group_handles(self) -> list[tuple[int, H.KeyGroupsHandle]]:
+        """Key-group stream handles (canonical and heap layouts); an error for other layouts."""
         out = []
         for i, h in self.keyed_handles():
+            if isinstance(h, H.IncrementalKeyedHandle):
+                raise FStateError(
+                    f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)} (RocksDB "
+                    "files): fstate reads it, but this operation needs key-group streams (take a canonical "
+                    "savepoint)", self.savepoint.location.metadata_path)
             if not isinstance(h, H.KeyGroupsHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)}, "
@@ -151,6 +166,26 @@ class OperatorView:
             if h.delegate is not None:
                 out.append((i, h))
         return out
+
+    def readable_keyed_handles(self) -> list[tuple[int, H.KeyGroupsHandle | H.IncrementalKeyedHandle]]:
+        """Keyed handles fstate reads: key-group streams and RocksDB incremental/native snapshots
+        (an error for other layouts, e.g. changelog)."""
+        out = []
+        for i, h in self.keyed_handles():
+            if isinstance(h, H.IncrementalKeyedHandle):
+                out.append((i, h))
+            elif not isinstance(h, H.KeyGroupsHandle):
+                raise FStateError(
+                    f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)}, "
+                    "which fstate cannot decode yet", self.savepoint.location.metadata_path)
+            elif h.delegate is not None:
+                out.append((i, h))
+        return out
+
+    def rocksdb_source(self, subtask: int, handle: H.IncrementalKeyedHandle, *, check: bool = True) -> RX.RocksDBSource:
+        """Where the RocksDB files of one subtask's incremental/native handle are (checked to exist)."""
+        return RX.rocksdb_source(handle, self.savepoint.stream_source,
+                                 label=f"{self.source} subtask {subtask}", check=check)
 
     # -- proxies -----------------------------------------------------------------------------
     @cached_property
@@ -168,6 +203,10 @@ class OperatorView:
             if isinstance(h, H.KeyGroupsHandle) and h.delegate is not None:
                 src = self.savepoint.stream_source(h.delegate).label
                 return self.savepoint.read_header(h.delegate, lambda b: K.read_keyed_proxy(b, src))
+            if isinstance(h, H.IncrementalKeyedHandle) and h.metadata_state is not None:
+                # the meta-data stream of a RocksDB snapshot is the keyed-backend proxy alone
+                src = self.savepoint.stream_source(h.metadata_state).label
+                return self.savepoint.read_header(h.metadata_state, lambda b: K.read_keyed_proxy(b, src))
         return None
 
     @property
@@ -189,7 +228,8 @@ class OperatorView:
                 backend = "broadcast" if s.kind == "BROADCAST" else "operator"
                 out.append(StateDescription(s.name, backend, s.kind, s.type_name(),
                                             s.key_type.name if s.key_type else None, None, _warnings(s)))
-        if self.has_keyed_state and not all(isinstance(h, H.KeyGroupsHandle) for _, h in self.keyed_handles()):
+        if self.has_keyed_state and not all(isinstance(h, (H.KeyGroupsHandle, H.IncrementalKeyedHandle))
+                                            for _, h in self.keyed_handles()):
             out.append(StateDescription("(keyed state)", "keyed", self.keyed_layout or "?", "?", None, None,
                                         (f"stored as {self.keyed_layout}: not decoded yet",)))
             return out
@@ -260,5 +300,5 @@ def _handle_kind(h) -> str:
     return type(h).__name__
 
 
-def open_savepoint(path: str, *, allow_external_paths: bool = True) -> Savepoint:
-    return Savepoint.open(path, allow_external_paths=allow_external_paths)
+def open_savepoint(path: str, *, allow_external_paths: bool = True, checkpoint_base_dir: str | None = None) -> Savepoint:
+    return Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir)

@@ -160,6 +160,7 @@ class SavepointModifier:
         self._renamed: dict[bytes, tuple[bytes, str | None]] = {}
         self._rescaled: dict[bytes, _Rescale] = {}
         self._transforms: dict[bytes, list[_Transform]] = {}
+        self._resplit: dict[bytes, int] = {}
 
     @property
     def spark(self):
@@ -190,6 +191,18 @@ class SavepointModifier:
         p = parallelism or min(op.parallelism, max_parallelism)
         check_parallelism(p, max_parallelism)
         self._rescaled[op.state.operator_id] = _Rescale(max_parallelism, p)
+        return self
+
+    def set_parallelism(self, uid: str, parallelism: int) -> "SavepointModifier":
+        """Split or merge an operator's list, union and broadcast state over a new number of subtasks
+        (list elements keep their order and are cut into contiguous runs, as Flink's round-robin
+        repartitioner does; every subtask gets a broadcast copy)."""
+        op = self._find(uid)
+        if op.has_keyed_state:
+            raise InvalidArgumentError(f"operator {uid} has keyed state: change its max parallelism instead "
+                                       "(Flink redistributes keyed state by key group on restore)")
+        check_parallelism(parallelism, op.max_parallelism)
+        self._resplit[op.state.operator_id] = parallelism
         return self
 
     def transform_state(self, uid: str, state: str, *, sql: str | None = None,
@@ -225,6 +238,9 @@ class SavepointModifier:
                     continue
                 if oid in self._rescaled:
                     self._write_rescaled(builder, mapper, view, self._rescaled[oid])
+                    continue
+                if oid in self._resplit:
+                    self._write_resplit(builder, view, self._resplit[oid])
                     continue
                 changes = {}
                 if oid in self._renamed:
@@ -282,17 +298,43 @@ class SavepointModifier:
                                      subtasks=subtasks, entry_order=())
         builder.add_operator_state(new_op)
 
+    def _write_resplit(self, builder: SavepointBuilder, view: OperatorView, parallelism: int) -> None:
+        from ..savepoint import operator as O
+
+        om = view.operator_meta
+        states = []
+        for info in (om.states if om else []):
+            if info.kind == "BROADCAST":
+                states.append((info, dict(view.broadcast_state(info.name))))
+            else:
+                states.append((info, [v for _, _, v in view.list_state(info.name)]))
+        op = view.state
+        b = builder.operator(op.uid, uid_hash=op.operator_id.hex(), parallelism=parallelism,
+                             max_parallelism=op.max_parallelism, name=op.name)
+        b.uid = op.uid
+        for i in range(parallelism):
+            part = []
+            for info, values in states:
+                if info.kind == "BROADCAST":
+                    part.append((info, values))
+                else:
+                    n = len(values)
+                    lo, hi = i * n // parallelism, (i + 1) * n // parallelism
+                    part.append((info, values[lo:hi]))
+            data, offsets = O.encode_operator_stream(part)
+            b.subtask(i).managed_operator = H.OperatorStreamHandle(offsets, builder.stream(data))
+
     def _write_transformed(self, builder: SavepointBuilder, mapper: _HandleMapper, view: OperatorView) -> None:
         from ..readers.reader import SavepointReader
 
         km = view.keyed_meta
         if any(s.namespace_type.name != "VoidNamespace" for _, s in km.value_states):
             raise InvalidArgumentError(f"operator {view.display_name}: windowed (namespaced) state cannot be transformed")
-        if km.timer_states:
-            timers_present = any(True for _ in _timer_rows(view))
-            if timers_present:
-                raise InvalidArgumentError(f"operator {view.display_name}: transforming state of an operator with "
-                                           "registered timers is not supported (the timers would be lost)")
+        services = {s.name for _, s in km.timer_states}
+        unsupported = services - {"_timer_state/event_user-timers", "_timer_state/processing_user-timers"}
+        if unsupported:
+            raise InvalidArgumentError(f"operator {view.display_name}: timers of {', '.join(sorted(unsupported))} "
+                                       "cannot be carried through a transform")
         reader = SavepointReader(self.base.location.metadata_path, self.spark)
         df = reader.keyed(view.uid_hash)
         specs: dict[str, Any] = {}
@@ -310,10 +352,23 @@ class SavepointModifier:
                 raise InvalidArgumentError(f"transform of '{t.state}' must return columns key and {t.state}")
             df = df.drop(t.state).join(new.select("key", t.state), on="key", how="left")
             specs[t.state] = {"kind": specs[t.state]["kind"], "type": t.type} if t.type else None
+        # timers of the operator are carried over as per-key timestamp lists
+        timer_cols = {}
+        if services:
+            from pyspark.sql import functions as F
+
+            timers = reader.timers(view.uid_hash)
+            for kind in ("event", "processing"):
+                if f"_timer_state/{kind}_user-timers" in services:
+                    col = f"__fstate_{kind}_timers"
+                    agg = timers.where(F.col("kind") == kind).groupBy("key").agg(F.collect_list("timestamp").alias(col))
+                    df = df.join(agg, on="key", how="full_outer")
+                    timer_cols[kind] = col
         op = view.state
         w = SavepointWriter(view.max_parallelism, self.spark, inline_threshold=builder.inline_threshold)
         w.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type, parallelism=view.parallelism,
-                           uid_hash=op.operator_id.hex(), name=op.name)
+                           uid_hash=op.operator_id.hex(), name=op.name, event_timers=timer_cols.get("event"),
+                           processing_timers=timer_cols.get("processing"))
         ops = list(w._ops.values())
         w._write_operator(builder, ops[0])
         built = builder.operators.pop(op.operator_id)
@@ -330,12 +385,6 @@ def _list_of(s):
     from ..savepoint.types import typeinfo as T
 
     return T.ListType(s.element_type)
-
-
-def _timer_rows(view: OperatorView):
-    from ..readers import tables as TB
-
-    return TB.timers_table(view).rows()
 
 
 def _io(src):

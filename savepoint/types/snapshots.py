@@ -160,6 +160,15 @@ def _ttl(cls):
     return parse
 
 
+def _pickled(inp, version, depth):
+    if version != 1:
+        raise inp.fail(f"unknown fstate pickle serializer snapshot version {version}", UnsupportedVersionError)
+    protocol = inp.read_i32()
+    if not 0 <= protocol <= 5:
+        raise inp.fail(f"unknown pickle protocol {protocol}")
+    return T.PICKLED
+
+
 def _enum(inp, version, depth):
     if version != 3:
         raise inp.fail(f"unknown EnumSerializer snapshot version {version}", UnsupportedVersionError)
@@ -273,6 +282,7 @@ _PARSERS: dict[str, Callable] = {
         _ttl("org.apache.flink.runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot"),
     T.PojoType.snapshot_class: _pojo,
     T.EnumType.snapshot_class: _enum,
+    T.PickledType.snapshot_class: _pickled,
     _KRYO: _kryo,
 }
 

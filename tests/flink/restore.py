@@ -59,12 +59,17 @@ SUPPORTED = ("2.3.0", "2.0.0")
 
 class RestoreFailed(harness.FlinkJobError):
     """Flink refused (or failed) to restore the savepoint. ``causes`` is Flink's cause chain
-    (outermost first, as "Class: message" strings); ``str()`` starts with it and carries the
-    JVM stderr and the Flink log tail."""
+    (outermost first, as "Class: message" strings), ``reason`` its innermost entry (Flink's own
+    reason, e.g. "org.apache.flink.util.StateMigrationException: ..."). ``str()`` starts with
+    the reason and the chain, then carries the JVM stderr and the Flink log tail."""
 
     def __init__(self, message: str, causes: list[str]):
         super().__init__(message)
         self.causes = causes
+
+    @property
+    def reason(self) -> str | None:
+        return self.causes[-1] if self.causes else None
 
 
 def _causes(text: str) -> list[str]:
@@ -123,10 +128,12 @@ def restore_and_dump(
         except harness.FlinkJobError as e:
             text = str(e)
             causes = _causes(text)
-            head = "\n".join(f"  {c}" for c in causes) or "  (no cause chain printed; see below)"
+            chain = "\n".join(f"  {c}" for c in causes) or "  (no cause chain printed; see below)"
+            reason = causes[-1] if causes else "see stderr below"
             shutil.copy(config_file, out_dir / "restore-config.json")
             raise RestoreFailed(
-                f"Flink {version} ({backend}) could not restore {cfg['savepoint']}:\n{head}\n"
+                f"Flink {version} ({backend}) could not restore {cfg['savepoint']}: {reason}\n"
+                f"cause chain:\n{chain}\n"
                 f"(outputs kept in {out_dir})\n{text}",
                 causes,
             ) from None

@@ -14,6 +14,7 @@ import java.util.Map;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple;
+import org.apache.flink.types.Either;
 import org.apache.flink.types.Row;
 
 /**
@@ -25,14 +26,20 @@ import org.apache.flink.types.Row;
  *         | BYTES (byte[]) | DECIMAL (BigDecimal) | BIG_INT (BigInteger)
  *         | DATE (LocalDate) | TIME (LocalTime) | TIMESTAMP_NTZ (LocalDateTime) | INSTANT
  *         | LIST&lt;type&gt; | SET&lt;type&gt; | MAP&lt;type, type&gt;
- *         | TUPLE&lt;type, ...&gt; | ROW&lt;name type, ...&gt;
+ *         | TUPLE&lt;type, ...&gt; | ROW&lt;name type, ...&gt; | EITHER&lt;type, type&gt;
  * </pre>
+ * plus the aliases of fstate's writer type strings (INTEGER, SMALLINT, TINYINT, BOOL, BINARY,
+ * BYTE[], BIG_DEC, BIGINT (BigInteger, as in fstate), LOCAL_DATE, LOCAL_TIME, LOCAL_DATE_TIME,
+ * TIMESTAMP (Instant), SQL_DATE, SQL_TIME, SQL_TIMESTAMP, INT[] LONG[] SHORT[] FLOAT[] DOUBLE[]
+ * CHAR[] BOOLEAN[] STRING[], ARRAY&lt;T&gt; = LIST&lt;T&gt;), so the same strings work for both.
  *
  * JSON value mapping: Long/Integer/Short/Byte -> int, Double/Float -> number (a Float widened
  * to double), String/Character -> string, Boolean, byte[] -> base64, Tuple and Row -> array
  * (positional), List/Set -> array, Map -> array of [k, v] sorted by k, BigDecimal ->
  * toPlainString(), BigInteger -> decimal string, LocalDate -> epoch day, LocalTime -> nano of
- * day, LocalDateTime -> [epoch day, nano of day], Instant -> [epoch second, nano], null -> null.
+ * day, LocalDateTime -> [epoch day, nano of day], Instant -> [epoch second, nano], primitive
+ * arrays -> array, java.sql.Timestamp -> [epoch millis, nanos], java.sql.Date/Time -> epoch millis,
+ * Either -> {"left": v} / {"right": v}, null -> null.
  */
 public final class RestoreTypes {
     private RestoreTypes() {}
@@ -133,24 +140,47 @@ public final class RestoreTypes {
         @SuppressWarnings({"unchecked", "rawtypes"})
         TypeInformation<?> type() {
             String name = word().toUpperCase(Locale.ROOT);
+            space();
+            if (s.startsWith("[]", pos)) {
+                pos += 2;
+                name += "[]";
+            }
             switch (name) {
                 case "LONG": return Types.LONG;
-                case "INT": return Types.INT;
-                case "SHORT": return Types.SHORT;
-                case "BYTE": return Types.BYTE;
-                case "BOOLEAN": return Types.BOOLEAN;
+                case "INT": case "INTEGER": return Types.INT;
+                case "SHORT": case "SMALLINT": return Types.SHORT;
+                case "BYTE": case "TINYINT": return Types.BYTE;
+                case "BOOLEAN": case "BOOL": return Types.BOOLEAN;
                 case "DOUBLE": return Types.DOUBLE;
                 case "FLOAT": return Types.FLOAT;
                 case "CHAR": return Types.CHAR;
                 case "STRING": return Types.STRING;
-                case "BYTES": return Types.PRIMITIVE_ARRAY(Types.BYTE);
-                case "DECIMAL": return Types.BIG_DEC;
-                case "BIG_INT": return Types.BIG_INT;
-                case "DATE": return Types.LOCAL_DATE;
-                case "TIME": return Types.LOCAL_TIME;
-                case "TIMESTAMP_NTZ": return Types.LOCAL_DATE_TIME;
-                case "INSTANT": return Types.INSTANT;
-                case "LIST": return Types.LIST((TypeInformation) one(name, typeArgs()));
+                case "BYTES": case "BYTE[]": case "BINARY": return Types.PRIMITIVE_ARRAY(Types.BYTE);
+                case "DECIMAL": case "BIG_DEC": return Types.BIG_DEC;
+                case "BIG_INT": case "BIGINT": return Types.BIG_INT;
+                case "DATE": case "LOCAL_DATE": return Types.LOCAL_DATE;
+                case "TIME": case "LOCAL_TIME": return Types.LOCAL_TIME;
+                case "TIMESTAMP_NTZ": case "LOCAL_DATE_TIME": return Types.LOCAL_DATE_TIME;
+                case "INSTANT": case "TIMESTAMP": return Types.INSTANT;
+                case "SQL_DATE": return Types.SQL_DATE;
+                case "SQL_TIME": return Types.SQL_TIME;
+                case "SQL_TIMESTAMP": return Types.SQL_TIMESTAMP;
+                case "INT[]": return Types.PRIMITIVE_ARRAY(Types.INT);
+                case "LONG[]": return Types.PRIMITIVE_ARRAY(Types.LONG);
+                case "SHORT[]": return Types.PRIMITIVE_ARRAY(Types.SHORT);
+                case "FLOAT[]": return Types.PRIMITIVE_ARRAY(Types.FLOAT);
+                case "DOUBLE[]": return Types.PRIMITIVE_ARRAY(Types.DOUBLE);
+                case "CHAR[]": return Types.PRIMITIVE_ARRAY(Types.CHAR);
+                case "BOOLEAN[]": return Types.PRIMITIVE_ARRAY(Types.BOOLEAN);
+                case "STRING[]": return Types.OBJECT_ARRAY(Types.STRING);
+                case "EITHER": {
+                    List<TypeInformation<?>> a = typeArgs();
+                    if (a.size() != 2) {
+                        throw error("EITHER takes 2 type arguments, got " + a.size());
+                    }
+                    return Types.EITHER((TypeInformation) a.get(0), (TypeInformation) a.get(1));
+                }
+                case "LIST": case "ARRAY": return Types.LIST((TypeInformation) one(name, typeArgs()));
                 case "SET": return Types.SET((TypeInformation) one(name, typeArgs()));
                 case "MAP": {
                     List<TypeInformation<?>> a = typeArgs();
@@ -229,6 +259,31 @@ public final class RestoreTypes {
             List<Object> out = new ArrayList<>(r.getArity());
             for (int i = 0; i < r.getArity(); i++) {
                 out.add(enc(r.getField(i)));
+            }
+            return out;
+        }
+        if (v instanceof java.sql.Timestamp) {
+            java.sql.Timestamp t = (java.sql.Timestamp) v;
+            return pair(t.getTime(), (long) t.getNanos());
+        }
+        if (v instanceof java.util.Date) {
+            return ((java.util.Date) v).getTime(); // java.sql.Date, java.sql.Time: epoch millis
+        }
+        if (v instanceof Either) {
+            Either<?, ?> e = (Either<?, ?>) v;
+            Map<String, Object> m = new java.util.LinkedHashMap<>();
+            if (e.isLeft()) {
+                m.put("left", enc(e.left()));
+            } else {
+                m.put("right", enc(e.right()));
+            }
+            return m;
+        }
+        if (v.getClass().isArray() && v.getClass().getComponentType().isPrimitive()) {
+            // int[], long[], short[], float[], double[], char[], boolean[] (byte[] is base64, above)
+            List<Object> out = new ArrayList<>();
+            for (int i = 0; i < java.lang.reflect.Array.getLength(v); i++) {
+                out.add(enc(java.lang.reflect.Array.get(v, i)));
             }
             return out;
         }

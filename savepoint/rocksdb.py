@@ -1,0 +1,387 @@
+"""Keyed state in RocksDB's own files: incremental checkpoints, native checkpoints (Flink 1.16+)
+and NATIVE-format savepoints of the RocksDB backend.
+
+Such a snapshot stores, per subtask, an :class:`~.handles.IncrementalKeyedHandle`: the RocksDB
+files of the subtask's database (SSTs, MANIFEST, OPTIONS, CURRENT) under their RocksDB file names
+(shared files: absolute paths into ``<checkpoint dir>/<job id>/shared/``; private files: relative
+to ``chk-N`` or inline in `_metadata`), plus a meta-data stream holding the keyed-backend proxy
+(state names and serializer snapshots), exactly as at the head of a canonical key-group stream and
+without any further framing.
+
+To read one, the files are gathered under their RocksDB names in a private temporary directory
+(symlinks to local files; inline and remote bytes are written out) and the database is opened
+read-only with ``rocksdict``. Every keyed state is a column family named like the state (timers:
+``_timer_state/event_user-timers`` ...; plus RocksDB's ``default``), and every entry is stored
+exactly as the canonical savepoint layout stores it, so the canonical per-state decoders of
+:mod:`.keyed` decode it:
+
+* key = key-group prefix (1 byte if max parallelism ≤ 128, else 2) + key + namespace
+  (+ user key for MAP state); timers: prefix + TimerSerializer bytes, empty value;
+* value = the value (VALUE/REDUCING/AGGREGATING), elements joined by ``,`` (LIST, RocksDB's
+  string-append merge operator), ``bool isNull`` + value (MAP).
+
+The temporary directory is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
+Nothing here imports Spark; ``rocksdict`` is imported only when a database is opened.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Iterator
+
+from . import handles as H
+from . import keyed as K
+from .errors import CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
+from .io import FileIO, io_for, scheme_of
+
+TEMP_PREFIX = "fstate-rocksdb-"
+#: RocksDB's built-in merge operator that Flink configures on every column family (',' delimiter).
+MERGE_OPERATOR = "StringAppendTESTOperator"
+OPTIONS_FILE = "OPTIONS-999999999"
+
+#: the hint every "file is missing" error of a checkpoint carries
+MOVED_HINT = ("if the job's checkpoint directory was moved, give its new location (the directory "
+              "holding shared/ and chk-N/) with --checkpoint-base-dir / checkpoint_base_dir")
+
+
+# ---------------------------------------------------------------------------------------------
+# where the files are (planned on the driver, shipped to executors)
+
+
+@dataclass(frozen=True)
+class RocksDBSource:
+    """Everything needed to open one subtask's RocksDB snapshot: picklable, no open resources."""
+
+    label: str
+    start_key_group: int
+    end_key_group: int
+    metadata: H.StreamSource
+    files: tuple[tuple[str, H.StreamSource], ...]  # RocksDB file name → its bytes
+
+    @property
+    def key_groups(self) -> range:
+        return range(self.start_key_group, self.end_key_group + 1)
+
+
+def rocksdb_source(handle: H.IncrementalKeyedHandle, stream_source: Callable[[Any], H.StreamSource], *,
+                   label: str = "", check: bool = True) -> RocksDBSource:
+    """The files of an incremental/native keyed handle. ``stream_source`` resolves one stream
+    handle (relative paths, external-path policy, a moved checkpoint directory). With ``check``,
+    every local file must exist with the size the handle records (MissingStateFileError)."""
+    if handle.metadata_state is None:
+        raise CorruptStateError(f"{label}: RocksDB keyed state handle without its meta-data stream")
+    files = []
+    seen = set()
+    for name, sh in handle.shared + handle.private:
+        if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+            raise CorruptStateError(f"{label}: invalid RocksDB file name {name!r}")
+        if name in seen:
+            raise CorruptStateError(f"{label}: RocksDB file {name} is listed twice")
+        seen.add(name)
+        if sh is None:
+            raise CorruptStateError(f"{label}: RocksDB file {name} has no state handle")
+        src = stream_source(sh)
+        if check:
+            _check_file(name, src, label)
+        files.append((name, src))
+    meta = stream_source(handle.metadata_state)
+    if check:
+        _check_file("meta data", meta, label)
+    return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files))
+
+
+def _check_file(name: str, src: H.StreamSource, label: str) -> None:
+    if src.path is None or scheme_of(src.path) != "file":
+        return
+    try:
+        size = os.path.getsize(src.path)
+    except OSError:
+        moved = f" (referenced as {src.label})" if src.label and src.label != src.path else ""
+        raise MissingStateFileError(
+            f"RocksDB file {name} of {label} does not exist{moved}; {MOVED_HINT}", src.path) from None
+    if src.length is not None and size < src.start + src.length:
+        raise MissingStateFileError(
+            f"RocksDB file {name} of {label} has {size} bytes, but the snapshot's metadata says "
+            f"{src.start + src.length}", src.path)
+
+
+def read_meta(src: RocksDBSource, io: FileIO | None = None) -> K.KeyedBackendMeta:
+    """The keyed-backend proxy of the snapshot (its meta-data stream holds nothing else)."""
+    m = src.metadata
+    data = H.read_source(m, io or io_for(m.path or "."))
+    return K.read_keyed_proxy(data, m.label or src.label)
+
+
+# ---------------------------------------------------------------------------------------------
+# the opened database
+
+
+class RocksDBSnapshot:
+    """One subtask's RocksDB database, materialized in a temporary directory and opened read-only.
+
+        with RocksDBSnapshot(src) as db:
+            for key, value in db.items("total"): ...
+
+    The directory (and the database) go away when the context ends, on errors, and at the
+    latest when the object is garbage collected.
+    """
+
+    def __init__(self, source: RocksDBSource, *, tmp_dir: str | None = None, io: FileIO | None = None):
+        self.source = source
+        self.tmp_dir = tmp_dir
+        self._io = io
+        self.path: str | None = None
+        self._db = None
+        self._cfs: dict[str, Any] = {}
+        self._names: list[str] = []
+        self._cleanup: Callable[[], Any] | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def __enter__(self) -> "RocksDBSnapshot":
+        self.open()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def open(self) -> "RocksDBSnapshot":
+        if self.path is not None:
+            return self
+        path = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.tmp_dir)
+        self.path = path
+        self._cleanup = weakref.finalize(self, shutil.rmtree, path, True)
+        try:
+            self._materialize()
+            self._open_db()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def close(self) -> None:
+        db, self._db = self._db, None
+        self._cfs = {}
+        if db is not None:
+            try:
+                db.close()
+            except Exception:  # closing a read-only database cannot lose anything
+                pass
+        if self._cleanup is not None:
+            self._cleanup()
+            self._cleanup = None
+
+    # -- files -------------------------------------------------------------------------------
+    def _materialize(self) -> None:
+        label = self.source.label
+        names = set()
+        for name, src in self.source.files:
+            target = os.path.join(self.path, name)
+            names.add(name)
+            if src.path is not None and scheme_of(src.path) == "file" and src.start == 0:
+                _check_file(name, src, label)
+                if src.length is None or os.path.getsize(src.path) == src.length:
+                    try:
+                        os.symlink(os.path.abspath(src.path), target)
+                        continue
+                    except OSError:
+                        pass  # no symlinks here: copy
+            io = self._io or io_for(src.path or ".")
+            try:
+                data = H.read_source(src, io)
+            except MissingStateFileError as e:
+                raise MissingStateFileError(f"RocksDB file {name} of {label}: {e.detail}; {MOVED_HINT}",
+                                            e.path) from None
+            with open(target, "wb") as f:
+                f.write(data)
+        manifests = sorted(n for n in names if n.startswith("MANIFEST-"))
+        if not manifests:
+            raise CorruptStateError(f"{label}: the RocksDB snapshot has no MANIFEST file "
+                                    f"(files: {', '.join(sorted(names)) or 'none'})")
+        if "CURRENT" not in names:
+            with open(os.path.join(self.path, "CURRENT"), "w") as f:
+                f.write(manifests[-1] + "\n")
+        # Flink's OPTIONS file names frocksdb's options and, for TTL, Flink's compaction filter,
+        # which this RocksDB may not know: read with options of our own (see _write_options).
+        for n in names:
+            if n.startswith("OPTIONS-"):
+                os.unlink(os.path.join(self.path, n))
+
+    def _open_db(self) -> None:
+        try:
+            import rocksdict as R
+        except ImportError:
+            raise FStateError("reading RocksDB incremental/native snapshots needs the rocksdict package "
+                              "(pip install rocksdict)", self.source.label) from None
+        label = self.source.label
+        try:
+            names = R.Rdict.list_cf(self.path, R.Options(raw_mode=True))
+        except Exception as e:
+            raise CorruptStateError(f"{label}: cannot read the RocksDB MANIFEST ({e})") from None
+        self._write_options(names)
+        try:
+            opts, cf_opts = R.Options.load_latest(self.path)
+            for o in [opts, *cf_opts.values()]:
+                o.create_if_missing(False)
+            self._db = R.Rdict(self.path, opts, cf_opts, access_type=R.AccessType.read_only(False))
+            self._cfs = {n: self._db.get_column_family(n) for n in names}
+        except Exception as e:
+            raise CorruptStateError(f"{label}: RocksDB cannot open the snapshot ({e})") from None
+        self._names = list(names)
+        self._read_options = R.ReadOptions()
+        self._read_options.fill_cache(False)
+        self._read_options.set_total_order_seek(True)
+
+    def _write_options(self, names: list[str]) -> None:
+        """An OPTIONS file that gives every column family Flink's merge operator (rocksdict can
+        only set merge operators through an OPTIONS file) and the bytewise comparator."""
+        lines = ["[Version]", "  rocksdb_version=8.10.0", "  options_file_version=1.1", "",
+                 "[DBOptions]", "  create_if_missing=false", "  max_open_files=-1", ""]
+        for n in names:
+            lines += [f'[CFOptions "{_escape_option(n)}"]', f"  merge_operator={MERGE_OPERATOR}",
+                      "  comparator=leveldb.BytewiseComparator", ""]
+        with open(os.path.join(self.path, OPTIONS_FILE), "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
+
+    # -- reading -----------------------------------------------------------------------------
+    @property
+    def column_families(self) -> list[str]:
+        """All column families: one per state (registered in this backend), and ``default``."""
+        self._require_open()
+        return list(self._names)
+
+    def _require_open(self) -> None:
+        if self._db is None:
+            raise RuntimeError("the RocksDB snapshot is not open (use it in a with block)")
+
+    def items(self, column_family: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) of one column family in key order, from ``start``. Errors (a corrupt
+        file, a merge that cannot be applied) raise instead of ending the iteration early."""
+        self._require_open()
+        cf = self._cfs.get(column_family)
+        if cf is None:
+            return
+        it = cf.iter(self._read_options)
+        label = self.source.label
+        try:
+            if start:
+                it.seek(start)
+            else:
+                it.seek_to_first()
+            valid, key, value, step = it.valid, it.key, it.value, it.next
+            while valid():
+                yield key(), value()
+                step()
+            it.status()
+        except FStateError:
+            raise
+        except Exception as e:
+            if type(e).__name__ == "DbClosedError" or self._db is None:
+                raise RuntimeError("the RocksDB snapshot was closed while reading it") from None
+            raise CorruptStateError(f"{label}: RocksDB cannot read column family '{column_family}' ({e})") from None
+
+
+def _escape_option(s: str) -> str:
+    out = []
+    for c in s:
+        if c in "\\#:\r\n":
+            out.append("\\" + {"\n": "n", "\r": "r"}.get(c, c))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def open_snapshot(source: RocksDBSource, *, tmp_dir: str | None = None, io: FileIO | None = None) -> RocksDBSnapshot:
+    """A :class:`RocksDBSnapshot` to use in a ``with`` block."""
+    return RocksDBSnapshot(source, tmp_dir=tmp_dir, io=io)
+
+
+# ---------------------------------------------------------------------------------------------
+# entries
+
+
+def _prefix_bytes(kg: int, prefix: int) -> bytes:
+    return bytes((kg,)) if prefix == 1 else bytes(((kg >> 8) & 0xFF, kg & 0xFF))
+
+
+def _runs(wanted: Iterable[int] | None, lo: int, hi: int) -> list[tuple[int, int]]:
+    """Contiguous key-group ranges to read within [lo, hi]."""
+    if wanted is None:
+        return [(lo, hi)] if lo <= hi else []
+    kgs = sorted({k for k in wanted if lo <= k <= hi})
+    out: list[tuple[int, int]] = []
+    for k in kgs:
+        if out and out[-1][1] == k - 1:
+            out[-1] = (out[-1][0], k)
+        else:
+            out.append((k, k))
+    return out
+
+
+def _state_entries(db: RocksDBSnapshot, sid: int, codec: K._StateCodec, runs, prefix: int,
+                   source: str | None) -> Iterator[K.Entry]:
+    name = codec.info.name
+    decode = codec.canonical
+    for lo, hi in runs:
+        for kb, vb in db.items(name, _prefix_bytes(lo, prefix)):
+            kg = kb[0] if prefix == 1 else (kb[0] << 8) | kb[1]
+            if kg > hi:
+                break
+            if decode is None:
+                raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
+            try:
+                ident, key, ns, value = decode(kb, vb)
+            except K._DECODE_ERRORS as e:
+                raise CorruptStateError(f"state '{name}', key group {kg}: cannot decode the entry "
+                                        f"{kb.hex()} ({e})", source) from None
+            yield sid, kg, ident, key, ns, value
+
+
+def iter_entries(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism: int, *,
+                 codecs: list | None = None, key_groups: Iterable[int] | None = None,
+                 states: set[int] | None = None, source: str | None = None) -> Iterator[K.Entry]:
+    """Every entry of the selected states in the selected key groups (within the handle's range),
+    as :func:`.keyed.iter_entries` yields them for the canonical layout: (state id, key group,
+    identity, key, namespace, value), ordered by key group, then state id, then key bytes. MAP
+    states yield one entry per map entry (value = (user key, user value)); timers value = timestamp.
+    A state of the proxy without a column family has no entries."""
+    source = source or db.source.label
+    if codecs is None:
+        codecs = K.state_codecs(meta, max_parallelism, source)
+    prefix = K.key_group_prefix_size(max_parallelism)
+    runs = _runs(key_groups, db.source.start_key_group, db.source.end_key_group)
+    present = set(db.column_families)
+    streams = [_state_entries(db, sid, c, runs, prefix, source) for sid, c in enumerate(codecs)
+               if (states is None or sid in states) and c.info.name in present]
+    if not streams:
+        return iter(())
+    if len(streams) == 1:
+        return streams[0]
+    return heapq.merge(*streams, key=itemgetter(1))
+
+
+def keyed_rows(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism: int, state_ids: list[int], *,
+               key_groups: Iterable[int] | None = None, source: str | None = None
+               ) -> Iterator[tuple[int, Any, Any, list]]:
+    """(key group, key, namespace, [value of each state in ``state_ids`` or None]), as
+    :func:`.keyed.keyed_rows`."""
+    codecs = K.state_codecs(meta, max_parallelism, source)
+    entries = iter_entries(db, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
+                           states=set(state_ids), source=source)
+    yield from K.rows_from_entries(entries, codecs, state_ids)
+
+
+def timer_rows(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism: int, *,
+               key_groups: Iterable[int] | None = None, source: str | None = None
+               ) -> Iterator[tuple[str, str, int, Any, Any, int]]:
+    """(timer service, kind, timestamp, key, namespace, key group), as :func:`.keyed.timer_rows`."""
+    timer_ids = {i for i, _ in meta.timer_states}
+    if not timer_ids:
+        return
+    yield from K.timers_from_entries(iter_entries(db, meta, max_parallelism, key_groups=key_groups,
+                                                  states=timer_ids, source=source), meta)
