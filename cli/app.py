@@ -20,6 +20,10 @@ app = typer.Typer(
 ALLOW_EXTERNAL = typer.Option(
     True, "--allow-external-paths/--deny-external-paths",
     help="Follow state handles that point outside the savepoint directory (absolute paths).")
+CHECKPOINT_BASE_DIR = typer.Option(
+    None, "--checkpoint-base-dir",
+    help="New location of the job's checkpoint directory (the one holding shared/ and chk-N/) when it was "
+         "moved: RocksDB incremental checkpoints refer to shared/ files by absolute paths.")
 
 
 def _parse_conf(conf: list[str] | None) -> dict[str, str]:
@@ -39,13 +43,14 @@ def info(
     path: str = typer.Argument(..., help="Savepoint or checkpoint directory, its _metadata file, or a file: URI."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     allow_external_paths: bool = ALLOW_EXTERNAL,
+    checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
 ) -> None:
     """What is in a savepoint: operators, parallelism, states with their kinds and types, sizes."""
     with user_errors():
         from ..savepoint.loader import Savepoint
         from ..savepoint.summary import summarize
 
-        sp = Savepoint.open(path, allow_external_paths=allow_external_paths)
+        sp = Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir)
         data = summarize(sp)
         if json_out:
             print_json(data)
@@ -103,6 +108,7 @@ def read(
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
     allow_external_paths: bool = ALLOW_EXTERNAL,
+    checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
 ) -> None:
     """State as a table: operator list/union/broadcast state, the keyed table of an operator, or timers."""
     with user_errors():
@@ -115,6 +121,8 @@ def read(
                    "flat": str(flat).lower(), "flatten": str(flatten).lower()}
         if state:
             options["state"] = state
+        if checkpoint_base_dir:
+            options["checkpointBaseDir"] = checkpoint_base_dir
         if table:
             options["table"] = table
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
@@ -169,6 +177,100 @@ def bootstrap(
         with progress(f"writing savepoint {out_dir}"):
             path = writer.write(out_dir, overwrite=overwrite)
         err.print(f"wrote savepoint {path}")
+
+
+@app.command()
+def sql(
+    args: list[str] = typer.Argument(..., help="[ALIAS=]PATH ... then the query. With aliases, views are "
+                                               "named ALIAS_<view>."),
+    out_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Write the result to this directory."),
+    fmt: str = typer.Option("parquet", "--format", "-f", help="parquet, csv or json (with --out)."),
+    limit: int = typer.Option(50, "--limit", "-n", help="Rows to show (without --out)."),
+    json_out: bool = typer.Option(False, "--json", help="Print rows as JSON lines."),
+    show_views: bool = typer.Option(False, "--views", help="List the registered views first."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+) -> None:
+    """Spark SQL over all state tables of one or more savepoints (see `fstate views`)."""
+    with user_errors():
+        from ..readers.views import register_views
+        from ..savepoint.errors import InvalidArgumentError
+
+        if len(args) < 2:
+            raise InvalidArgumentError("give at least one savepoint path and a query")
+        *paths, query = args
+        conf_map = _parse_conf(conf)
+        with progress("starting Spark"):
+            from ..readers.session import get_spark
+
+            spark = get_spark(master, conf_map)
+        registered = {}
+        for item in paths:
+            alias, eq, p = item.partition("=")
+            if not eq or "/" in alias or not alias:
+                alias, p = None, item
+            registered.update(register_views(spark, p, alias))
+        if show_views:
+            print_rows(["view", "holds"], sorted(registered.items()), title="views")
+        df = spark.sql(query)
+        if out_dir:
+            _write(df, out_dir, fmt)
+            err.print(f"wrote {fmt} to {out_dir}")
+            return
+        rows = df.limit(limit).collect()
+        if json_out:
+            import json
+
+            from .output import to_jsonable
+
+            for r in rows:
+                out.print(json.dumps(to_jsonable(r.asDict(recursive=True)), ensure_ascii=False), soft_wrap=True)
+            return
+        print_rows(df.columns, rows)
+
+
+@app.command()
+def views(path: str = typer.Argument(..., help="Savepoint or checkpoint.")) -> None:
+    """The view names `fstate sql` registers for a savepoint (no Spark needed)."""
+    with user_errors():
+        from ..readers.views import plan_views
+        from ..savepoint.loader import Savepoint
+
+        sp = Savepoint.open(path)
+        print_rows(["view", "table", "operator", "state"],
+                   [(v["view"], v["table"], sp.operator(v["uid"]).display_name if v["uid"] else "-", v["state"] or "-")
+                    for v in plan_views(sp)])
+
+
+@app.command()
+def diff(
+    old: str = typer.Argument(..., help="The older savepoint."),
+    new: str = typer.Argument(..., help="The newer savepoint."),
+    uid: Optional[str] = typer.Option(None, "--uid", "-u", help="Only this operator."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
+    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+) -> None:
+    """Per state: rows added, removed and changed from OLD to NEW, with examples."""
+    with user_errors():
+        from ..readers.views import diff as do_diff
+
+        conf_map = _parse_conf(conf)
+        with progress("starting Spark"):
+            from ..readers.session import get_spark
+
+            spark = get_spark(master, conf_map)
+        with progress("comparing"):
+            result = do_diff(spark, old, new, uid)
+        if json_out:
+            print_json(result)
+            return
+        import json
+
+        print_rows(["operator", "state", "table", "added", "removed", "changed", "examples"],
+                   [(r["operator"], r["state"], r["table"], r["added"], r["removed"], r["changed"],
+                     r["note"] or json.dumps(r["examples"][:2], ensure_ascii=False, default=str))
+                    for r in result], title=f"{old} → {new}")
 
 
 def _pairs(items: list[str] | None, what: str, sep: str = "=") -> list[tuple[str, str]]:

@@ -3,7 +3,9 @@
 The driver plans (reads `_metadata` and the proxies, builds picklable partitions); executors open
 their own state files and decode. Options: ``path``, ``uid`` (uid or uid hash), ``table``
 (``list``/``broadcast``/``keyed``/``timers``; default keyed when the operator has keyed state),
-``state`` (comma-separated for keyed), ``flat``, ``flatten``, ``allowExternalPaths``.
+``state`` (comma-separated for keyed), ``flat``, ``flatten``, ``allowExternalPaths``,
+``checkpointBaseDir`` (new location of a moved job checkpoint directory: RocksDB incremental
+checkpoints refer to ``<dir>/<job id>/shared/`` by absolute paths).
 Filters ``key = …`` and ``key IN (…)`` on keyed tables are pushed down to key groups.
 """
 
@@ -32,7 +34,8 @@ def build_table(options: dict, keys: list | None = None) -> TB.Table:
     uid = options.get("uid")
     if not path or not uid:
         raise InvalidArgumentError("options 'path' and 'uid' are required")
-    sp = Savepoint.open(path, allow_external_paths=_bool(options.get("allowExternalPaths", "true")))
+    sp = Savepoint.open(path, allow_external_paths=_bool(options.get("allowExternalPaths", "true")),
+                        checkpoint_base_dir=options.get("checkpointBaseDir") or None)
     op = sp.operator(uid)
     table = options.get("table")
     state = options.get("state")

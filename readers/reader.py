@@ -18,10 +18,14 @@ from .datasource import FORMAT
 
 
 class SavepointReader:
-    def __init__(self, path: str, spark=None, *, allow_external_paths: bool = True):
+    def __init__(self, path: str, spark=None, *, allow_external_paths: bool = True,
+                 checkpoint_base_dir: str | None = None):
         self.path = path
         self.allow_external_paths = allow_external_paths
-        self.savepoint = Savepoint.open(path, allow_external_paths=allow_external_paths)
+        #: new location of the job's checkpoint directory (holding shared/ and chk-N/) when it moved
+        self.checkpoint_base_dir = checkpoint_base_dir
+        self.savepoint = Savepoint.open(path, allow_external_paths=allow_external_paths,
+                                        checkpoint_base_dir=checkpoint_base_dir)
         self._spark = spark
 
     # -- metadata (no Spark) -------------------------------------------------------------------
@@ -54,6 +58,8 @@ class SavepointReader:
     def _load(self, **options):
         opts = {"path": self.savepoint.location.metadata_path,
                 "allowExternalPaths": str(self.allow_external_paths).lower()}
+        if self.checkpoint_base_dir:
+            opts["checkpointBaseDir"] = self.checkpoint_base_dir
         opts.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items() if v is not None})
         return self.spark.read.format(FORMAT).options(**opts).load()
 

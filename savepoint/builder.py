@@ -23,6 +23,27 @@ from .types.hashing import check_parallelism, operator_id_for_uid, parse_operato
 #: inlined into `_metadata`, larger ones get their own file next to it.
 INLINE_THRESHOLD = 20 * 1024
 METADATA_VERSION = 6
+
+
+def metadata_version_for(flink_version: str | None) -> int:
+    """The `_metadata` version a Flink release reads and writes: 1.11–1.15 → 3, 1.16–1.20 → 4,
+    2.0 → 5, 2.1 and later → 6."""
+    if not flink_version:
+        return METADATA_VERSION
+    try:
+        parts = [int(x) for x in flink_version.split(".")[:2]]
+        major, minor = parts[0], parts[1] if len(parts) > 1 else 0
+    except ValueError:
+        raise InvalidArgumentError(f"not a Flink version: '{flink_version}'") from None
+    if major == 1 and 11 <= minor <= 15:
+        return 3
+    if major == 1 and 16 <= minor:
+        return 4
+    if major == 2 and minor == 0:
+        return 5
+    if major >= 2:
+        return 6
+    raise InvalidArgumentError(f"Flink {flink_version} is older than 1.11; fstate writes metadata V3 to V6")
 #: The State Processor API writes bootstrapped savepoints with checkpoint id 0.
 BOOTSTRAP_CHECKPOINT_ID = 0
 
@@ -74,7 +95,8 @@ class SavepointBuilder:
     """
 
     def __init__(self, target: str, *, overwrite: bool = False, checkpoint_id: int = BOOTSTRAP_CHECKPOINT_ID,
-                 properties: bytes = CANONICAL_SAVEPOINT_PROPERTIES, inline_threshold: int = INLINE_THRESHOLD):
+                 properties: bytes = CANONICAL_SAVEPOINT_PROPERTIES, inline_threshold: int = INLINE_THRESHOLD,
+                 metadata_version: int = METADATA_VERSION):
         self.target = os.path.abspath(strip_file_scheme(target)).rstrip("/")
         if os.path.exists(self.target) and not overwrite:
             raise InvalidArgumentError("target already exists (use overwrite to replace it)", self.target)
@@ -86,6 +108,7 @@ class SavepointBuilder:
         self.checkpoint_id = checkpoint_id
         self.properties = properties
         self.inline_threshold = inline_threshold
+        self.metadata_version = metadata_version
         self.operators: dict[bytes, OperatorBuild] = {}
         self.extra_operators: list[OperatorState] = []
         self._done = False
@@ -122,7 +145,7 @@ class SavepointBuilder:
         dup = {i.hex() for i in ids if ids.count(i) > 1}
         if dup:
             raise InvalidArgumentError(f"operator id(s) {', '.join(sorted(dup))} would appear twice")
-        return CheckpointMetadata(METADATA_VERSION, self.checkpoint_id, ops + self.extra_operators,
+        return CheckpointMetadata(self.metadata_version, self.checkpoint_id, ops + self.extra_operators,
                                   properties_raw=self.properties)
 
     def commit(self) -> str:

@@ -44,8 +44,12 @@ def read_operator_proxy(buf: bytes, source: str | None = None) -> OperatorBacken
 
 
 def write_operator_proxy(out: DataOutput, meta: OperatorBackendMeta) -> None:
-    out.write_i32(CURRENT_VERSION)
-    out.write_bool(meta.compressed)
+    """Version 6 (Flink 1.16+) has the compression flag; version 5 (Flink 1.11–1.15) does not."""
+    if meta.version not in (5, 6):
+        raise ValueError(f"cannot write operator backend version {meta.version}")
+    out.write_i32(meta.version)
+    if meta.version >= 6:
+        out.write_bool(meta.compressed)
     regular = [s for s in meta.states if s.kind != "BROADCAST"]
     broadcast = [s for s in meta.states if s.kind == "BROADCAST"]
     for group in (regular, broadcast):
@@ -162,7 +166,11 @@ def broadcast_state_meta(name: str, key_type, value_type) -> StateMetaInfo:
                          {MI.KEY_SERIALIZER: key_type, MI.VALUE_SERIALIZER: value_type})
 
 
-def encode_operator_stream(states: list[tuple[StateMetaInfo, Any]]):
+def proxy_version_for_metadata(metadata_version: int) -> int:
+    return 5 if metadata_version <= 3 else CURRENT_VERSION
+
+
+def encode_operator_stream(states: list[tuple[StateMetaInfo, Any]], version: int = CURRENT_VERSION):
     """One subtask's operator state stream and the per-state offsets for its handle.
 
     ``states``: (meta, values) with values a list for list/union state and a dict (or (key,
@@ -173,7 +181,7 @@ def encode_operator_stream(states: list[tuple[StateMetaInfo, Any]]):
     regular = [(m, v) for m, v in states if m.kind != "BROADCAST"]
     broadcast = [(m, v) for m, v in states if m.kind == "BROADCAST"]
     header = DataOutput()
-    write_operator_proxy(header, OperatorBackendMeta(CURRENT_VERSION, False, [m for m, _ in regular + broadcast]))
+    write_operator_proxy(header, OperatorBackendMeta(version, False, [m for m, _ in regular + broadcast]))
     out = bytearray(header.buf)
     offsets: dict[str, StateOffsets] = {}
     for m, values in regular:

@@ -10,7 +10,11 @@ without any further framing.
 
 To read one, the files are gathered under their RocksDB names in a private temporary directory
 (symlinks to local files; inline and remote bytes are written out) and the database is opened
-read-only with ``rocksdict``. Every keyed state is a column family named like the state (timers:
+read-only with ``rocksdict``. Flink's own OPTIONS file is left out (it names frocksdb options and,
+with TTL, Flink's compaction filter, which a stock RocksDB need not know); an OPTIONS file of our
+own gives every column family what reading needs: the bytewise comparator and the ','
+string-append merge operator Flink sets (list state is stored as merge operands; without the
+operator RocksDB cannot read them). Every keyed state is a column family named like the state (timers:
 ``_timer_state/event_user-timers`` ...; plus RocksDB's ``default``), and every entry is stored
 exactly as the canonical savepoint layout stores it, so the canonical per-state decoders of
 :mod:`.keyed` decode it:
@@ -86,6 +90,8 @@ def rocksdb_source(handle: H.IncrementalKeyedHandle, stream_source: Callable[[An
         seen.add(name)
         if sh is None:
             raise CorruptStateError(f"{label}: RocksDB file {name} has no state handle")
+        if _is_options_file(name):
+            continue  # read with options of our own (see RocksDBSnapshot._write_options)
         src = stream_source(sh)
         if check:
             _check_file(name, src, label)
@@ -94,6 +100,10 @@ def rocksdb_source(handle: H.IncrementalKeyedHandle, stream_source: Callable[[An
     if check:
         _check_file("meta data", meta, label)
     return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files))
+
+
+def _is_options_file(name: str) -> bool:
+    return name.startswith("OPTIONS-")
 
 
 def _check_file(name: str, src: H.StreamSource, label: str) -> None:
@@ -181,6 +191,8 @@ class RocksDBSnapshot:
         label = self.source.label
         names = set()
         for name, src in self.source.files:
+            if _is_options_file(name):
+                continue
             target = os.path.join(self.path, name)
             names.add(name)
             if src.path is not None and scheme_of(src.path) == "file" and src.start == 0:
@@ -206,11 +218,6 @@ class RocksDBSnapshot:
         if "CURRENT" not in names:
             with open(os.path.join(self.path, "CURRENT"), "w") as f:
                 f.write(manifests[-1] + "\n")
-        # Flink's OPTIONS file names frocksdb's options and, for TTL, Flink's compaction filter,
-        # which this RocksDB may not know: read with options of our own (see _write_options).
-        for n in names:
-            if n.startswith("OPTIONS-"):
-                os.unlink(os.path.join(self.path, n))
 
     def _open_db(self) -> None:
         try:

@@ -75,7 +75,8 @@ def writer_from_spec(spec: dict, spec_path: str, spark) -> SavepointWriter:
     base = os.path.dirname(os.path.abspath(spec_path))
     for name, src in (spec.get("views") or {}).items():
         _source(spark, src, base, f"view {name}").createOrReplaceTempView(name)
-    w = SavepointWriter(int(spec.get("max_parallelism", 128)), spark)
+    w = SavepointWriter(int(spec.get("max_parallelism", 128)), spark,
+                        flink_version=str(spec["flink_version"]) if spec.get("flink_version") else None)
     for i, op in enumerate(spec["operators"]):
         if not isinstance(op, dict):
             raise InvalidArgumentError(f"operator #{i + 1} must be a mapping")

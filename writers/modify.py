@@ -221,7 +221,9 @@ class SavepointModifier:
 
     # -----------------------------------------------------------------------------------------
     def write(self, path: str, *, deep: bool = False, overwrite: bool = False) -> str:
-        builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.base.metadata.checkpoint_id)
+        # NEW keeps BASE's metadata version (and so stays readable by the Flink that wrote BASE)
+        builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.base.metadata.checkpoint_id,
+                                   metadata_version=self.base.metadata.version)
         try:
             mapper = _HandleMapper(self.base.path, builder.temp_dir, deep)
             new_ids = {resolve_operator_id(u, h) for u, h in
@@ -321,7 +323,7 @@ class SavepointModifier:
                     n = len(values)
                     lo, hi = i * n // parallelism, (i + 1) * n // parallelism
                     part.append((info, values[lo:hi]))
-            data, offsets = O.encode_operator_stream(part)
+            data, offsets = O.encode_operator_stream(part, O.proxy_version_for_metadata(builder.metadata_version))
             b.subtask(i).managed_operator = H.OperatorStreamHandle(offsets, builder.stream(data))
 
     def _write_transformed(self, builder: SavepointBuilder, mapper: _HandleMapper, view: OperatorView) -> None:

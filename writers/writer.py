@@ -22,7 +22,8 @@ from typing import Any
 from ..savepoint import handles as H
 from ..savepoint import keyed as K
 from ..savepoint import operator as O
-from ..savepoint.builder import INLINE_THRESHOLD, SavepointBuilder, resolve_operator_id, write_stream
+from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, resolve_operator_id,
+                                 write_stream)
 from ..savepoint.errors import FStateError, InvalidArgumentError, UnsupportedSerializerError
 from ..savepoint.metainfo import StateMetaInfo
 from ..savepoint.types import typeinfo as T
@@ -103,8 +104,11 @@ class _Operator:
 
 class SavepointWriter:
     def __init__(self, max_parallelism: int = DEFAULT_MAX_PARALLELISM, spark=None, *,
-                 inline_threshold: int = INLINE_THRESHOLD):
+                 inline_threshold: int = INLINE_THRESHOLD, flink_version: str | None = None):
+        """``flink_version``: the Flink release that will restore the savepoint (default 2.3: metadata
+        V6; 2.0 reads only up to V5, 1.16–1.20 up to V4, 1.11–1.15 V3)."""
         self.max_parallelism = max_parallelism
+        self.metadata_version = metadata_version_for(flink_version)
         self._spark = spark
         self.inline_threshold = inline_threshold
         self._ops: dict[bytes, _Operator] = {}
@@ -213,7 +217,8 @@ class SavepointWriter:
     def write(self, path: str, *, overwrite: bool = False) -> str:
         if not self._ops:
             raise InvalidArgumentError("nothing to write: add keyed, list, union or broadcast state")
-        builder = SavepointBuilder(path, overwrite=overwrite, inline_threshold=self.inline_threshold)
+        builder = SavepointBuilder(path, overwrite=overwrite, inline_threshold=self.inline_threshold,
+                                   metadata_version=self.metadata_version)
         try:
             for op in self._ops.values():
                 self._write_operator(builder, op)
@@ -234,7 +239,8 @@ class SavepointWriter:
                 b.subtask(subtask).managed_keyed = handle
         if op.operator_states:
             for subtask, handle in write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
-                                                         self.inline_threshold):
+                                                         self.inline_threshold,
+                                                         O.proxy_version_for_metadata(builder.metadata_version)):
                 b.subtask(subtask).managed_operator = handle
 
 
@@ -344,7 +350,8 @@ def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_paral
 
 
 def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, directory: str,
-                          inline_threshold: int) -> list[tuple[int, H.OperatorStreamHandle]]:
+                          inline_threshold: int, proxy_version: int = O.CURRENT_VERSION
+                          ) -> list[tuple[int, H.OperatorStreamHandle]]:
     metas = [p.state for p in parts]
     sc = spark.sparkContext
     rdds = []
@@ -381,12 +388,13 @@ def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, d
         for _, (idx, seq, v) in sorted(items, key=lambda x: (x[1][0], x[1][1])):
             values[idx].append(v)
         states = [(m, values[i]) for i, m in enumerate(metas)]
-        data, offsets = O.encode_operator_stream(states)
+        data, offsets = O.encode_operator_stream(states, proxy_version)
         yield index, H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold))
 
     results = dict(all_rdd.partitionBy(parallelism, lambda s: s).mapPartitionsWithIndex(write_subtask).collect())
     for i in range(parallelism):
         if i not in results:
-            data, offsets = O.encode_operator_stream([(m, [] if m.kind != "BROADCAST" else {}) for m in metas])
+            data, offsets = O.encode_operator_stream([(m, [] if m.kind != "BROADCAST" else {}) for m in metas],
+                                                     proxy_version)
             results[i] = H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold))
     return sorted(results.items())

@@ -54,6 +54,8 @@ SAMPLES = [
            "same on RocksDB: canonical savepoint format"),
     Sample("keyed-hashmap-checkpoint", "KeyedStateJob", "2.3.0", "hashmap", "checkpoint",
            "retained heap checkpoint: the chk-N directory only"),
+    Sample("keyed-rocksdb-checkpoint", "KeyedStateJob", "2.3.0", "rocksdb", "checkpoint",
+           "retained RocksDB native checkpoint: SST/MANIFEST/CURRENT inline, OPTIONS beside _metadata"),
     Sample("keyed-1.20-savepoint", "KeyedStateJob", "1.20.1", "hashmap", "savepoint",
            "Flink 1.20.1 keyed heap savepoint (metadata V4)"),
 ]

@@ -58,7 +58,12 @@ import org.apache.flink.util.Collector;
  * the restored timers and window contents.
  *
  * Args: --backend hashmap|rocksdb --snapshot savepoint|checkpoint --out DIR [--records N]
- *       [--restore SNAPSHOT_DIR]
+ *       [--keys K] [--pause-at M] [--restore SNAPSHOT_DIR]
+ *
+ * --keys K: records go to keys k-0..k-(K-1) (i % K; default 1000). --pause-at M (checkpoint mode):
+ * the source emits M records, then waits until a checkpoint taken after them completes before it
+ * emits the rest, so the kept checkpoint follows at least one with part of the state (RocksDB
+ * incremental checkpoints then share SST files between checkpoints).
  */
 public class KeyedStateJob implements Oracle.JobDef {
     static final int MAX_PARALLELISM = 128;
@@ -80,6 +85,10 @@ public class KeyedStateJob implements Oracle.JobDef {
 
     static int records(Oracle.Params p) {
         return p.getInt("records", 2000);
+    }
+
+    static int keys(Oracle.Params p) {
+        return p.getInt("keys", KEYS);
     }
 
     static long ts(long i) {
@@ -126,13 +135,19 @@ public class KeyedStateJob implements Oracle.JobDef {
 
     @Override
     public void build(StreamExecutionEnvironment env, Oracle.Params p) {
-        DataStream<Long> src = env.addSource(new TimedSource(records(p))).uid("src").name("src").setParallelism(1);
+        final int keys = keys(p);
+        int pauseAt = p.getInt("pause-at", -1);
+        if (pauseAt >= 0 && !p.snapshot().equals("checkpoint")) {
+            throw new IllegalArgumentException("--pause-at needs --snapshot checkpoint");
+        }
+        DataStream<Long> src = env.addSource(new TimedSource(records(p), keys, pauseAt)).uid("src").name("src")
+                .setParallelism(1);
 
         // Probe records (verify mode) are negative: -1-idx probes key k-idx.
-        src.map(i -> Tuple2.of("k-" + (i < 0 ? -1 - i : i % KEYS), i)).returns(Types.TUPLE(Types.STRING, Types.LONG))
+        src.map(i -> Tuple2.of("k-" + (i < 0 ? -1 - i : i % keys), i)).returns(Types.TUPLE(Types.STRING, Types.LONG))
                 .uid("to-keyed").name("to-keyed").setParallelism(1)
                 .keyBy(t -> t.f0, Types.STRING)
-                .process(new KeyedFn()).uid("keyed").name("keyed").setParallelism(P)
+                .process(new KeyedFn(keys)).uid("keyed").name("keyed").setParallelism(P)
                 .addSink(new DiscardingSink<>()).uid("sink-keyed").name("sink-keyed").setParallelism(P);
 
         DataStream<Tuple2<Long, Long>> w = src
@@ -162,19 +177,23 @@ public class KeyedStateJob implements Oracle.JobDef {
 
     public static class TimedSource extends RichSourceFunction<Long> implements CheckpointedFunction, CheckpointListener {
         private final int n;
+        private final int keys;
+        private final int pauseAt;
         private volatile boolean running = true;
         private long emitted;
         private transient ListState<Long> offsets;
         private transient List<Long> restored;
 
-        TimedSource(int n) {
+        TimedSource(int n, int keys, int pauseAt) {
             this.n = n;
+            this.keys = keys;
+            this.pauseAt = pauseAt;
         }
 
         @Override
         public void run(SourceContext<Long> ctx) throws Exception {
             if (Oracle.restoring()) {
-                for (long idx = 0; idx < KEYS; idx++) {
+                for (long idx = 0; idx < keys; idx++) {
                     synchronized (ctx.getCheckpointLock()) {
                         ctx.collectWithTimestamp(-1 - idx, 0);
                     }
@@ -182,6 +201,13 @@ public class KeyedStateJob implements Oracle.JobDef {
                 return; // finishing emits the final watermark: every event-time timer fires
             }
             while (running && emitted < n) {
+                if (emitted == pauseAt) {
+                    // a checkpoint the source takes from now on holds the first pauseAt records
+                    long mark = Oracle.SOURCE_SNAPSHOT_MAX.get();
+                    while (running && Oracle.COMPLETED.higher(mark) == null) {
+                        Thread.sleep(20);
+                    }
+                }
                 synchronized (ctx.getCheckpointLock()) {
                     ctx.collectWithTimestamp(emitted, ts(emitted));
                     emitted++;
@@ -258,6 +284,7 @@ public class KeyedStateJob implements Oracle.JobDef {
 
     public static class KeyedFn extends KeyedProcessFunction<String, Tuple2<String, Long>, String>
             implements CheckpointedFunction {
+        private final int keys;
         private transient ValueState<Long> total;
         private transient ListState<String> events;
         private transient MapState<String, Long> counts;
@@ -271,6 +298,10 @@ public class KeyedStateJob implements Oracle.JobDef {
         private transient Map<String, Tuple2<Long, Long>> mAvg;
         /** {kind, key, timestamp}. */
         private transient Set<List<Object>> mTimers;
+
+        KeyedFn(int keys) {
+            this.keys = keys;
+        }
 
         @Override
         public void initializeState(FunctionInitializationContext ctx) {
@@ -302,8 +333,8 @@ public class KeyedStateJob implements Oracle.JobDef {
                 probe(k);
                 return;
             }
-            int idx = (int) (v % KEYS);
-            boolean second = v >= KEYS;
+            int idx = (int) (v % keys);
+            boolean second = v >= keys;
 
             // VALUE: running total; cleared again for idx % 100 == 99 on the second record.
             Long old = total.value();

@@ -307,7 +307,10 @@ public final class Oracle {
             snapshotPath = new File(localPath(p.get("restore", null))).getAbsolutePath();
         } else if (p.snapshot().equals("savepoint")) {
             String target = new File(out, "savepoint").toURI().toString();
-            String path = client.stopWithSavepoint(false, target, SavepointFormatType.CANONICAL)
+            // --savepoint-format canonical|native
+            SavepointFormatType format = SavepointFormatType.valueOf(
+                    p.get("savepoint-format", "canonical").toUpperCase(java.util.Locale.ROOT));
+            String path = client.stopWithSavepoint(false, target, format)
                     .get(remaining(deadline), TimeUnit.MILLISECONDS);
             client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
             checkpointId = SOURCE_SNAPSHOT_MAX.get();

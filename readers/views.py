@@ -1,0 +1,196 @@
+"""Savepoint state as a database: temp views for Spark SQL, and diffs between two savepoints.
+
+View names (non-identifier characters become ``_``; ``prefix`` is prepended as ``<prefix>_``):
+
+* ``<uid>``            the keyed table of an operator (key, [window_start, window_end], one column
+                       per keyed state); if the states use different namespaces, one view per
+                       state instead: ``<uid>__<state>``
+* ``<uid>__<state>``   operator list / union state (subtask, index, value) and broadcast state
+                       (key, value)
+* ``<uid>__timers``    timers (key, timestamp, kind, service)
+* ``savepoint_metadata``  one row per state: operator uid, name, uid hash, parallelism, max
+                       parallelism, state name, backend, kind, type (like Flink's savepoint_metadata)
+
+Operators without a recorded uid (metadata V3/V4) are named ``op_<uid hash>``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..savepoint.errors import FStateError
+from ..savepoint.loader import Savepoint
+from ..savepoint.summary import summarize
+from .datasource import FORMAT, register
+
+_NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
+
+
+def view_name(text: str) -> str:
+    name = _NON_IDENT.sub("_", text)
+    return name if name and not name[0].isdigit() else "_" + name
+
+
+def _options(sp: Savepoint, uid: str, **kw) -> dict:
+    opts = {"path": sp.location.metadata_path, "uid": uid, "allowExternalPaths": str(sp.allow_external_paths).lower()}
+    opts.update({k: v for k, v in kw.items() if v is not None})
+    return opts
+
+
+def plan_views(sp: Savepoint, prefix: str | None = None) -> list[dict[str, Any]]:
+    """Which views a savepoint gives (name, operator, table kind, state) without Spark."""
+    from . import tables as TB
+
+    pre = f"{view_name(prefix)}_" if prefix else ""
+    views = []
+    for op in sp.operators:
+        base = view_name(op.uid) if op.uid else f"op_{op.uid_hash}"
+        ident = op.uid_hash
+        om = op.operator_meta
+        for s in (om.states if om else []):
+            kind = "broadcast" if s.kind == "BROADCAST" else "list"
+            views.append({"view": f"{pre}{base}__{view_name(s.name)}", "uid": ident, "table": kind, "state": s.name})
+        if op.has_keyed_state:
+            km = op.keyed_meta
+            if km is None:
+                continue
+            try:
+                TB.keyed_table(op)
+                views.append({"view": f"{pre}{base}", "uid": ident, "table": "keyed", "state": None})
+            except FStateError:
+                for _, s in km.value_states:
+                    views.append({"view": f"{pre}{base}__{view_name(s.name)}", "uid": ident, "table": "keyed",
+                                  "state": s.name})
+            if km.timer_states:
+                views.append({"view": f"{pre}{base}__timers", "uid": ident, "table": "timers", "state": None})
+    views.append({"view": f"{pre}savepoint_metadata", "uid": None, "table": "metadata", "state": None})
+    return views
+
+
+def metadata_rows(sp: Savepoint) -> list[tuple]:
+    rows = []
+    for o in summarize(sp)["operators"]:
+        for s in o["states"] or [{"name": None, "backend": None, "kind": None, "type": None}]:
+            rows.append((o["uid"], o["name"], o["uid_hash"], o["parallelism"], o["max_parallelism"], s["name"],
+                         s["backend"], s["kind"], s["type"]))
+    return rows
+
+
+METADATA_SCHEMA = ("operator_uid string, operator_name string, uid_hash string, parallelism int, "
+                   "max_parallelism int, state_name string, backend string, kind string, type string")
+
+
+def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = True
+                   ) -> dict[str, str]:
+    """Register every state table of the savepoint at ``path`` as a temp view; returns
+    {view name: what it holds}."""
+    register(spark)
+    sp = Savepoint.open(path, allow_external_paths=allow_external_paths)
+    out = {}
+    for v in plan_views(sp, prefix):
+        if v["table"] == "metadata":
+            spark.createDataFrame(metadata_rows(sp), METADATA_SCHEMA).createOrReplaceTempView(v["view"])
+            out[v["view"]] = "operators and states of the savepoint"
+            continue
+        df = spark.read.format(FORMAT).options(**_options(sp, v["uid"], table=v["table"], state=v["state"])).load()
+        df.createOrReplaceTempView(v["view"])
+        out[v["view"]] = f"{v['table']} state" + (f" '{v['state']}'" if v["state"] else "") + f" of {v['uid']}"
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# diff
+
+
+def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: int = 3) -> list[dict[str, Any]]:
+    """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys."""
+    from pyspark.sql import functions as F
+
+    register(spark)
+    old_sp, new_sp = Savepoint.open(old_path), Savepoint.open(new_path)
+    old_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(old_sp) if v["table"] != "metadata"}
+    new_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(new_sp) if v["table"] != "metadata"}
+    if uid is not None:
+        wanted = {old_sp.operator(uid).uid_hash} if _has(old_sp, uid) else set()
+        wanted |= {new_sp.operator(uid).uid_hash} if _has(new_sp, uid) else set()
+        if not wanted:
+            raise FStateError(f"no operator '{uid}' in either savepoint")
+        old_views = {k: v for k, v in old_views.items() if k[0] in wanted}
+        new_views = {k: v for k, v in new_views.items() if k[0] in wanted}
+    names = {v["uid"]: _display(old_sp, v["uid"]) for v in old_views.values()}
+    names.update({v["uid"]: _display(new_sp, v["uid"]) for v in new_views.values()})
+    results = []
+    for key in sorted(set(old_views) | set(new_views), key=lambda k: (names[k[0]], k[1], k[2] or "")):
+        op_id, table, state = key
+        label = state if state else ("(all keyed states)" if table == "keyed" else table)
+        row = {"operator": names[op_id], "table": table, "state": label}
+        if key not in old_views or key not in new_views:
+            only_new = key not in old_views
+            df = _load(spark, new_sp if only_new else old_sp, op_id, table, state)
+            n = df.count()
+            row.update(added=n if only_new else 0, removed=0 if only_new else n, changed=0,
+                       note="only in NEW" if only_new else "only in OLD", examples=[])
+            results.append(row)
+            continue
+        a = _load(spark, old_sp, op_id, table, state)
+        b = _load(spark, new_sp, op_id, table, state)
+        ids = _identity_columns(table, a.columns)
+        vals = [c for c in a.columns if c not in ids]
+        if set(a.columns) != set(b.columns):
+            row.update(added=None, removed=None, changed=None, note="columns differ: "
+                       f"{', '.join(a.columns)} vs {', '.join(b.columns)}", examples=[])
+            results.append(row)
+            continue
+        if table in ("list", "timers"):
+            # list state and timers: compare multisets (which subtask holds an element does not matter)
+            cols = ["value"] if table == "list" else a.columns
+            av = a.select(F.to_json(F.struct(*cols)).alias("v")).groupBy("v").count()
+            bv = b.select(F.to_json(F.struct(*cols)).alias("v")).groupBy("v").count()
+            j = av.join(bv, "v", "full_outer").select("v", F.coalesce(av["count"], F.lit(0)).alias("a"),
+                                                       F.coalesce(bv["count"], F.lit(0)).alias("b"))
+            added = j.where("b > a").select(F.sum(F.col("b") - F.col("a"))).first()[0] or 0
+            removed = j.where("a > b").select(F.sum(F.col("a") - F.col("b"))).first()[0] or 0
+            ex = [r["v"] for r in j.where("a != b").limit(examples).collect()]
+            row.update(added=added, removed=removed, changed=0, note="", examples=ex)
+            results.append(row)
+            continue
+        sa = a.select(*ids, F.to_json(F.struct(*vals)).alias("__old"))
+        sb = b.select(*ids, F.to_json(F.struct(*vals)).alias("__new"))
+        j = sa.join(sb, ids, "full_outer")
+        added = j.where("__old IS NULL")
+        removed = j.where("__new IS NULL")
+        changed = j.where("__old IS NOT NULL AND __new IS NOT NULL AND __old != __new")
+        ex = [{"key": _plain(r[ids[0]]), "old": r["__old"], "new": r["__new"]} for r in
+              changed.limit(examples).collect()]
+        ex += [{"key": _plain(r[ids[0]]), "new": r["__new"]} for r in added.limit(max(0, examples - len(ex))).collect()]
+        row.update(added=added.count(), removed=removed.count(), changed=changed.count(), note="", examples=ex)
+        results.append(row)
+    return results
+
+
+def _has(sp: Savepoint, uid: str) -> bool:
+    try:
+        sp.operator(uid)
+        return True
+    except FStateError:
+        return False
+
+
+def _display(sp: Savepoint, uid_hash: str) -> str:
+    return sp.operator(uid_hash).display_name
+
+
+def _identity_columns(table: str, columns: list[str]) -> list[str]:
+    if table == "broadcast":
+        return ["key"]
+    ids = [c for c in columns if c == "key" or c.startswith("key_") or c in ("window_start", "window_end", "namespace")]
+    return ids
+
+
+def _load(spark, sp: Savepoint, uid: str, table: str, state: str | None):
+    return spark.read.format(FORMAT).options(**_options(sp, uid, table=table, state=state)).load()
+
+
+def _plain(v):
+    return v.asDict(recursive=True) if hasattr(v, "asDict") else v

@@ -1,0 +1,220 @@
+"""Restoring a job from a checkpoint or savepoint (its own, or one real Flink wrote), at any
+parallelism: the snapshot is read with the format core and its state re-assigned the way Flink
+does it.
+
+* keyed state and timers go to the subtask that owns their key group
+  (``operator_index_for_key_group`` over the new parallelism; the max parallelism must not change);
+* list state (SPLIT_DISTRIBUTE) is kept per subtask when the parallelism is unchanged, otherwise
+  all elements are concatenated in subtask order and split into even contiguous parts;
+* union state: every subtask gets all elements; broadcast state: every subtask gets a copy.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..savepoint import keyed as K
+from ..savepoint import metainfo as M
+from ..savepoint import operator as O
+from ..savepoint.errors import FStateError
+from ..savepoint.loader import OperatorView, Savepoint
+from ..savepoint.types import typeinfo as T
+from ..savepoint.types.hashing import operator_index_for_key_group
+
+log = logging.getLogger("fstate.runtime.restore")
+
+
+class RestoreError(FStateError):
+    """The snapshot cannot be mapped onto this job."""
+
+
+@dataclass
+class KeyedRestore:
+    key_type: T.TypeInfo
+    #: name -> (meta, key group -> key -> value)
+    states: dict[str, tuple[M.StateMetaInfo, dict[int, dict]]] = field(default_factory=dict)
+    #: 'event' / 'processing' -> key group -> {(timestamp, key)}
+    timers: dict[str, dict[int, set]] = field(default_factory=dict)
+
+
+@dataclass
+class SubtaskRestore:
+    operator_state: dict[str, tuple[M.StateMetaInfo, Any]] = field(default_factory=dict)
+    keyed: KeyedRestore | None = None
+
+
+@dataclass
+class OperatorTarget:
+    """One operator of the new job, as the restore needs to know it."""
+
+    operator_id: bytes
+    display: str
+    parallelism: int
+    max_parallelism: int
+    max_parallelism_explicit: bool
+
+
+@dataclass
+class RestorePlan:
+    path: str
+    checkpoint_id: int
+    kind: str
+    subtasks: dict[tuple[bytes, int], SubtaskRestore]
+
+    def for_subtask(self, operator_id: bytes, index: int) -> SubtaskRestore | None:
+        return self.subtasks.get((operator_id, index))
+
+
+def read_max_parallelism(path: str, targets: list[OperatorTarget]) -> dict[bytes, int]:
+    """The max parallelism each matched operator must use: the snapshot's (Flink adapts an operator
+    whose max parallelism was not set explicitly; an explicit different one is an error)."""
+    sp = Savepoint.open(path)
+    out = {}
+    for t in targets:
+        st = sp.metadata.operator_by_id(t.operator_id)
+        if st is None:
+            continue
+        if st.max_parallelism != t.max_parallelism:
+            has_keyed = any(s.managed_keyed is not None for s in st.subtasks.values())
+            if t.max_parallelism_explicit and has_keyed:
+                raise RestoreError(
+                    f"the maximum parallelism ({st.max_parallelism}) with which the snapshot of operator "
+                    f"{t.display} was taken differs from the operator's maximum parallelism ({t.max_parallelism}); "
+                    "this is not supported", path)
+            if not t.max_parallelism_explicit:
+                out[t.operator_id] = st.max_parallelism
+    return out
+
+
+def plan_restore(path: str, targets: list[OperatorTarget], allow_non_restored_state: bool = False) -> RestorePlan:
+    sp = Savepoint.open(path)
+    by_id = {t.operator_id: t for t in targets}
+    subtasks: dict[tuple[bytes, int], SubtaskRestore] = {}
+    for st in sp.metadata.operators:
+        target = by_id.get(st.operator_id)
+        has_state = any(not s.is_empty for s in st.subtasks.values()) or st.coordinator_state is not None
+        if target is None:
+            name = st.uid or st.name or st.operator_id.hex()
+            if not has_state:
+                log.info("Skipping empty savepoint state for operator %s.", name)
+                continue
+            if allow_non_restored_state:
+                log.info("Skipping savepoint state for operator %s (allow non-restored state).", name)
+                continue
+            raise RestoreError(
+                f"Failed to rollback to checkpoint/savepoint {sp.path}. Cannot map checkpoint/savepoint state for "
+                f"operator {st.operator_id.hex()} ({name}) to the new program, because the operator is not "
+                "available in the new program. If you want to allow to skip this, set allow_non_restored_state "
+                "(Flink: --allowNonRestoredState).", sp.path)
+        if not has_state:
+            continue
+        op = OperatorView(sp, st)
+        with T.trusted_pickles():
+            _plan_operator_state(op, target, subtasks)
+            _plan_keyed_state(op, target, subtasks)
+    kind = sp.metadata.snapshot_kind
+    return RestorePlan(sp.path, sp.metadata.checkpoint_id, kind, subtasks)
+
+
+def _sub(subtasks, target: OperatorTarget, i: int) -> SubtaskRestore:
+    key = (target.operator_id, i)
+    s = subtasks.get(key)
+    if s is None:
+        s = subtasks[key] = SubtaskRestore()
+    return s
+
+
+def _plan_operator_state(op: OperatorView, target: OperatorTarget, subtasks) -> None:
+    metas: dict[str, M.StateMetaInfo] = {}
+    values: dict[str, dict[int, Any]] = {}
+    for old, h in op.operator_handles():
+        if h.delegate is None:
+            continue
+        buf = op.savepoint.read_stream(h.delegate)
+        src = op.savepoint.stream_source(h.delegate).label
+        meta = O.read_operator_proxy(buf, src)
+        for s in meta.states:
+            metas.setdefault(s.name, s)
+            if s.kind == "BROADCAST":
+                v: Any = dict(O.read_broadcast_state(buf, h, meta, s.name, src)) if s.name in h.states else {}
+            else:
+                v = O.read_list_state(buf, h, meta, s.name, src) if s.name in h.states else []
+            values.setdefault(s.name, {})[old] = v
+    new_p = target.parallelism
+    old_p = op.parallelism
+    for name, meta in metas.items():
+        per_old = values.get(name, {})
+        mode = meta.kind
+        if mode == "BROADCAST":
+            copies = [per_old[i] for i in sorted(per_old)]
+            for i in range(new_p):
+                src_i = i % old_p
+                d = per_old.get(src_i, copies[0] if copies else {})
+                _sub(subtasks, target, i).operator_state[name] = (meta, dict(d))
+            continue
+        everything = [x for i in sorted(per_old) for x in per_old[i]]
+        for i in range(new_p):
+            if mode == "UNION":
+                part = list(everything)
+            elif new_p == old_p:
+                part = list(per_old.get(i, []))
+            else:
+                part = _split(everything, new_p)[i]
+            _sub(subtasks, target, i).operator_state[name] = (meta, part)
+
+
+def _split(items: list, parts: int) -> list[list]:
+    base, rest = divmod(len(items), parts)
+    out, pos = [], 0
+    for i in range(parts):
+        n = base + (1 if i < rest else 0)
+        out.append(items[pos:pos + n])
+        pos += n
+    return out
+
+
+def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> None:
+    handles = op.key_group_handles()  # raises a clear error for layouts fstate cannot read
+    if not handles:
+        return
+    maxp = op.max_parallelism
+    new_p = target.parallelism
+    restores: list[KeyedRestore] = []
+    for i in range(new_p):
+        s = _sub(subtasks, target, i)
+        restores.append(s.keyed)  # type: ignore[arg-type]
+    for _, h in handles:
+        buf = op.savepoint.read_stream(h.delegate)
+        src = op.savepoint.stream_source(h.delegate).label
+        meta = K.read_keyed_proxy(buf, src)
+        for i in range(new_p):
+            if restores[i] is None:
+                restores[i] = KeyedRestore(meta.key_type)
+                _sub(subtasks, target, i).keyed = restores[i]
+            r = restores[i]
+            if r.key_type != meta.key_type:
+                raise RestoreError(f"operator {target.display}: subtasks disagree on the key type "
+                                   f"({r.key_type.name} vs {meta.key_type.name})", src)
+            for _, s in meta.value_states:
+                r.states.setdefault(s.name, (s, {}))
+        value_ids = [sid for sid, _ in meta.value_states]
+        names = [meta.states[sid].name for sid in value_ids]
+        for sid in value_ids:
+            s = meta.states[sid]
+            if s.namespace_type != T.VOID_NAMESPACE:
+                raise RestoreError(f"operator {target.display}: state '{s.name}' is scoped by namespace "
+                                   f"{s.namespace_type.name} (window state), which the runtime does not run", src)
+        if value_ids:
+            for kg, key, _ns, vals in K.keyed_rows(buf, h, meta, maxp, value_ids, source=src):
+                r = restores[operator_index_for_key_group(kg, new_p, maxp)]
+                for name, v in zip(names, vals):
+                    if v is not None:
+                        r.states[name][1].setdefault(kg, {})[key] = v
+        for service, kind, ts, key, _ns, kg in K.timer_rows(buf, h, meta, maxp, source=src):
+            if service != "user-timers":
+                raise RestoreError(f"operator {target.display}: timers of service '{service}' (windows) are not "
+                                   "supported by the runtime", src)
+            r = restores[operator_index_for_key_group(kg, new_p, maxp)]
+            r.timers.setdefault(kind, {}).setdefault(kg, set()).add((ts, key))

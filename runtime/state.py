@@ -1,0 +1,563 @@
+"""State: descriptors, the heap keyed-state backend (partitioned by key group, as in Flink), the
+operator-state backend (list, union and broadcast state), and how both are snapshotted into
+Flink's canonical state streams with the format core.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..savepoint import handles as H
+from ..savepoint import keyed as K
+from ..savepoint import metainfo as M
+from ..savepoint import operator as O
+from ..savepoint.builder import write_stream
+from ..savepoint.errors import FStateError
+from ..savepoint.types import typeinfo as T
+from ..savepoint.types.hashing import key_group_for_hash
+from .functions import call_of
+from .types import check_encodable, infer_key_type, or_pickled
+
+
+class StateMigrationError(FStateError):
+    """Restored state cannot be used with the state (or key) the job now declares."""
+
+
+# =============================================================================================
+# descriptors
+
+
+class StateDescriptor:
+    kind = "VALUE"
+
+    def __init__(self, name: str, type_info: T.TypeInfo | None = None):
+        if not name or not isinstance(name, str):
+            raise ValueError("a state needs a name")
+        self.name = name
+        self.type_info = type_info
+
+    @property
+    def fully_typed(self) -> bool:
+        return self.type_info is not None
+
+    def meta_value_type(self) -> T.TypeInfo:
+        """The type ``value_state_meta`` wants: element for LIST, MapType for MAP, else the value."""
+        return or_pickled(self.type_info)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.meta_value_type().name})"
+
+
+class ValueStateDescriptor(StateDescriptor):
+    kind = "VALUE"
+
+
+class ListStateDescriptor(StateDescriptor):
+    """List state; ``element_type`` is the type of one element."""
+
+    kind = "LIST"
+
+
+class MapStateDescriptor(StateDescriptor):
+    kind = "MAP"
+
+    def __init__(self, name: str, key_type: T.TypeInfo | None = None, value_type: T.TypeInfo | None = None):
+        super().__init__(name, None)
+        self.key_type = key_type
+        self.value_type = value_type
+
+    @property
+    def fully_typed(self) -> bool:
+        return self.key_type is not None and self.value_type is not None
+
+    def meta_value_type(self) -> T.TypeInfo:
+        return T.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
+
+
+class ReducingStateDescriptor(StateDescriptor):
+    kind = "REDUCING"
+
+    def __init__(self, name: str, reduce_function: Any, type_info: T.TypeInfo | None = None):
+        super().__init__(name, type_info)
+        self.reduce = call_of(reduce_function, "reduce")
+
+
+class AggregatingStateDescriptor(StateDescriptor):
+    """Aggregating state; ``accumulator_type`` is what is stored (Flink stores the accumulator)."""
+
+    kind = "AGGREGATING"
+
+    def __init__(self, name: str, aggregate_function: Any, accumulator_type: T.TypeInfo | None = None):
+        super().__init__(name, accumulator_type)
+        self.function = aggregate_function
+
+
+# =============================================================================================
+# compatibility with restored state
+
+
+def resolve_keyed_meta(desc: StateDescriptor, restored: M.StateMetaInfo | None, where: str) -> M.StateMetaInfo:
+    """The meta info a registered keyed state is written with: the descriptor's, or the restored
+    one when the descriptor leaves types open. Incompatible declarations raise."""
+    wanted = K.value_state_meta(desc.name, desc.kind, desc.meta_value_type())
+    if restored is None:
+        check_encodable(wanted.value_type, f"{where}: state '{desc.name}'")
+        return wanted
+    if restored.kind != desc.kind:
+        raise StateMigrationError(f"{where}: state '{desc.name}' was restored as {restored.kind} state but is "
+                                  f"registered as {desc.kind} state")
+    if restored.namespace_type != T.VOID_NAMESPACE:
+        raise StateMigrationError(f"{where}: state '{desc.name}' is scoped by namespace "
+                                  f"{restored.namespace_type.name} (window state), which the runtime does not run")
+    if desc.fully_typed and wanted.value_type != restored.value_type:
+        raise StateMigrationError(
+            f"{where}: the new serializer of state '{desc.name}' ({wanted.value_type.name}) is incompatible "
+            f"with the restored one ({restored.value_type.name})")
+    check_encodable(restored.value_type, f"{where}: state '{desc.name}'")
+    return restored
+
+
+def resolve_operator_meta(name: str, mode: str, element: T.TypeInfo | None, key: T.TypeInfo | None,
+                          restored: M.StateMetaInfo | None, where: str) -> M.StateMetaInfo:
+    if mode == "BROADCAST":
+        wanted = O.broadcast_state_meta(name, or_pickled(key), or_pickled(element))
+        typed = key is not None and element is not None
+    else:
+        wanted = O.list_state_meta(name, or_pickled(element), mode)
+        typed = element is not None
+    if restored is None:
+        for t in wanted.serializers.values():
+            check_encodable(t, f"{where}: operator state '{name}'")
+        return wanted
+    if restored.kind != mode:
+        raise StateMigrationError(f"{where}: operator state '{name}' was restored with distribution mode "
+                                  f"{restored.kind} but is registered as {mode}")
+    if typed and (wanted.value_type != restored.value_type or wanted.key_type != restored.key_type):
+        raise StateMigrationError(
+            f"{where}: the new serializer of operator state '{name}' ({wanted.type_name()}) is incompatible "
+            f"with the restored one ({restored.type_name()})")
+    for t in restored.serializers.values():
+        check_encodable(t, f"{where}: operator state '{name}'")
+    return restored
+
+
+# =============================================================================================
+# keyed state
+
+
+class StateTable:
+    """One keyed state: ``data[key_group][key] = value`` (list for LIST, dict for MAP)."""
+
+    __slots__ = ("meta", "data")
+
+    def __init__(self, meta: M.StateMetaInfo, data: dict[int, dict] | None = None):
+        self.meta = meta
+        self.data: dict[int, dict] = data if data is not None else {}
+
+
+class KeyedStateBackend:
+    """Heap keyed state of one operator subtask, owning the key groups ``start..end``."""
+
+    KEY_CACHE = 1 << 16
+
+    def __init__(self, where: str, key_type: T.TypeInfo | None, max_parallelism: int, key_groups: tuple[int, int],
+                 restored=None):
+        self.where = where
+        self.explicit_key_type = key_type
+        self.key_type = key_type
+        self.max_parallelism = max_parallelism
+        self.start, self.end = key_groups
+        self.tables: dict[str, StateTable] = {}
+        self.states: dict[str, Any] = {}
+        #: timers: kind ('event'/'processing') -> key group -> {(timestamp, key)}
+        self.timers: dict[str, dict[int, set]] = {"event": {}, "processing": {}}
+        self.uses_timers = False
+        self.current_key: Any = None
+        self.current_kg = -1
+        self._kg_cache: dict[Any, int] = {}
+        self._restored_key_type: T.TypeInfo | None = None
+        if restored is not None:
+            self._restore(restored)
+
+    # -- keys ----------------------------------------------------------------------------------
+    def _restore(self, restored) -> None:
+        rk = restored.key_type
+        if self.explicit_key_type is not None and rk != self.explicit_key_type:
+            raise StateMigrationError(f"{self.where}: keys were restored as {rk.name} but the job declares "
+                                      f"{self.explicit_key_type.name} (key_by(..., key_type=...))")
+        check_encodable(rk, f"{self.where}: the key")
+        self.key_type = rk
+        self._restored_key_type = rk
+        for name, (meta, data) in restored.states.items():
+            self.tables[name] = StateTable(meta, data)
+        for kind, by_kg in restored.timers.items():
+            self.timers[kind] = by_kg
+            if by_kg:
+                self.uses_timers = True
+
+    def key_group_of(self, key: Any) -> int:
+        kg = self._kg_cache.get(key)
+        if kg is None:
+            t = self.explicit_key_type
+            if t is None:
+                t = infer_key_type(key)
+                if self.key_type is None:
+                    self.key_type = t
+                elif t != self.key_type:
+                    hint = (" (restored state has keys of that type: pass key_by(..., key_type=...))"
+                            if self._restored_key_type is not None else "")
+                    raise StateMigrationError(f"{self.where}: key {key!r} is a {t.name}, but keys of this operator "
+                                              f"are {self.key_type.name}{hint}")
+            kg = key_group_for_hash(t.java_hash(key), self.max_parallelism)
+            if not self.start <= kg <= self.end:
+                raise RuntimeError(f"{self.where}: key {key!r} (key group {kg}) reached the subtask owning key "
+                                   f"groups {self.start}..{self.end}: the stream was partitioned with a "
+                                   "different key type or max parallelism")
+            if len(self._kg_cache) >= self.KEY_CACHE:
+                self._kg_cache.clear()
+            self._kg_cache[key] = kg
+        return kg
+
+    def set_current_key(self, key: Any) -> None:
+        self.current_kg = self.key_group_of(key)
+        self.current_key = key
+
+    # -- registration ----------------------------------------------------------------------------
+    def get_state(self, desc: StateDescriptor):
+        existing = self.states.get(desc.name)
+        if existing is not None:
+            if existing.kind != desc.kind:
+                raise StateMigrationError(f"{self.where}: state '{desc.name}' is already registered as "
+                                          f"{existing.kind} state")
+            return existing
+        table = self.tables.get(desc.name)
+        meta = resolve_keyed_meta(desc, table.meta if table else None, self.where)
+        if table is None:
+            table = self.tables[desc.name] = StateTable(meta)
+        else:
+            table.meta = meta
+        cls = _STATE_CLASSES[desc.kind]
+        state = cls(self, table, desc)
+        self.states[desc.name] = state
+        return state
+
+    # -- snapshot ------------------------------------------------------------------------------
+    def snapshot(self, location: str) -> H.KeyGroupsHandle | None:
+        if self.key_type is None:
+            return None  # no key seen and nothing restored: nothing to write
+        tables = list(self.tables.values())
+        metas = [t.meta for t in tables]
+        timer_kinds = [k for k in ("event", "processing") if self.uses_timers]
+        metas += [K.timer_state_meta(k, self.key_type) for k in timer_kinds]
+        meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, self.key_type, metas)
+        pairs_by_kg: dict[int, dict[int, list]] = {}
+        for sid, table in enumerate(tables):
+            enc = K.PairEncoder(meta, sid, self.max_parallelism)
+            for kg, m in table.data.items():
+                if not m:
+                    continue
+                out = None
+                for key, value in m.items():
+                    p = enc.pairs(kg, key, value)
+                    if p:
+                        if out is None:
+                            out = pairs_by_kg.setdefault(kg, {}).setdefault(sid, [])
+                        out.extend(p)
+        for i, kind in enumerate(timer_kinds):
+            sid = len(tables) + i
+            enc = K.PairEncoder(meta, sid, self.max_parallelism)
+            for kg, timers in self.timers[kind].items():
+                if timers:
+                    out = pairs_by_kg.setdefault(kg, {}).setdefault(sid, [])
+                    for ts, key in timers:
+                        out.extend(enc.pairs(kg, key, ts))
+        data, offsets = K.encode_canonical_stream(meta, self.start, self.end, pairs_by_kg)
+        return H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, self.start, offsets, write_stream(location, data))
+
+
+class _KeyedState:
+    __slots__ = ("_b", "_data", "_desc", "name")
+    kind = "VALUE"
+
+    def __init__(self, backend: KeyedStateBackend, table: StateTable, desc: StateDescriptor):
+        self._b = backend
+        self._data = table.data
+        self._desc = desc
+        self.name = desc.name
+
+    def _map(self) -> dict:
+        kg = self._b.current_kg
+        m = self._data.get(kg)
+        if m is None:
+            if kg < 0:
+                raise RuntimeError(f"state '{self.name}' used outside of a keyed context (no current key)")
+            m = self._data[kg] = {}
+        return m
+
+    def clear(self) -> None:
+        self._map().pop(self._b.current_key, None)
+
+
+class ValueState(_KeyedState):
+    kind = "VALUE"
+
+    def value(self) -> Any:
+        return self._map().get(self._b.current_key)
+
+    def update(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+        else:
+            self._map()[self._b.current_key] = value
+
+
+class ListState(_KeyedState):
+    kind = "LIST"
+
+    def get(self) -> list:
+        v = self._map().get(self._b.current_key)
+        return list(v) if v else []
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            raise ValueError(f"list state '{self.name}' cannot hold None")
+        m = self._map()
+        lst = m.get(self._b.current_key)
+        if lst is None:
+            m[self._b.current_key] = [value]
+        else:
+            lst.append(value)
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        for v in values:
+            self.add(v)
+
+    def update(self, values: Iterable[Any] | None) -> None:
+        vals = list(values or ())
+        if any(v is None for v in vals):
+            raise ValueError(f"list state '{self.name}' cannot hold None")
+        if vals:
+            self._map()[self._b.current_key] = vals
+        else:
+            self.clear()
+
+
+class MapState(_KeyedState):
+    kind = "MAP"
+
+    def _entries(self, create: bool = False) -> dict | None:
+        m = self._map()
+        d = m.get(self._b.current_key)
+        if d is None and create:
+            d = m[self._b.current_key] = {}
+        return d
+
+    def get(self, key: Any) -> Any:
+        d = self._entries()
+        return None if d is None else d.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._entries(True)[key] = value
+
+    def put_all(self, entries: dict) -> None:
+        self._entries(True).update(entries)
+
+    def remove(self, key: Any) -> None:
+        d = self._entries()
+        if d is not None:
+            d.pop(key, None)
+            if not d:
+                self.clear()
+
+    def contains(self, key: Any) -> bool:
+        d = self._entries()
+        return d is not None and key in d
+
+    def items(self) -> list:
+        d = self._entries()
+        return list(d.items()) if d else []
+
+    def keys(self) -> list:
+        d = self._entries()
+        return list(d) if d else []
+
+    def values(self) -> list:
+        d = self._entries()
+        return list(d.values()) if d else []
+
+    def is_empty(self) -> bool:
+        return not self._entries()
+
+
+class ReducingState(_KeyedState):
+    kind = "REDUCING"
+
+    def get(self) -> Any:
+        return self._map().get(self._b.current_key)
+
+    def add(self, value: Any) -> None:
+        m = self._map()
+        k = self._b.current_key
+        old = m.get(k)
+        m[k] = value if old is None else self._desc.reduce(old, value)
+
+
+class AggregatingState(_KeyedState):
+    kind = "AGGREGATING"
+
+    def get(self) -> Any:
+        acc = self._map().get(self._b.current_key)
+        return None if acc is None else self._desc.function.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        m = self._map()
+        k = self._b.current_key
+        acc = m.get(k)
+        f = self._desc.function
+        if acc is None:
+            acc = f.create_accumulator()
+        m[k] = f.add(value, acc)
+
+
+_STATE_CLASSES = {"VALUE": ValueState, "LIST": ListState, "MAP": MapState, "REDUCING": ReducingState,
+                  "AGGREGATING": AggregatingState}
+
+
+# =============================================================================================
+# operator state
+
+
+class OperatorListState:
+    """Operator list state (SPLIT_DISTRIBUTE or UNION) of one subtask."""
+
+    def __init__(self, name: str, values: list):
+        self.name = name
+        self._values = values
+
+    def get(self) -> list:
+        return list(self._values)
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            raise ValueError(f"operator list state '{self.name}' cannot hold None")
+        self._values.append(value)
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        for v in values:
+            self.add(v)
+
+    def update(self, values: Iterable[Any] | None) -> None:
+        vals = list(values or ())
+        if any(v is None for v in vals):
+            raise ValueError(f"operator list state '{self.name}' cannot hold None")
+        self._values[:] = vals
+
+    def clear(self) -> None:
+        self._values.clear()
+
+
+class BroadcastState:
+    """Broadcast state of one subtask: a map every subtask holds a copy of."""
+
+    def __init__(self, name: str, entries: dict):
+        self.name = name
+        self._d = entries
+
+    def get(self, key: Any) -> Any:
+        return self._d.get(key)
+
+    def put(self, key: Any, value: Any) -> None:
+        self._d[key] = value
+
+    def put_all(self, entries: dict) -> None:
+        self._d.update(entries)
+
+    def remove(self, key: Any) -> None:
+        self._d.pop(key, None)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._d
+
+    def items(self) -> list:
+        return list(self._d.items())
+
+    def keys(self) -> list:
+        return list(self._d)
+
+    def values(self) -> list:
+        return list(self._d.values())
+
+    def clear(self) -> None:
+        self._d.clear()
+
+    def is_empty(self) -> bool:
+        return not self._d
+
+
+class OperatorStateBackend:
+    """List, union and broadcast state of one operator subtask. Restored states a function does
+    not register again are kept and written to the next snapshots unchanged."""
+
+    def __init__(self, where: str, restored: dict[str, tuple[M.StateMetaInfo, Any]] | None = None):
+        self.where = where
+        #: name -> (meta, list or dict)
+        self.states: dict[str, tuple[M.StateMetaInfo, Any]] = dict(restored or {})
+        self._handles: dict[str, Any] = {}
+
+    def _register(self, name: str, mode: str, element: T.TypeInfo | None, key: T.TypeInfo | None):
+        h = self._handles.get(name)
+        if h is not None:
+            meta = self.states[name][0]
+            if meta.kind != mode:
+                raise StateMigrationError(f"{self.where}: operator state '{name}' is already registered as {meta.kind}")
+            return h
+        restored = self.states.get(name)
+        meta = resolve_operator_meta(name, mode, element, key, restored[0] if restored else None, self.where)
+        container = restored[1] if restored else ({} if mode == "BROADCAST" else [])
+        self.states[name] = (meta, container)
+        h = BroadcastState(name, container) if mode == "BROADCAST" else OperatorListState(name, container)
+        self._handles[name] = h
+        return h
+
+    def get_list_state(self, desc: ListStateDescriptor) -> OperatorListState:
+        return self._register(desc.name, "SPLIT_DISTRIBUTE", desc.type_info, None)
+
+    def get_union_list_state(self, desc: ListStateDescriptor) -> OperatorListState:
+        return self._register(desc.name, "UNION", desc.type_info, None)
+
+    def get_broadcast_state(self, desc: MapStateDescriptor) -> BroadcastState:
+        return self._register(desc.name, "BROADCAST", desc.value_type, desc.key_type)
+
+    def get_registered_state_names(self) -> set[str]:
+        return {n for n, (m, _) in self.states.items() if m.kind != "BROADCAST"}
+
+    def get_registered_broadcast_state_names(self) -> set[str]:
+        return {n for n, (m, _) in self.states.items() if m.kind == "BROADCAST"}
+
+    def snapshot(self, location: str) -> H.OperatorStreamHandle | None:
+        if not self.states:
+            return None
+        data, offsets = O.encode_operator_stream(list(self.states.values()))
+        return H.OperatorStreamHandle(offsets, write_stream(location, data))
+
+
+class KeyedStateStore:
+    """What ``context.get_keyed_state_store()`` returns (keyed operators only)."""
+
+    def __init__(self, backend: KeyedStateBackend):
+        self._b = backend
+
+    def get_state(self, desc: ValueStateDescriptor) -> ValueState:
+        return self._b.get_state(desc)
+
+    def get_list_state(self, desc: ListStateDescriptor) -> ListState:
+        return self._b.get_state(desc)
+
+    def get_map_state(self, desc: MapStateDescriptor) -> MapState:
+        return self._b.get_state(desc)
+
+    def get_reducing_state(self, desc: ReducingStateDescriptor) -> ReducingState:
+        return self._b.get_state(desc)
+
+    def get_aggregating_state(self, desc: AggregatingStateDescriptor) -> AggregatingState:
+        return self._b.get_state(desc)
