@@ -30,12 +30,14 @@ def _bool(v: str | None) -> bool:
 
 
 def build_table(options: dict, keys: list | None = None) -> TB.Table:
+    # Spark hands options over case-insensitively (lower-cased keys): look them up that way
+    options = {str(k).lower(): v for k, v in options.items()}
     path = options.get("path")
     uid = options.get("uid")
     if not path or not uid:
         raise InvalidArgumentError("options 'path' and 'uid' are required")
-    sp = Savepoint.open(path, allow_external_paths=_bool(options.get("allowExternalPaths", "true")),
-                        checkpoint_base_dir=options.get("checkpointBaseDir") or None)
+    sp = Savepoint.open(path, allow_external_paths=_bool(options.get("allowexternalpaths", "true")),
+                        checkpoint_base_dir=options.get("checkpointbasedir") or None)
     op = sp.operator(uid)
     table = options.get("table")
     state = options.get("state")

@@ -145,7 +145,7 @@ class DataStream:
         """One stream of the elements of all: a pass-through node with several inputs."""
         node = self.env._new_node("map", "Union", lambda v: v)
         for ds in (self, *others):
-            self.env._connect(ds.node, node, ds._edge_kind() if ds._partitioning else REBALANCE)
+            self.env._connect(ds.node, node, ds._edge_kind())
         return DataStream(self.env, node)
 
     def add_sink(self, sink: Any) -> "DataStream":

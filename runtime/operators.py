@@ -31,6 +31,7 @@ class OperatorInfo:
     max_parallelism: int
     attempt: int
     clock: Any
+    checkpointing: bool = False
 
     @property
     def where(self) -> str:
@@ -64,6 +65,12 @@ class RuntimeContext:
 
     def get_job_id(self) -> str:
         return self._info.job_id
+
+    def is_checkpointing_enabled(self) -> bool:
+        return self._info.checkpointing
+
+    def current_processing_time(self) -> int:
+        return self._info.clock.now_ms()
 
     index_of_this_subtask = property(get_index_of_this_subtask)
     number_of_parallel_subtasks = property(get_number_of_parallel_subtasks)

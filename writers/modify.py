@@ -367,8 +367,10 @@ class SavepointModifier:
                     df = df.join(agg, on="key", how="full_outer")
                     timer_cols[kind] = col
         op = view.state
-        w = SavepointWriter(view.max_parallelism, self.spark, inline_threshold=builder.inline_threshold)
-        w.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type, parallelism=view.parallelism,
+        # a max-parallelism change of the same operator happens here too: keys are hashed afresh
+        r = self._rescaled.get(op.operator_id) or _Rescale(view.max_parallelism, view.parallelism)
+        w = SavepointWriter(r.max_parallelism, self.spark, inline_threshold=builder.inline_threshold)
+        w.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type, parallelism=r.parallelism,
                            uid_hash=op.operator_id.hex(), name=op.name, event_timers=timer_cols.get("event"),
                            processing_timers=timer_cols.get("processing"))
         ops = list(w._ops.values())

@@ -1,0 +1,246 @@
+"""Savepoints fstate writes, restored by real Flink: the state Flink finds is exactly what was written.
+
+Each case writes a savepoint (bootstrap or modify), starts a real Flink job from it with
+non-restored state not allowed (tests/flink/jobs/v2/RestoreJob.java) and compares Flink's dump of
+what it restored with the data fstate was given.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import glob
+import json
+import shutil
+from decimal import Decimal
+
+import pytest
+
+from fstate.readers import tables as TB
+from fstate.savepoint.loader import Savepoint
+from fstate.writers.modify import SavepointModifier, relocate
+from fstate.writers.writer import SavepointWriter
+from tests.flink import harness
+from tests.flink.restore import restore_and_dump
+from tests.oracle_compare import norm, norm_dump_map
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark]
+
+
+def _j(x):
+    return json.dumps(x, sort_keys=True, ensure_ascii=False)
+
+
+def keyed_of(dump: dict, uid: str) -> dict[str, dict[str, object]]:
+    op = next(o for o in dump["operators"] if o["uid"] == uid)
+    out = {}
+    for e in op["keyed_state"]:
+        out[e["state"]] = {_j(norm(k)): (norm_dump_map(v) if e["kind"] == "MAP" else norm(v)) for k, v in e["entries"]}
+    return out
+
+
+def timers_of(dump: dict, uid: str) -> list:
+    op = next(o for o in dump["operators"] if o["uid"] == uid)
+    return sorted(((t["kind"], _j(norm(t["key"])), t["timestamp"]) for t in op["timers"]))
+
+
+def lists_of(dump: dict, uid: str) -> dict[str, list]:
+    op = next(o for o in dump["operators"] if o["uid"] == uid)
+    out: dict[str, list] = {}
+    for e in op["list_state"]:
+        if e["mode"] == "UNION":
+            out[e["state"]] = sorted(map(_j, e["values"]))  # every subtask restores the whole union
+        else:
+            out.setdefault(e["state"], []).extend(map(_j, e["values"]))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def broadcast_of(dump: dict, uid: str) -> dict[str, list]:
+    op = next(o for o in dump["operators"] if o["uid"] == uid)
+    return {e["state"]: norm_dump_map(e["entries"]) for e in op["broadcast_state"]}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def flink():
+    harness.require_flink("2.3.0")
+
+
+@pytest.mark.parametrize("max_parallelism,written,restored,backend", [
+    (128, 2, 3, "hashmap"), (4096, 3, 2, "rocksdb")])
+def test_bootstrapped_keyed_and_operator_state_restore(spark, tmp_path, max_parallelism, written, restored, backend):
+    n = 400
+    rows = [(f"k-{i}", i * 7, [f"e{i}", "ü"] if i % 3 else None, {"a": i, "b": None} if i % 2 else None,
+             (f"t{i}", i) if i % 5 else None, Decimal(i) / 4, dt.date(2024, 1, 1) + dt.timedelta(days=i), 10_000 + i)
+            for i in range(n)]
+    df = spark.createDataFrame(rows, "key string, total long, events array<string>, counts map<string,bigint>, "
+                                     "pair struct<f0:string,f1:int>, amount decimal(20,2), day date, ts long")
+    longs = spark.createDataFrame([(i, f"v{i}", [i, -i]) for i in range(150)], "key long, name string, xs array<bigint>")
+    out = str(tmp_path / "sp")
+    (SavepointWriter(max_parallelism, spark)
+     .with_keyed_state("keyed", df, states={"total": None, "events": None, "counts": None, "pair": "TUPLE<STRING, INT>",
+                                            "amount": "DECIMAL", "day": None}, event_timers="ts", parallelism=written)
+     .with_keyed_state("by-long", longs, parallelism=written)
+     .with_list_state("src", "offsets", [3, 1, 4, 1, 5], type="LONG", parallelism=written)
+     .with_union_state("src", "marks", [10, 20], type="LONG")
+     .with_broadcast_state("src", "rules", {"r1": "allow", "r2": "dény"}, key_type="STRING", value_type="STRING")
+     .write(out))
+    config = {"savepoint": out, "max_parallelism": max_parallelism, "operators": [
+        {"uid": "keyed", "kind": "keyed", "parallelism": restored, "key_type": "STRING", "timers": True, "states": [
+            {"name": "total", "kind": "VALUE", "type": "LONG"}, {"name": "events", "kind": "LIST", "type": "STRING"},
+            {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>"},
+            {"name": "pair", "kind": "VALUE", "type": "TUPLE<STRING, INT>"},
+            {"name": "amount", "kind": "VALUE", "type": "DECIMAL"}, {"name": "day", "kind": "VALUE", "type": "DATE"}]},
+        {"uid": "by-long", "kind": "keyed", "parallelism": restored, "key_type": "LONG", "states": [
+            {"name": "name", "kind": "VALUE", "type": "STRING"}, {"name": "xs", "kind": "LIST", "type": "LONG"}]},
+        {"uid": "src", "kind": "operator", "parallelism": restored, "states": [
+            {"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"},
+            {"name": "marks", "mode": "UNION", "type": "LONG"},
+            {"name": "rules", "mode": "BROADCAST", "key_type": "STRING", "type": "STRING"}]}]}
+    dump = restore_and_dump(config, backend=backend)
+    assert not dump.get("warnings"), dump["warnings"]
+    got = keyed_of(dump, "keyed")
+    key = lambda k: _j(k)  # noqa: E731
+    assert got["total"] == {key(k): t for k, t, *_ in rows}
+    assert got["events"] == {key(k): e for k, _, e, *_ in rows if e}
+    assert got["counts"] == {key(k): norm_dump_map(list(c.items())) for k, _, _, c, *_ in rows if c}
+    assert got["pair"] == {key(k): list(p) for k, _, _, _, p, *_ in rows if p}
+    assert got["amount"] == {key(r[0]): format(r[5].quantize(Decimal("0.01")), "f") for r in rows}  # decimal(20,2)
+    assert got["day"] == {key(r[0]): (r[6] - dt.date(1970, 1, 1)).days for r in rows}
+    assert timers_of(dump, "keyed") == sorted(("event", key(r[0]), r[7]) for r in rows)
+    by_long = keyed_of(dump, "by-long")
+    assert by_long["name"] == {key(i): f"v{i}" for i in range(150)}
+    assert by_long["xs"] == {key(i): [i, -i] for i in range(150)}
+    lists = lists_of(dump, "src")
+    assert lists["offsets"] == sorted(map(_j, [3, 1, 4, 1, 5]))
+    assert lists["marks"] == sorted(map(_j, [10, 20]))
+    assert broadcast_of(dump, "src") == {"rules": [["r1", "allow"], ["r2", "dény"]]}
+
+
+def _real(job: str):
+    res = harness.generate(job, "2.3.0", "hashmap", "savepoint")
+    return res.snapshot_dir, res.dump
+
+
+def test_read_real_operator_state_write_restore_gives_the_original_dump(spark, tmp_path):
+    snap, dump = _real("OperatorStateJob")
+    sp = Savepoint.open(str(snap))
+    w = SavepointWriter(128, spark)
+    config_ops = []
+    for op in dump["operators"]:
+        view = sp.operator(op["uid"])
+        states = []
+        for s in (view.operator_meta.states if view.operator_meta else []):
+            if s.kind == "BROADCAST":
+                w.with_broadcast_state(op["uid"], s.name, dict(view.broadcast_state(s.name)), key_type=s.key_type,
+                                       value_type=s.value_type, parallelism=view.parallelism)
+                states.append({"name": s.name, "mode": "BROADCAST", "key_type": _type_string(s.key_type),
+                               "type": _type_string(s.value_type)})
+            else:
+                rows = list(TB.list_state_table(view, s.name).rows())
+                data = spark.createDataFrame([(v, sub) for sub, _, v in rows],
+                                             _spark_schema(s.value_type)) if rows else []
+                w.with_list_state(op["uid"], s.name, data, type=s.value_type, union=s.kind == "UNION",
+                                  parallelism=view.parallelism)
+                states.append({"name": s.name, "mode": s.kind, "type": _type_string(s.value_type)})
+        if states:
+            config_ops.append({"uid": op["uid"], "kind": "operator", "parallelism": view.parallelism, "states": states})
+    out = str(tmp_path / "sp")
+    w.write(out)
+    restored = restore_and_dump({"savepoint": out, "operators": config_ops})
+    for op in config_ops:
+        assert lists_of(restored, op["uid"]) == lists_of(_as_restored(dump), op["uid"])
+        assert broadcast_of(restored, op["uid"]) == broadcast_of(dump, op["uid"])
+
+
+def _as_restored(dump):
+    """What a restore sees of a job's dump: union state is the whole union on every subtask."""
+    d = json.loads(json.dumps(dump))
+    for op in d["operators"]:
+        unions: dict[str, list] = {}
+        for e in op["list_state"]:
+            if e["mode"] == "UNION":
+                unions.setdefault(e["state"], []).extend(e["values"])
+        for e in op["list_state"]:
+            if e["mode"] == "UNION":
+                e["values"] = unions[e["state"]]
+    return d
+
+
+def _type_string(t) -> str:
+    names = {"Long": "LONG", "Integer": "INT", "String": "STRING", "Double": "DOUBLE", "Boolean": "BOOLEAN",
+             "byte[]": "BYTES"}
+    if t.name in names:
+        return names[t.name]
+    if t.name.startswith("Tuple2<"):
+        return f"TUPLE<{_type_string(t.children[0])}, {_type_string(t.children[1])}>"
+    raise AssertionError(f"no restore type string for {t.name}")
+
+
+def _spark_schema(t) -> str:
+    from fstate.readers.schema import spark_type
+
+    return f"value {spark_type(t).simpleString()}, subtask int"
+
+
+def test_modified_savepoints_restore(spark, tmp_path):
+    snap, dump = _real("KeyedStateJob")
+    base = tmp_path / "base"
+    shutil.copytree(snap, base)
+    keyed_states = [{"name": "total", "kind": "VALUE", "type": "LONG"}, {"name": "events", "kind": "LIST", "type": "STRING"},
+                    {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>"},
+                    {"name": "sum", "kind": "REDUCING", "type": "LONG"},
+                    {"name": "avg", "kind": "AGGREGATING", "type": "TUPLE<LONG, LONG>"}]
+    src = {"uid": "src", "kind": "operator", "parallelism": 1,
+           "states": [{"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"}]}
+
+    def keyed_op(uid, max_parallelism=128):
+        return {"uid": uid, "kind": "keyed", "parallelism": 2, "key_type": "STRING", "timers": True,
+                "states": keyed_states, "max_parallelism": max_parallelism}
+
+    original = keyed_of(dump, "keyed")
+    original_timers = [t for t in timers_of(dump, "keyed") if t[0] == "event"]
+
+    # 1. remove the window operators, rename keyed -> keyed-v2, change its max parallelism 128 -> 256,
+    #    transform one state, add a new operator: one NEW, restored with none of the removed operators
+    new = tmp_path / "new"
+    m = SavepointModifier(str(base), spark)
+    m.remove_operator("window-reduce").remove_operator("window-agg")
+    m.rename_uid("keyed", "keyed-v2")
+    m.writer.with_list_state("added", "names", ["a", "b"], type="STRING")
+    m.write(str(new))
+    new2 = tmp_path / "new2"
+    m2 = SavepointModifier(str(new), spark)
+    m2.set_max_parallelism("keyed-v2", 256)
+    m2.transform_state("keyed-v2", "total", sql="SELECT key, total + 1 AS total FROM state")
+    m2.write(str(new2))
+    config = {"savepoint": str(new2), "operators": [
+        src, keyed_op("keyed-v2", 256),
+        {"uid": "added", "kind": "operator", "parallelism": 1,
+         "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]}
+    restored = restore_and_dump(config)
+    got = keyed_of(restored, "keyed-v2")
+    assert got["total"] == {k: v + 1 for k, v in original["total"].items()}
+    for s in ("events", "counts", "sum", "avg"):
+        assert got[s] == original[s], s
+    assert [t for t in timers_of(restored, "keyed-v2") if t[0] == "event"] == original_timers
+    assert lists_of(restored, "added") == {"names": sorted(map(_j, ["a", "b"]))}
+
+    # 2. relocate: move NEW's base, fix the paths, restore again
+    moved = tmp_path / "base-moved"
+    shutil.move(str(base), str(moved))
+    relocate(str(new), str(base), str(moved))
+    again = restore_and_dump({"savepoint": str(new), "ignore_unclaimed_state": False, "operators": [
+        src, keyed_op("keyed-v2"), {"uid": "added", "kind": "operator", "parallelism": 1,
+                                    "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]})
+    assert keyed_of(again, "keyed-v2") == original
+
+
+def test_flink_2_0_restores_a_v5_savepoint(spark, tmp_path):
+    harness.require_flink("2.0.0")
+    df = spark.createDataFrame([(f"k{i}", i) for i in range(50)], "key string, total long")
+    out = str(tmp_path / "sp")
+    SavepointWriter(128, spark, flink_version="2.0").with_keyed_state("keyed", df, parallelism=2).write(out)
+    assert Savepoint.open(out).metadata.version == 5
+    dump = restore_and_dump({"savepoint": out, "operators": [
+        {"uid": "keyed", "kind": "keyed", "parallelism": 1, "key_type": "STRING",
+         "states": [{"name": "total", "kind": "VALUE", "type": "LONG"}]}]}, version="2.0.0")
+    assert keyed_of(dump, "keyed")["total"] == {_j(f"k{i}"): i for i in range(50)}
