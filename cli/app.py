@@ -18,8 +18,9 @@ app = typer.Typer(
 )
 
 ALLOW_EXTERNAL = typer.Option(
-    True, "--allow-external-paths/--deny-external-paths",
-    help="Follow state handles that point outside the savepoint directory (absolute paths).")
+    False, "--allow-external-paths",
+    help="Follow state handles that point outside the savepoint directory (absolute paths, '..'): "
+         "shallow copies made by `fstate modify`, RocksDB incremental checkpoints' shared files.")
 CHECKPOINT_BASE_DIR = typer.Option(
     None, "--checkpoint-base-dir",
     help="New location of the job's checkpoint directory (the one holding shared/ and chk-N/) when it was "
@@ -188,6 +189,7 @@ def sql(
     limit: int = typer.Option(50, "--limit", "-n", help="Rows to show (without --out)."),
     json_out: bool = typer.Option(False, "--json", help="Print rows as JSON lines."),
     show_views: bool = typer.Option(False, "--views", help="List the registered views first."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
 ) -> None:
@@ -209,7 +211,7 @@ def sql(
             alias, eq, p = item.partition("=")
             if not eq or "/" in alias or not alias:
                 alias, p = None, item
-            registered.update(register_views(spark, p, alias))
+            registered.update(register_views(spark, p, alias, allow_external_paths=allow_external_paths))
         if show_views:
             print_rows(["view", "holds"], sorted(registered.items()), title="views")
         df = spark.sql(query)
@@ -248,6 +250,7 @@ def diff(
     new: str = typer.Argument(..., help="The newer savepoint."),
     uid: Optional[str] = typer.Option(None, "--uid", "-u", help="Only this operator."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
 ) -> None:
@@ -261,7 +264,7 @@ def diff(
 
             spark = get_spark(master, conf_map)
         with progress("comparing"):
-            result = do_diff(spark, old, new, uid)
+            result = do_diff(spark, old, new, uid, allow_external_paths=allow_external_paths)
         if json_out:
             print_json(result)
             return
@@ -271,6 +274,38 @@ def diff(
                    [(r["operator"], r["state"], r["table"], r["added"], r["removed"], r["changed"],
                      r["note"] or json.dumps(r["examples"][:2], ensure_ascii=False, default=str))
                     for r in result], title=f"{old} → {new}")
+
+
+@app.command()
+def verify(
+    path: str = typer.Argument(..., help="Savepoint or checkpoint."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
+    files_only: bool = typer.Option(False, "--files-only", help="Check handles and files, do not decode state."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Check that every handle resolves, every file has the bytes the handles claim, and every
+    state decodes. Exit 0 if all holds, 1 listing each problem otherwise."""
+    with user_errors():
+        from ..savepoint.verify import verify as do_verify
+
+        with progress("verifying"):
+            report = do_verify(path, allow_external_paths=allow_external_paths, decode=not files_only)
+        if json_out:
+            print_json(report.to_dict())
+        else:
+            for p in report.problems:
+                out.print(f"[red]✗[/] {p}")
+            for o in report.operators:
+                mark = "[green]✓[/]" if o.ok else "[red]✗[/]"
+                out.print(f"{mark} {o.operator} ({len(o.checked)} checks)")
+                for p in o.problems:
+                    out.print(f"    [red]•[/] {p}")
+            ext = sorted(set(report.external))
+            if ext:
+                out.print(f"[yellow]handles outside the savepoint directory:[/] {len(ext)} file(s), e.g. {ext[0]}")
+            out.print("[green]OK[/]" if report.ok else "[red]PROBLEMS FOUND[/]")
+        if not report.ok:
+            raise typer.Exit(1)
 
 
 def _pairs(items: list[str] | None, what: str, sep: str = "=") -> list[tuple[str, str]]:

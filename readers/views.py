@@ -81,7 +81,7 @@ METADATA_SCHEMA = ("operator_uid string, operator_name string, uid_hash string, 
                    "max_parallelism int, state_name string, backend string, kind string, type string")
 
 
-def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = True
+def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = False
                    ) -> dict[str, str]:
     """Register every state table of the savepoint at ``path`` as a temp view; returns
     {view name: what it holds}."""
@@ -103,12 +103,14 @@ def register_views(spark, path: str, prefix: str | None = None, *, allow_externa
 # diff
 
 
-def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: int = 3) -> list[dict[str, Any]]:
+def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: int = 3, *,
+         allow_external_paths: bool = False) -> list[dict[str, Any]]:
     """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys."""
     from pyspark.sql import functions as F
 
     register(spark)
-    old_sp, new_sp = Savepoint.open(old_path), Savepoint.open(new_path)
+    old_sp = Savepoint.open(old_path, allow_external_paths=allow_external_paths)
+    new_sp = Savepoint.open(new_path, allow_external_paths=allow_external_paths)
     old_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(old_sp) if v["table"] != "metadata"}
     new_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(new_sp) if v["table"] != "metadata"}
     if uid is not None:

@@ -1,0 +1,40 @@
+"""fstate's stream runtime: a small stateful stream processor that checkpoints in Apache Flink's
+own savepoint format (``fstate read`` reads its checkpoints; Flink restores its savepoints).
+
+See runtime/README.md for an example job and the design.
+"""
+
+from .clock import ManualClock, SystemClock
+from .config import (CheckpointConfig, CheckpointingMode, Configuration, ExternalizedCheckpointCleanup,
+                     ExternalizedCheckpointRetention, HashMapStateBackend, RestartStrategies)
+from .coordinator import (CheckpointException, CheckpointFailureReason, CheckpointFailureThresholdExceeded,
+                          CompletedCheckpoint, find_latest_checkpoint)
+from .datastream import DataStream, KeyedStream, WatermarkStrategy
+from .environment import StreamExecutionEnvironment
+from .failures import FailAt, FailureInjector, InjectedFailure
+from .functions import (IDLE, MAX_WATERMARK, MIN_WATERMARK, AggregateFunction, CheckpointedFunction,
+                        CheckpointListener, FilterFunction, FlatMapFunction, KeyedProcessFunction, MapFunction,
+                        ProcessFunction, ReduceFunction, SinkFunction, SourceFunction, Timestamped, Watermark)
+from .job import JobClient, JobExecutionException, JobExecutionResult, JobStatus
+from .restore import RestoreError
+from .sinks import (CollectSink, DiscardingSink, TwoPhaseCommitFileSink, TwoPhaseCommitSinkFunction,
+                    read_committed)
+from .sources import CollectionSource, FileSource, SequenceSource
+from .state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
+                    StateMigrationError, ValueStateDescriptor)
+from .types import Types
+
+__all__ = [
+    "AggregateFunction", "AggregatingStateDescriptor", "CheckpointConfig", "CheckpointException",
+    "CheckpointFailureReason", "CheckpointFailureThresholdExceeded", "CheckpointListener", "CheckpointedFunction",
+    "CheckpointingMode", "CollectSink", "CollectionSource", "CompletedCheckpoint", "Configuration", "DataStream",
+    "DiscardingSink", "ExternalizedCheckpointCleanup", "ExternalizedCheckpointRetention", "FailAt",
+    "FailureInjector", "FileSource", "FilterFunction", "FlatMapFunction", "HashMapStateBackend", "IDLE",
+    "InjectedFailure", "JobClient", "JobExecutionException", "JobExecutionResult", "JobStatus", "KeyedProcessFunction",
+    "KeyedStream", "ListStateDescriptor", "MAX_WATERMARK", "MIN_WATERMARK", "ManualClock", "MapFunction",
+    "MapStateDescriptor", "ProcessFunction", "ReduceFunction", "ReducingStateDescriptor", "RestartStrategies",
+    "RestoreError", "SequenceSource", "SinkFunction", "SourceFunction", "StateMigrationError",
+    "StreamExecutionEnvironment", "SystemClock", "Timestamped", "TwoPhaseCommitFileSink",
+    "TwoPhaseCommitSinkFunction", "Types", "ValueStateDescriptor", "Watermark", "WatermarkStrategy",
+    "find_latest_checkpoint", "read_committed",
+]

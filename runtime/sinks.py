@@ -155,10 +155,10 @@ class TwoPhaseCommitFileSink(TwoPhaseCommitSinkFunction):
             self._close_file(sync=True)
 
     def commit(self, txn: str) -> None:
-        tmp = self._tmp(txn)
-        if os.path.exists(tmp):
-            os.replace(tmp, self._final(txn))
-        # else: empty, or committed before a failure (commit is idempotent)
+        try:
+            os.replace(self._tmp(txn), self._final(txn))
+        except FileNotFoundError:
+            pass  # empty, or committed before a failure (commit is idempotent)
 
     def abort(self, txn: str) -> None:
         if self._fh_txn == txn:

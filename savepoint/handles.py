@@ -604,7 +604,7 @@ class StreamSource:
     label: str = ""
 
 
-def resolve_path(path: str, base_dir: str, allow_external: bool = True) -> str:
+def resolve_path(path: str, base_dir: str, allow_external: bool = False) -> str:
     """Absolute handle path → local path (or remote URI), checking that it stays in ``base_dir``
     unless external paths are allowed."""
     if scheme_of(path) != "file":
@@ -614,19 +614,20 @@ def resolve_path(path: str, base_dir: str, allow_external: bool = True) -> str:
         base = os.path.realpath(strip_file_scheme(base_dir))
         if os.path.commonpath([base, os.path.realpath(local)]) != base:
             raise ExternalPathError(
-                f"state file {path} lies outside the savepoint directory (allow external paths to read it)",
+                f"state file {path} lies outside the savepoint directory (pass --allow-external-paths, or "
+                "allow_external_paths=True, to read it)",
                 base_dir)
     return local
 
 
-def stream_source(h, base_dir: str, *, allow_external: bool = True) -> StreamSource:
+def stream_source(h, base_dir: str, *, allow_external: bool = False) -> StreamSource:
     if isinstance(h, ByteStreamHandle):
         return StreamSource(None, data=h.data, label=f"inline state '{h.name}'")
     if isinstance(h, RelativeFileHandle):
         rel = h.relative_path
-        if os.path.isabs(rel) or ".." in rel.split("/"):
-            if not allow_external:
-                raise ExternalPathError(f"relative state file '{rel}' escapes the savepoint directory", base_dir)
+        if (os.path.isabs(rel) or ".." in rel.split("/")) and not allow_external:
+            raise ExternalPathError(f"relative state file '{rel}' escapes the savepoint directory "
+                                    "(pass --allow-external-paths to read it)", base_dir)
         return StreamSource(os.path.join(strip_file_scheme(base_dir), rel), 0, h.size, label=rel)
     if isinstance(h, FileHandle):
         p = resolve_path(h.path, base_dir, allow_external)
@@ -692,7 +693,7 @@ def read_source(src: StreamSource, io: FileIO) -> bytes:
     return data
 
 
-def open_stream(h, base_dir: str, io: FileIO, *, allow_external: bool = True) -> bytes:
+def open_stream(h, base_dir: str, io: FileIO, *, allow_external: bool = False) -> bytes:
     """All bytes of a stream handle."""
     return read_source(stream_source(h, base_dir, allow_external=allow_external), io)
 

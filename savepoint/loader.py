@@ -36,7 +36,7 @@ class StateDescription:
 class Savepoint:
     """A savepoint or checkpoint directory, opened read-only."""
 
-    def __init__(self, location: SavepointLocation, metadata: CheckpointMetadata, *, allow_external_paths: bool = True,
+    def __init__(self, location: SavepointLocation, metadata: CheckpointMetadata, *, allow_external_paths: bool = False,
                  checkpoint_base_dir: str | None = None):
         self.location = location
         self.metadata = metadata
@@ -45,7 +45,7 @@ class Savepoint:
         self.checkpoint_base_dir = checkpoint_base_dir
 
     @classmethod
-    def open(cls, path: str, *, allow_external_paths: bool = True,
+    def open(cls, path: str, *, allow_external_paths: bool = False,
              checkpoint_base_dir: str | None = None) -> "Savepoint":
         loc = locate(path)
         data = loc.io.read(loc.metadata_path)
@@ -300,5 +300,5 @@ def _handle_kind(h) -> str:
     return type(h).__name__
 
 
-def open_savepoint(path: str, *, allow_external_paths: bool = True, checkpoint_base_dir: str | None = None) -> Savepoint:
+def open_savepoint(path: str, *, allow_external_paths: bool = False, checkpoint_base_dir: str | None = None) -> Savepoint:
     return Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir)

@@ -79,26 +79,26 @@ def rocksdb_source(handle: H.IncrementalKeyedHandle, stream_source: Callable[[An
     handle (relative paths, external-path policy, a moved checkpoint directory). With ``check``,
     every local file must exist with the size the handle records (MissingStateFileError)."""
     if handle.metadata_state is None:
-        raise CorruptStateError(f"{label}: RocksDB keyed state handle without its meta-data stream")
+        raise CorruptStateError("RocksDB keyed state handle without its meta-data stream", label)
     files = []
     seen = set()
     for name, sh in handle.shared + handle.private:
         if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
-            raise CorruptStateError(f"{label}: invalid RocksDB file name {name!r}")
+            raise CorruptStateError(f"invalid RocksDB file name {name!r}", label)
         if name in seen:
-            raise CorruptStateError(f"{label}: RocksDB file {name} is listed twice")
+            raise CorruptStateError(f"RocksDB file {name} is listed twice", label)
         seen.add(name)
         if sh is None:
-            raise CorruptStateError(f"{label}: RocksDB file {name} has no state handle")
+            raise CorruptStateError(f"RocksDB file {name} has no state handle", label)
         if _is_options_file(name):
             continue  # read with options of our own (see RocksDBSnapshot._write_options)
         src = stream_source(sh)
         if check:
-            _check_file(name, src, label)
+            _check_file(f"RocksDB file {name}", src, label)
         files.append((name, src))
     meta = stream_source(handle.metadata_state)
     if check:
-        _check_file("meta data", meta, label)
+        _check_file("the meta-data stream", meta, label)
     return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files))
 
 
@@ -106,19 +106,18 @@ def _is_options_file(name: str) -> bool:
     return name.startswith("OPTIONS-")
 
 
-def _check_file(name: str, src: H.StreamSource, label: str) -> None:
+def _check_file(what: str, src: H.StreamSource, label: str) -> None:
+    """``what`` (e.g. "RocksDB file 000012.sst") exists with at least the bytes its handle covers."""
     if src.path is None or scheme_of(src.path) != "file":
         return
     try:
         size = os.path.getsize(src.path)
     except OSError:
         moved = f" (referenced as {src.label})" if src.label and src.label != src.path else ""
-        raise MissingStateFileError(
-            f"RocksDB file {name} of {label} does not exist{moved}; {MOVED_HINT}", src.path) from None
+        raise MissingStateFileError(f"{what} of {label} does not exist{moved}; {MOVED_HINT}", src.path) from None
     if src.length is not None and size < src.start + src.length:
-        raise MissingStateFileError(
-            f"RocksDB file {name} of {label} has {size} bytes, but the snapshot's metadata says "
-            f"{src.start + src.length}", src.path)
+        raise MissingStateFileError(f"{what} of {label} has {size} bytes, but the snapshot's metadata says "
+                                    f"{src.start + src.length}", src.path)
 
 
 def read_meta(src: RocksDBSource, io: FileIO | None = None) -> K.KeyedBackendMeta:
@@ -196,7 +195,7 @@ class RocksDBSnapshot:
             target = os.path.join(self.path, name)
             names.add(name)
             if src.path is not None and scheme_of(src.path) == "file" and src.start == 0:
-                _check_file(name, src, label)
+                _check_file(f"RocksDB file {name}", src, label)
                 if src.length is None or os.path.getsize(src.path) == src.length:
                     try:
                         os.symlink(os.path.abspath(src.path), target)
@@ -213,8 +212,8 @@ class RocksDBSnapshot:
                 f.write(data)
         manifests = sorted(n for n in names if n.startswith("MANIFEST-"))
         if not manifests:
-            raise CorruptStateError(f"{label}: the RocksDB snapshot has no MANIFEST file "
-                                    f"(files: {', '.join(sorted(names)) or 'none'})")
+            raise CorruptStateError(f"the RocksDB snapshot has no MANIFEST file "
+                                    f"(files: {', '.join(sorted(names)) or 'none'})", label)
         if "CURRENT" not in names:
             with open(os.path.join(self.path, "CURRENT"), "w") as f:
                 f.write(manifests[-1] + "\n")
@@ -229,7 +228,7 @@ class RocksDBSnapshot:
         try:
             names = R.Rdict.list_cf(self.path, R.Options(raw_mode=True))
         except Exception as e:
-            raise CorruptStateError(f"{label}: cannot read the RocksDB MANIFEST ({e})") from None
+            raise CorruptStateError(f"cannot read the RocksDB MANIFEST ({e})", label) from None
         self._write_options(names)
         try:
             opts, cf_opts = R.Options.load_latest(self.path)
@@ -238,7 +237,7 @@ class RocksDBSnapshot:
             self._db = R.Rdict(self.path, opts, cf_opts, access_type=R.AccessType.read_only(False))
             self._cfs = {n: self._db.get_column_family(n) for n in names}
         except Exception as e:
-            raise CorruptStateError(f"{label}: RocksDB cannot open the snapshot ({e})") from None
+            raise CorruptStateError(f"RocksDB cannot open the snapshot ({e})", label) from None
         self._names = list(names)
         self._read_options = R.ReadOptions()
         self._read_options.fill_cache(False)
@@ -290,7 +289,7 @@ class RocksDBSnapshot:
         except Exception as e:
             if type(e).__name__ == "DbClosedError" or self._db is None:
                 raise RuntimeError("the RocksDB snapshot was closed while reading it") from None
-            raise CorruptStateError(f"{label}: RocksDB cannot read column family '{column_family}' ({e})") from None
+            raise CorruptStateError(f"RocksDB cannot read column family '{column_family}' ({e})", label) from None
 
 
 def _escape_option(s: str) -> str:

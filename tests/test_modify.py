@@ -31,14 +31,19 @@ def base(tmp_path):
     assert _digest(b) == before, "BASE was modified"
 
 
+def _open(path):
+    # shallow copies point into BASE: reading them needs external paths allowed
+    return Savepoint.open(str(path), allow_external_paths=True)
+
+
 def _keyed(path, uid, states=None):
-    return {r[0]: tuple(r[1:]) for r in TB.keyed_table(Savepoint.open(str(path)).operator(uid), states).rows()}
+    return {r[0]: tuple(r[1:]) for r in TB.keyed_table(_open(path).operator(uid), states).rows()}
 
 
 def test_shallow_copy_remove_rename(base, tmp_path):
     out = tmp_path / "new"
     SavepointModifier(str(base)).remove_operator("window-agg").rename_uid("keyed", "keyed-v2").write(str(out))
-    sp = Savepoint.open(str(out))
+    sp = _open(out)
     uids = {o.uid for o in sp.operators}
     assert "window-agg" not in uids and "keyed-v2" in uids and "keyed" not in uids
     assert _keyed(out, "keyed-v2") == _keyed(base, "keyed")
@@ -65,10 +70,10 @@ def test_max_parallelism_rekeys_every_key(base, tmp_path, spark):
     m = SavepointModifier(str(base), spark)
     m.set_max_parallelism("keyed", 256)
     m.write(str(out))
-    op = Savepoint.open(str(out)).operator("keyed")
+    op = _open(out).operator("keyed")
     assert op.max_parallelism == 256
     assert _keyed(out, "keyed") == _keyed(base, "keyed")
-    timers = lambda p: sorted(TB.timers_table(Savepoint.open(str(p)).operator("keyed")).rows())  # noqa: E731
+    timers = lambda p: sorted(TB.timers_table(_open(p).operator("keyed")).rows())  # noqa: E731
     assert timers(out) == timers(base)
     # 2-byte key-group prefixes now: every key sits in its new key group
     from fstate.savepoint.types.hashing import key_group_for_hash
@@ -89,7 +94,7 @@ def test_transform_state_with_sql(base, tmp_path, spark):
         t = row[0]
         assert new[k][0] == (None if t is None or t > 1500 else t * 10)
         assert new[k][1:] == row[1:]
-    timers = lambda p: sorted(TB.timers_table(Savepoint.open(str(p)).operator("keyed")).rows())  # noqa: E731
+    timers = lambda p: sorted(TB.timers_table(_open(p).operator("keyed")).rows())  # noqa: E731
     assert timers(out) == timers(base)
 
 
@@ -97,7 +102,7 @@ def test_split_and_merge_list_state(tmp_path):
     out = tmp_path / "new"
     SavepointModifier(str(OPS)).set_parallelism("lists", 5).write(str(out))
     old = Savepoint.open(str(OPS)).operator("lists")
-    new = Savepoint.open(str(out)).operator("lists")
+    new = _open(out).operator("lists")
     assert new.parallelism == 5
     for state in ("longs", "tuples", "union-marks"):
         a = [v for _, _, v in sorted(old.list_state(state))]
@@ -114,6 +119,17 @@ def test_failure_leaves_nothing(base, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["base"]
     with pytest.raises(E.UnknownOperatorError):
         SavepointModifier(str(base)).remove_operator("nope")
+
+
+def test_external_paths_need_permission(base, tmp_path):
+    out = tmp_path / "new"
+    SavepointModifier(str(base)).write(str(out))
+    with pytest.raises(E.ExternalPathError, match="outside the savepoint directory"):
+        list(TB.keyed_table(Savepoint.open(str(out)).operator("keyed")).rows())
+    from fstate.savepoint.verify import verify
+    report = verify(str(out))
+    assert not report.ok and report.external
+    assert verify(str(out), allow_external_paths=True).ok
 
 
 def test_relocate_after_moving_the_base(base, tmp_path):

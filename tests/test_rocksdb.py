@@ -305,3 +305,60 @@ def test_cli_checkpoint_base_dir(tmp_path, spark):
     assert len(rows) == 3 and all(set(r) == {"key", "total"} for r in rows)
     res = runner.invoke(app, ["info", str(chk), "--json", "--checkpoint-base-dir", str(elsewhere)])
     assert res.exit_code == 0 and json.loads(res.stdout)["kind"] == "checkpoint"
+
+
+def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
+    """A RocksDB database written like Flink's RocksDB backend (via the canonical pair encoder),
+    with its files as a RocksDBSource: key groups [start, end] of ``max_parallelism``."""
+    import rocksdict as R
+
+    from fstate.savepoint.types import typeinfo as T
+    from fstate.savepoint.types.hashing import key_group_for_hash
+
+    states = [K.value_state_meta("total", "VALUE", T.LONG),
+              K.value_state_meta("tags", "LIST", T.STRING),
+              K.value_state_meta("m", "MAP", T.MapType(T.STRING, T.LONG)),
+              K.timer_state_meta("event", T.STRING)]
+    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, T.STRING, states)
+    enc = [K.PairEncoder(meta, i, max_parallelism) for i in range(len(states))]
+    expected = {}
+    opts = R.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    db = R.Rdict(str(path), opts)
+    cfs = [db.create_column_family(s.name, R.Options(raw_mode=True)) for s in states]
+    for i in range(400):
+        key = f"key-{i}"
+        kg = key_group_for_hash(T.STRING.java_hash(key), max_parallelism)
+        if not start <= kg <= end:
+            continue
+        values = [i, [f"t{i}", "", "é中"], {"a": i, "nul": None}, 1000 + i]
+        for sid, v in enumerate(values):
+            for kb, vb in enc[sid].pairs(kg, key, v):
+                cfs[sid][kb] = vb
+        expected[key] = (kg, values)
+    db.flush()
+    del cfs
+    db.close()
+    del db
+    gc.collect()
+    files = tuple((n, H.StreamSource(str(path / n), 0, (path / n).stat().st_size, label=n))
+                  for n in sorted(os.listdir(path)) if n.endswith(".sst") or n.startswith("MANIFEST-") or n == "CURRENT")
+    data = K.proxy_bytes(meta)
+    src = RX.RocksDBSource("synthetic", start, end, H.StreamSource(None, data=data, label="meta"), files)
+    return src, expected
+
+
+@pytest.mark.parametrize("max_parallelism,start,end", [(1024, 200, 700), (128, 0, 127)])
+def test_synthetic_database_prefix_sizes(tmp_path, tmp_root, max_parallelism, start, end):
+    src, expected = _synthetic_db(tmp_path / "db", max_parallelism, start, end)
+    assert expected and (max_parallelism == 128 or max(kg for kg, _ in expected.values()) > 255)
+    meta = RX.read_meta(src)
+    with RX.open_snapshot(src) as db:
+        rows = {key: (kg, vals) for kg, key, _, vals in RX.keyed_rows(db, meta, max_parallelism, [0, 1, 2])}
+        timers = {key: (kg, ts) for _, kind, ts, key, _, kg in RX.timer_rows(db, meta, max_parallelism)}
+        some = {kg for kg, _ in list(expected.values())[:3]}
+        picked = {key for _, key, _, _ in RX.keyed_rows(db, meta, max_parallelism, [0], key_groups=some)}
+    assert rows == {k: (kg, [v[0], v[1], v[2]]) for k, (kg, v) in expected.items()}
+    assert timers == {k: (kg, v[3]) for k, (kg, v) in expected.items()}
+    assert picked == {k for k, (kg, _) in expected.items() if kg in some}
+    assert _leftovers(tmp_root) == []

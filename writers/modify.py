@@ -109,7 +109,7 @@ class _HandleMapper:
 
 def dependencies(path: str) -> dict[str, int]:
     """Directories outside the savepoint whose files it references, with the number of handles."""
-    sp = Savepoint.open(path)
+    sp = Savepoint.open(path, allow_external_paths=True)
     own = os.path.realpath(sp.path)
     deps: dict[str, int] = {}
 
@@ -153,7 +153,8 @@ class _Transform:
 
 class SavepointModifier:
     def __init__(self, base: str, spark=None):
-        self.base = Savepoint.open(base)
+        # the base may itself be a shallow copy of another savepoint: its handles are followed
+        self.base = Savepoint.open(base, allow_external_paths=True)
         self._spark = spark
         self.writer = SavepointWriter(spark=spark)
         self._removed: set[bytes] = set()
@@ -337,7 +338,7 @@ class SavepointModifier:
         if unsupported:
             raise InvalidArgumentError(f"operator {view.display_name}: timers of {', '.join(sorted(unsupported))} "
                                        "cannot be carried through a transform")
-        reader = SavepointReader(self.base.location.metadata_path, self.spark)
+        reader = SavepointReader(self.base.location.metadata_path, self.spark, allow_external_paths=True)
         df = reader.keyed(view.uid_hash)
         specs: dict[str, Any] = {}
         for _, s in km.value_states:
@@ -409,7 +410,7 @@ def _canonical_path(p: str) -> str:
 def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True) -> int:
     """Rewrite absolute paths starting with ``old_prefix`` in `_metadata` (a moved savepoint or
     checkpoint directory, or a moved base). Atomic; returns the number of rewritten handles."""
-    sp = Savepoint.open(path)
+    sp = Savepoint.open(path, allow_external_paths=True)
     meta_path = sp.location.metadata_path
     meta = sp.metadata
     count = 0

@@ -1,0 +1,165 @@
+"""``StreamExecutionEnvironment``: where a job is defined, configured and started."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Iterable
+
+from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.types import typeinfo as T
+from .clock import Clock, SystemClock
+from .config import (CheckpointConfig, CheckpointingMode, Configuration, HashMapStateBackend,
+                     RestartStrategyConfiguration, StateBackend, _strip_file_uri)
+from .datastream import DataStream, Edge, StreamNode
+from .failures import FailureInjector
+from .job import JobClient, JobExecutionResult, JobMaster
+from .sources import CollectionSource, FileSource, SequenceSource
+
+
+class StreamExecutionEnvironment:
+    """Defines a streaming job and runs it.
+
+    >>> env = StreamExecutionEnvironment.get_execution_environment()
+    >>> env.enable_checkpointing(1000, CheckpointingMode.EXACTLY_ONCE)
+    >>> env.from_sequence(1, 100).map(lambda x: x * 2).print()
+    >>> env.execute("doubling")
+    """
+
+    def __init__(self, configuration: Configuration | dict | None = None, *, clock: Clock | None = None):
+        conf = configuration if isinstance(configuration, Configuration) else Configuration(configuration or {})
+        self.configuration = conf
+        self.parallelism = int(conf.get("parallelism.default", 1))
+        mp = conf.get("pipeline.max-parallelism")
+        self.max_parallelism: int | None = int(mp) if mp is not None else None
+        self.checkpoint_config = CheckpointConfig()
+        conf.apply_checkpointing(self.checkpoint_config)
+        self.state_backend: StateBackend = conf.state_backend() or HashMapStateBackend()
+        self.restart_strategy: RestartStrategyConfiguration | None = conf.restart_strategy()
+        self.savepoint_dir = conf.savepoint_dir()
+        self.restore_path = conf.restore_path()
+        self.allow_non_restored_state = conf.allow_non_restored_state()
+        self.clock: Clock = clock or SystemClock()
+        self.failure_injector: FailureInjector | None = None
+        #: records a source emits between two looks at its mailbox (checkpoint triggers)
+        self.source_batch_size = 64
+        #: records per network buffer
+        self.network_batch_size = int(conf.get("fstate.runtime.network-batch-size", 256))
+        self._nodes: list[StreamNode] = []
+        self._uids: dict[str, StreamNode] = {}
+
+    @staticmethod
+    def get_execution_environment(configuration: Configuration | dict | None = None) -> "StreamExecutionEnvironment":
+        return StreamExecutionEnvironment(configuration)
+
+    # -- settings ------------------------------------------------------------------------------
+    def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
+        if parallelism < 1:
+            raise InvalidArgumentError("parallelism must be >= 1")
+        self.parallelism = parallelism
+        return self
+
+    def get_parallelism(self) -> int:
+        return self.parallelism
+
+    def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
+        if not 1 <= max_parallelism <= 32768:
+            raise InvalidArgumentError("max parallelism must be within 1..32768")
+        self.max_parallelism = max_parallelism
+        return self
+
+    def get_max_parallelism(self) -> int | None:
+        return self.max_parallelism
+
+    def enable_checkpointing(self, interval_ms: int,
+                             mode: CheckpointingMode = CheckpointingMode.EXACTLY_ONCE) -> "StreamExecutionEnvironment":
+        self.checkpoint_config.set_checkpoint_interval(interval_ms)
+        self.checkpoint_config.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self.checkpoint_config
+
+    def set_state_backend(self, backend: StateBackend) -> "StreamExecutionEnvironment":
+        if not isinstance(backend, HashMapStateBackend):
+            raise InvalidArgumentError(f"fstate's runtime keeps keyed state on the heap (HashMapStateBackend); "
+                                       f"{type(backend).__name__} is not supported")
+        self.state_backend = backend
+        return self
+
+    def get_state_backend(self) -> StateBackend:
+        return self.state_backend
+
+    def set_restart_strategy(self, strategy: RestartStrategyConfiguration) -> "StreamExecutionEnvironment":
+        self.restart_strategy = strategy
+        return self
+
+    def set_default_savepoint_directory(self, directory: str) -> "StreamExecutionEnvironment":
+        self.savepoint_dir = _strip_file_uri(directory)
+        return self
+
+    def restore_from(self, path: str, allow_non_restored_state: bool = False) -> "StreamExecutionEnvironment":
+        """Start the job from a savepoint or retained checkpoint (``execution.state-recovery.path``).
+        State of operators the job no longer has is an error unless ``allow_non_restored_state``."""
+        self.restore_path = _strip_file_uri(path)
+        self.allow_non_restored_state = allow_non_restored_state
+        return self
+
+    def set_failure_injector(self, injector: FailureInjector | None) -> "StreamExecutionEnvironment":
+        self.failure_injector = injector
+        return self
+
+    # -- graph ----------------------------------------------------------------------------------
+    def _new_node(self, kind: str, name: str, function: Any, output_type: T.TypeInfo | None = None) -> StreamNode:
+        node = StreamNode(len(self._nodes), kind, name, function, output_type=output_type)
+        self._nodes.append(node)
+        return node
+
+    def _connect(self, source: StreamNode, target: StreamNode, partitioning: str, key_selector=None,
+                 key_type=None) -> None:
+        e = Edge(source, target, partitioning, key_selector, key_type)
+        source.outputs.append(e)
+        target.inputs.append(e)
+
+    def _claim_uid(self, uid: str, node: StreamNode) -> None:
+        if not uid:
+            raise InvalidArgumentError("a uid must not be empty")
+        other = self._uids.get(uid)
+        if other is not None and other is not node:
+            raise InvalidArgumentError(f"uid '{uid}' is used by two operators")
+        if node.uid is not None and node.uid != uid:
+            self._uids.pop(node.uid, None)
+        self._uids[uid] = node
+
+    # -- sources ------------------------------------------------------------------------------
+    def add_source(self, source: Any, name: str = "Source", parallelism: int | None = None) -> DataStream:
+        node = self._new_node("source", name, source)
+        node.parallelism = parallelism
+        return DataStream(self, node)
+
+    def from_sequence(self, start: int, end: int, **options: Any) -> DataStream:
+        """The numbers ``start..end`` (inclusive) from a replayable, parallel source."""
+        return self.add_source(SequenceSource(start, end, **options), "Sequence Source")
+
+    def from_collection(self, values: Iterable[Any], **options: Any) -> DataStream:
+        return self.add_source(CollectionSource(values, **options), "Collection Source", parallelism=1)
+
+    def read_text_file(self, paths: str | list[str], **options: Any) -> DataStream:
+        return self.add_source(FileSource(paths, **options), "File Source")
+
+    # -- running ----------------------------------------------------------------------------------
+    def _master(self, job_name: str | None, job_id: str | None) -> JobMaster:
+        if not self._nodes:
+            raise InvalidArgumentError("no operators defined in this job")
+        if not any(n.kind == "source" for n in self._nodes):
+            raise InvalidArgumentError("a job needs a source")
+        return JobMaster(self, job_name or "fstate job", job_id or uuid.uuid4().hex, self._nodes)
+
+    def execute_async(self, job_name: str | None = None, *, job_id: str | None = None) -> JobClient:
+        master = self._master(job_name, job_id)
+        master.start()
+        return JobClient(master)
+
+    def execute(self, job_name: str | None = None, *, job_id: str | None = None,
+                timeout: float | None = None) -> JobExecutionResult:
+        """Run the job until it finishes (or fails for good); raises JobExecutionException then."""
+        return self.execute_async(job_name, job_id=job_id).get_job_execution_result(timeout)

@@ -1,0 +1,158 @@
+"""`fstate verify`: every handle resolves, every file has the bytes the handles claim, every state
+decodes with its serializer, and no handle escapes the savepoint directory unless allowed."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from . import handles as H
+from . import keyed as K
+from .errors import ExternalPathError, FStateError
+from .io import strip_file_scheme
+from .loader import OperatorView, Savepoint
+
+
+@dataclass
+class OperatorReport:
+    operator: str
+    uid_hash: str
+    checked: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class VerifyReport:
+    path: str
+    operators: list[OperatorReport]
+    problems: list[str] = field(default_factory=list)  # savepoint-level (e.g. unreadable _metadata)
+    external: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(o.ok for o in self.operators)
+
+    def to_dict(self) -> dict:
+        return {"path": self.path, "ok": self.ok, "problems": self.problems, "external_paths": self.external,
+                "operators": [{"operator": o.operator, "uid_hash": o.uid_hash, "ok": o.ok, "checked": o.checked,
+                               "problems": o.problems} for o in self.operators]}
+
+
+def _stream_handles(op: OperatorView) -> Iterable[tuple[str, object]]:
+    for i, s in sorted(op.state.subtasks.items()):
+        for what, h in (("operator state", s.managed_operator), ("raw operator state", s.raw_operator)):
+            if h is not None:
+                yield f"subtask {i} {what}", h.delegate
+        for what, h in (("keyed state", s.managed_keyed), ("raw keyed state", s.raw_keyed)):
+            if isinstance(h, H.KeyGroupsHandle):
+                yield f"subtask {i} {what}", h.delegate
+            elif isinstance(h, H.IncrementalKeyedHandle):
+                yield f"subtask {i} {what} metadata", h.metadata_state
+                for name, x in h.shared + h.private:
+                    yield f"subtask {i} {what} file {name}", x
+
+
+def _is_external(sp: Savepoint, h) -> str | None:
+    base = os.path.realpath(sp.path)
+    if isinstance(h, H.RelativeFileHandle):
+        target = os.path.realpath(os.path.join(base, h.relative_path))
+    elif isinstance(h, H.FileHandle):
+        target = os.path.realpath(strip_file_scheme(h.path))
+    elif isinstance(h, H.SegmentFileHandle):
+        target = os.path.realpath(strip_file_scheme(h.physical_path))
+    else:
+        return None
+    return None if os.path.commonpath([base, target]) == base else target
+
+
+def _check_file(sp: Savepoint, h) -> str | None:
+    src = H.stream_source(h, sp.path, allow_external=True)
+    if src.path is None:
+        return None
+    io = sp.io
+    if not io.exists(src.path):
+        return f"state file {src.path} does not exist"
+    size = io.size(src.path)
+    need = src.start + (src.length or 0)
+    if isinstance(h, H.SegmentFileHandle):
+        if size < need:
+            return f"state file {src.path} has {size} bytes; the segment needs {need}"
+    elif src.length is not None and size != src.length:
+        return f"state file {src.path} has {size} bytes, the handle says {src.length}"
+    return None
+
+
+def _guard(report: OperatorReport, what: str, fn: Callable[[], object]) -> None:
+    try:
+        fn()
+        report.checked.append(what)
+    except FStateError as e:
+        report.problems.append(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""))
+
+
+def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True) -> VerifyReport:
+    try:
+        sp = Savepoint.open(path, allow_external_paths=True)
+    except FStateError as e:
+        return VerifyReport(path, [], [str(e)])
+    report = VerifyReport(sp.path, [])
+    for op in sp.operators:
+        r = OperatorReport(op.display_name, op.uid_hash)
+        report.operators.append(r)
+        files_ok = True
+        for what, h in _stream_handles(op):
+            outside = _is_external(sp, h)
+            if outside is not None:
+                report.external.append(outside)
+                if not allow_external_paths:
+                    r.problems.append(f"{what}: points outside the savepoint directory: {outside} "
+                                      "(pass --allow-external-paths if that is intended)")
+                    files_ok = False
+                    continue
+            problem = _check_file(sp, h)
+            if problem:
+                r.problems.append(f"{what}: {problem}")
+                files_ok = False
+        if not files_ok or not decode:
+            continue
+        _decode_operator(op, r)
+    return report
+
+
+def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
+    om_holder = {}
+    _guard(r, "operator state header", lambda: om_holder.setdefault("m", op.operator_meta))
+    om = om_holder.get("m")
+    for s in (om.states if om else []):
+        if s.kind == "BROADCAST":
+            _guard(r, f"broadcast state '{s.name}'", lambda s=s: sum(1 for _ in op.broadcast_state(s.name)))
+        else:
+            _guard(r, f"{s.kind.lower()} state '{s.name}'", lambda s=s: sum(1 for _ in op.list_state(s.name)))
+    if not op.has_keyed_state:
+        return
+    handles = {}
+    _guard(r, "keyed state handles", lambda: handles.setdefault("h", op.key_group_handles()))
+    km_holder = {}
+    _guard(r, "keyed state header", lambda: km_holder.setdefault("m", op.keyed_meta))
+    km = km_holder.get("m")
+    if km is None or "h" not in handles:
+        return
+    for subtask, h in handles["h"]:
+        def decode_all(h=h):
+            src = op.savepoint.stream_source(h.delegate)
+            buf = H.read_source(src, op.savepoint.io)
+            meta = K.read_keyed_proxy(buf, src.label)
+            n = 0
+            for _ in K.iter_entries(buf, h, meta, op.max_parallelism, source=src.label):
+                n += 1
+            return n
+        _guard(r, f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})",
+               decode_all)
+
+
+__all__ = ["verify", "VerifyReport", "OperatorReport", "ExternalPathError"]
