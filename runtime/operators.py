@@ -470,10 +470,10 @@ class KeyedProcessOperator(ProcessOperator):
             ctx._ts = ts if kind == "event" else None
             ctx._domain = kind
             out = on_timer(ts, ctx) if on_timer else None
-            ctx._domain = None
             if out is not None:
-                for x in out:
+                for x in out:  # a generator runs here: keep key, timestamp and domain until it is done
                     emit(ts if kind == "event" else None, x)
+            ctx._domain = None
 
     def process_watermark(self, wm: int) -> None:
         self.current_watermark = wm

@@ -277,25 +277,47 @@ def _subtask_of(key):
     return operator_index_for_key_group(key_group_for_hash(T.STRING.java_hash(key), 128), 2, 128)
 
 
-def test_fstate_cli_reads_a_runtime_checkpoint(tmp_path):
+def _retained_checkpoint(tmp_path, n=30, keys=3) -> str:
+    CollectSink.clear("all-states")
+    env = _env(tmp_path, parallelism=1, interval=10_000)
+    _all_states_job(env, n=n, keys=keys)
+    client = env.execute_async()
+    _wait_for(lambda: len(CollectSink.results("all-states")) == n)
+    chk = client.trigger_checkpoint()
+    client.cancel()
+    return chk
+
+
+def test_fstate_info_shows_a_runtime_checkpoint(tmp_path):
     from typer.testing import CliRunner
 
     from fstate.cli.app import app
 
-    CollectSink.clear("all-states")
-    env = _env(tmp_path, parallelism=1, interval=10_000)
-    _all_states_job(env, n=30, keys=3)
-    client = env.execute_async()
-    _wait_for(lambda: len(CollectSink.results("all-states")) == 30)
-    chk = client.trigger_checkpoint()
-    client.cancel()
+    chk = _retained_checkpoint(tmp_path)
     r = CliRunner().invoke(app, ["info", chk])
     assert r.exit_code == 0, r.output
-    assert "keyed" in r.output and "Pickled" in r.output
-    r = CliRunner().invoke(app, ["read", chk, "--uid", "keyed", "--state", "total"])
+    for word in ("keyed", "total", "extra", "Pickled", "Map<Long, Long>", "BigDecimal", "seen", "UNION"):
+        assert word in r.output, word
+
+
+@pytest.mark.spark
+def test_fstate_read_cli_reads_a_runtime_checkpoint(tmp_path, spark):
+    import pickle
+
+    from typer.testing import CliRunner
+
+    from fstate.cli.app import app
+
+    chk = _retained_checkpoint(tmp_path)
+    r = CliRunner().invoke(app, ["read", chk, "--uid", "keyed", "--state", "total", "--json"])
     assert r.exit_code == 0, r.output
     for k in range(3):
-        assert f"k-{k}" in r.output and str(sum(v for v in range(30) if v % 3 == k)) in r.output
+        assert f'"key": "k-{k}"' in r.output and f'"total": {sum(v for v in range(30) if v % 3 == k)}' in r.output
+    # pickled state is binary in Spark: the pickle bytes themselves
+    df = spark.read.format("flink-savepoint").option("path", chk).option("uid", "keyed").option("state", "extra").load()
+    got = {row["key"]: bytes(row["extra"]) for row in df.collect()}
+    assert set(got) == {"k-0", "k-1", "k-2"}
+    assert all(isinstance(pickle.loads(b), dict) for b in got.values())
 
 
 def test_pickled_state_round_trips_through_the_runtime(tmp_path):
@@ -316,8 +338,8 @@ def test_pickled_state_round_trips_through_the_runtime(tmp_path):
 
     CollectSink.clear("peek")
     env2 = _env(tmp_path, parallelism=3)
-    env2.restore_from(sp)
-    (env2.from_collection([f"k-{i}" for i in range(4)]).uid("src")
+    env2.restore_from(sp, allow_non_restored_state=True)  # the old source's offset is not wanted
+    (env2.from_collection([f"k-{i}" for i in range(4)]).uid("probe")
      .map(lambda k: (k, 0)).uid("to-keyed")
      .key_by(lambda t: t[0], key_type=Types.STRING).process(Peek()).uid("keyed")
      .add_sink(CollectSink("peek")).uid("sink"))

@@ -1,0 +1,171 @@
+"""Bad input never crashes: mutated real-Flink `_metadata` and state files end in fstate's own errors.
+
+Hypothesis mutates bytes of real samples (bit flips, truncation, length fields set huge or negative,
+unknown handle types, wrong magic) and runs the metadata parser, the operator and keyed readers and
+`verify`. Every case must either read or raise an FStateError: never another exception, a hang or
+a memory blow-up. The default run is quick; `pytest --fuzz-long tests/test_fuzz.py` runs 10 000+
+cases.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import struct
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from fstate.readers import tables as TB
+from fstate.savepoint.errors import FStateError
+from fstate.savepoint.loader import Savepoint
+from fstate.savepoint.verify import verify
+from tests.support import sample_dirs, sample_snapshot
+
+SAMPLES = {s.name: sample_snapshot(s) for s in sample_dirs()}
+TARGETS = ["operator-state-hashmap-savepoint", "keyed-hashmap-savepoint", "keyed-hashmap-checkpoint",
+           "operator-state-1.15-savepoint"]
+
+
+def _examples(request_config) -> int:
+    return 12000 if request_config.getoption("--fuzz-long") else 150
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def read_everything(path: str) -> None:
+    """Everything a user can ask of a savepoint, in this process."""
+    sp = Savepoint.open(path)
+    for op in sp.operators:
+        op.describe_states()
+        om = op.operator_meta
+        for s in (om.states if om else []):
+            if s.kind == "BROADCAST":
+                list(TB.broadcast_state_table(op, s.name).rows())
+            else:
+                list(TB.list_state_table(op, s.name).rows())
+        if op.has_keyed_state:
+            list(TB.keyed_table(op).rows())
+            list(TB.timers_table(op).rows())
+    verify(path)
+
+
+@st.composite
+def mutations(draw, size: int):
+    kind = draw(st.sampled_from(["flip", "truncate", "int32", "int64", "byte", "splice"]))
+    pos = draw(st.integers(0, max(0, size - 1)))
+    if kind == "flip":
+        return kind, pos, draw(st.integers(0, 7))
+    if kind == "truncate":
+        return kind, pos, None
+    if kind == "int32":
+        return kind, pos, draw(st.sampled_from([-1, -(2 ** 31), 2 ** 31 - 1, 2 ** 20, 0x7FFF, 65536]))
+    if kind == "int64":
+        return kind, pos, draw(st.sampled_from([-1, 2 ** 62, -(2 ** 63), 2 ** 40]))
+    if kind == "byte":
+        return kind, pos, draw(st.integers(0, 255))
+    return kind, pos, draw(st.integers(1, 64))
+
+
+def mutate(data: bytes, m) -> bytes:
+    kind, pos, arg = m
+    b = bytearray(data)
+    if not b:
+        return bytes(b)
+    pos = min(pos, len(b) - 1)
+    if kind == "flip":
+        b[pos] ^= 1 << arg
+    elif kind == "truncate":
+        del b[pos:]
+    elif kind == "int32":
+        b[pos:pos + 4] = struct.pack(">i", arg)
+    elif kind == "int64":
+        b[pos:pos + 8] = struct.pack(">q", arg)
+    elif kind == "byte":
+        b[pos] = arg
+    else:  # duplicate a run of bytes
+        b[pos:pos] = b[pos:pos + arg]
+    return bytes(b)
+
+
+def _run_case(tmp_root: Path, sample: str, which: str, ms) -> None:
+    src = SAMPLES[sample]
+    case = tmp_root / "case"
+    if case.exists():
+        shutil.rmtree(case)
+    shutil.copytree(src, case)
+    files = sorted(p for p in case.iterdir() if p.name != "_metadata")
+    target = case / "_metadata" if which == "metadata" or not files else max(files, key=lambda p: p.stat().st_size)
+    data = target.read_bytes()
+    for m in ms:
+        data = mutate(data, m)
+    target.write_bytes(data)
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(20)
+    try:
+        read_everything(str(case))
+    except FStateError as e:
+        assert str(e), "errors carry a message"
+    except Hang:
+        raise AssertionError(f"reading a mutated {sample} ({which}, {ms}) did not finish within 20 s") from None
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@pytest.fixture(scope="module")
+def memory_cap():
+    """A mutated length field must not make fstate allocate gigabytes: cap the address space."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = 6 * 1024 ** 3
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard == resource.RLIM_INFINITY else min(cap, hard), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+@pytest.mark.parametrize("sample", TARGETS)
+@pytest.mark.parametrize("which", ["metadata", "state-file"])
+def test_mutated_inputs_end_in_fstate_errors(sample, which, tmp_path_factory, request, memory_cap):
+    assert sample in SAMPLES, f"sample {sample} is missing"
+    root = tmp_path_factory.mktemp("fuzz")
+    n = _examples(request.config) // (len(TARGETS) * 2)
+
+    @settings(max_examples=max(n, 10), deadline=None, derandomize=not request.config.getoption("--fuzz-long"),
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture], database=None)
+    @given(st.data())
+    def run(data):
+        path = SAMPLES[sample] / "_metadata"
+        size = path.stat().st_size
+        ms = data.draw(st.lists(mutations(size if which == "metadata" else 4096), min_size=1, max_size=3))
+        _run_case(root, sample, which, ms)
+
+    run()
+
+
+def test_unknown_handle_type_and_magic(tmp_path):
+    src = SAMPLES["operator-state-hashmap-savepoint"]
+    case = tmp_path / "sp"
+    shutil.copytree(src, case)
+    data = bytearray((case / "_metadata").read_bytes())
+    data[:4] = b"\x00\x00\x00\x00"
+    (case / "_metadata").write_bytes(bytes(data))
+    with pytest.raises(FStateError, match="magic"):
+        read_everything(str(case))
+    report = verify(str(case))
+    assert not report.ok and "magic" in report.problems[0]
+
+
+def test_not_a_savepoint_file(tmp_path):
+    (tmp_path / "_metadata").write_text("hello, I am not a savepoint")
+    with pytest.raises(FStateError):
+        read_everything(str(tmp_path))
+    assert os.listdir(tmp_path) == ["_metadata"]
