@@ -139,6 +139,10 @@ def locate(path: str) -> SavepointLocation:
             n for n in io.list_dir(local)
             if (n.startswith("chk-") or n.startswith("savepoint-")) and io.exists(io.join(io.join(local, n), METADATA_FILE))
         ]
+        if len(candidates) == 1:
+            # a savepoint target directory (or a job's checkpoint directory) holding exactly one
+            only = io.join(local, candidates[0])
+            return SavepointLocation(only, io.join(only, METADATA_FILE), io)
         hint = f"; it contains {', '.join(candidates)}: pass one of them" if candidates else ""
         raise SavepointNotFoundError(f"not a savepoint or checkpoint directory (no {METADATA_FILE} file){hint}", path)
     directory = os.path.dirname(local) or "."

@@ -56,7 +56,9 @@ def test_not_a_savepoint(tmp_path):
     # a job checkpoint directory with chk-N inside: say which to pick
     snap = sample_snapshot(SAMPLES[0])
     shutil.copytree(snap, tmp_path / "job" / "chk-7")
-    with pytest.raises(E.SavepointNotFoundError, match="chk-7"):
+    assert Savepoint.open(str(tmp_path / "job")).path.endswith("chk-7")  # the only one: taken
+    shutil.copytree(snap, tmp_path / "job" / "chk-9")
+    with pytest.raises(E.SavepointNotFoundError, match="chk-7, chk-9"):
         Savepoint.open(str(tmp_path / "job"))
 
 
