@@ -12,6 +12,7 @@ Filters ``key = …`` and ``key IN (…)`` on keyed tables are pushed down to ke
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition
@@ -125,15 +126,39 @@ class SavepointReaderSource(DataSourceReader):
         self._table = dataclasses.replace(table, partitions=[])
         return parts
 
-    def read(self, partition: _Part) -> Iterator[tuple]:
+    def read(self, partition: _Part):
+        """Decoded rows as Arrow record batches (the fast way into Spark); plain tuples when a column
+        type has no Arrow form."""
         table = self.table
         convs = [S.converter(t) for _, t, _ in table.columns]
-        key_filter = table.key_filter
-        if not any(convs):
-            yield from TB.read_partition(partition.part, key_filter)
+        rows = TB.read_partition(partition.part, table.key_filter)
+        if any(convs):
+            rows = (tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row)) for row in rows)
+        arrow_schema = _arrow_schema(table)
+        if arrow_schema is None:
+            yield from rows
             return
-        for row in TB.read_partition(partition.part, key_filter):
-            yield tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row))
+        import pyarrow as pa
+
+        while True:
+            batch = list(itertools.islice(rows, BATCH_ROWS))
+            if not batch:
+                return
+            columns = list(zip(*batch))
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(col, type=field.type) for col, field in zip(columns, arrow_schema)], schema=arrow_schema)
+
+
+BATCH_ROWS = 8192
+
+
+def _arrow_schema(table: TB.Table):
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        return to_arrow_schema(spark_schema(table), timezone="UTC")
+    except Exception:  # a type without an Arrow mapping: Spark converts the tuples itself
+        return None
 
 
 def register(spark) -> None:

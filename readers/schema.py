@@ -6,6 +6,7 @@ The TypeInfo tree is the source of truth; this module is the only place that kno
 from __future__ import annotations
 
 import pickle
+import decimal
 from decimal import Decimal
 from typing import Any, Callable
 
@@ -118,10 +119,14 @@ def _repickle(v):
 def _check_decimal(scale: int, what: str):
     quantum = Decimal(1).scaleb(-scale)
     limit = Decimal(10) ** (38 - scale)
+    ctx = decimal.Context(prec=1000)
 
     def conv(v: Decimal):
-        q = v.quantize(quantum)
-        if q != v or abs(q) >= limit:
+        try:
+            q = v.quantize(quantum, context=ctx)
+        except decimal.InvalidOperation:
+            q = None
+        if q is None or q != v or abs(q) >= limit:
             raise FStateError(f"{what} value {v} does not fit Spark's DecimalType(38, {scale}) exactly")
         return q
 

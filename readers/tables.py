@@ -14,7 +14,7 @@ from ..savepoint import handles as H
 from ..savepoint import keyed as K
 from ..savepoint import operator as O
 from ..savepoint import rocksdb as RX
-from ..savepoint.errors import FStateError, InvalidArgumentError, UnknownStateError
+from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
 from ..savepoint.io import io_for
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint.types import typeinfo as T
@@ -118,6 +118,11 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
 def _split_handle(h: H.KeyGroupsHandle, src: H.StreamSource):
     """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
     total = src.length if src.length is not None else len(src.data or b"")
+    if src.path is not None and src.length is not None:
+        actual = io_for(src.path).size(src.path)
+        if actual < src.start + src.length:
+            raise MissingStateFileError(f"state file has {actual} bytes, but the savepoint's metadata says "
+                                        f"{src.start + src.length}", src.path)
     if total <= SPLIT_BYTES or src.path is None:
         return [(h.start_key_group, h.end_key_group, None)]
     present = [(h.start_key_group + i, o) for i, o in enumerate(h.offsets) if o != 0 or not h.canonical]

@@ -621,6 +621,9 @@ def resolve_path(path: str, base_dir: str, allow_external: bool = False) -> str:
 
 
 def stream_source(h, base_dir: str, *, allow_external: bool = False) -> StreamSource:
+    for attr in ("relative_path", "path", "physical_path"):
+        if "\x00" in (getattr(h, attr, None) or ""):
+            raise CorruptStateError(f"a state handle's file path contains a NUL byte: {getattr(h, attr)!r}", base_dir)
     if isinstance(h, ByteStreamHandle):
         return StreamSource(None, data=h.data, label=f"inline state '{h.name}'")
     if isinstance(h, RelativeFileHandle):

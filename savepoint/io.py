@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 import re
 from dataclasses import dataclass
 from urllib.parse import unquote, urlparse
@@ -64,45 +65,59 @@ def scheme_of(path: str) -> str:
 
 
 class LocalFileIO(FileIO):
+    """Local files. Every OS-level failure (missing file, permissions, a path with a NUL byte from a
+    corrupt handle, a file that is a directory) becomes an FStateError naming the path."""
+
     def _p(self, path: str) -> str:
         return strip_file_scheme(path)
 
-    def read(self, path: str) -> bytes:
-        p = self._p(path)
+    @contextmanager
+    def _errors(self, p: str):
         try:
-            with open(p, "rb") as f:
-                return f.read()
+            yield
         except FileNotFoundError:
             raise MissingStateFileError("file does not exist", p) from None
         except IsADirectoryError:
             raise FStateError("is a directory, expected a file", p) from None
         except PermissionError:
             raise FStateError("permission denied", p) from None
+        except (OSError, ValueError) as e:
+            raise FStateError(f"cannot read: {e}", repr(p) if "\x00" in p else p) from None
+
+    def read(self, path: str) -> bytes:
+        p = self._p(path)
+        with self._errors(p):
+            with open(p, "rb") as f:
+                return f.read()
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         p = self._p(path)
-        try:
+        with self._errors(p):
             with open(p, "rb") as f:
+                # never ask for more than the file holds: a corrupt length must not allocate gigabytes
+                available = max(0, os.fstat(f.fileno()).st_size - offset)
                 f.seek(offset)
-                return f.read(length)
-        except FileNotFoundError:
-            raise MissingStateFileError("file does not exist", p) from None
+                return f.read(available if length is None or length < 0 else min(length, available))
 
     def exists(self, path: str) -> bool:
-        return os.path.exists(self._p(path))
+        p = self._p(path)
+        with self._errors(p):
+            return os.path.exists(p)
 
     def is_dir(self, path: str) -> bool:
-        return os.path.isdir(self._p(path))
+        p = self._p(path)
+        with self._errors(p):
+            return os.path.isdir(p)
 
     def size(self, path: str) -> int:
         p = self._p(path)
-        try:
+        with self._errors(p):
             return os.path.getsize(p)
-        except FileNotFoundError:
-            raise MissingStateFileError("file does not exist", p) from None
 
     def list_dir(self, path: str) -> list[str]:
-        return sorted(os.listdir(self._p(path)))
+        p = self._p(path)
+        with self._errors(p):
+            return sorted(os.listdir(p))
 
     def join(self, base: str, name: str) -> str:
         return os.path.join(self._p(base), name)

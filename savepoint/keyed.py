@@ -267,7 +267,7 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
         codecs = state_codecs(meta, max_parallelism, source)
     wanted_kgs = None if key_groups is None else set(key_groups)
     regions = _key_group_regions(handle, len(buf))
-    canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source)
+    canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism)
     for kg, start, end in regions:
         if wanted_kgs is not None and kg not in wanted_kgs:
             continue
@@ -284,7 +284,8 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
 
 
 def is_canonical_layout(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta,
-                        regions: list[tuple[int, int, int]], codecs: list[_StateCodec], source: str | None) -> bool:
+                        regions: list[tuple[int, int, int]], codecs: list[_StateCodec], source: str | None,
+                        max_parallelism: int = 128) -> bool:
     """Which data layout a key-group stream has.
 
     Savepoint handles (tag 7) are canonical. Plain key-group handles (tags 3/12) hold either the
@@ -300,9 +301,27 @@ def is_canonical_layout(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendM
     kg, start, end = min(regions, key=lambda r: r[1])
     try:
         consumed = _native_block_end(buf, start, end, kg, meta, codecs, source)
-    except (CorruptStateError, UnsupportedSerializerError, *_DECODE_ERRORS):
+    except UnsupportedSerializerError:
+        # a state fstate cannot decode stops the trial parse: decide by the framing alone
+        return _looks_canonical(buf, start, end, kg, len(codecs), max_parallelism)
+    except (CorruptStateError, *_DECODE_ERRORS):
         return True
     return consumed != end
+
+
+def _looks_canonical(buf: bytes, start: int, end: int, kg: int, n_states: int, max_parallelism: int) -> bool:
+    """Canonical blocks start with u16 state id, i32 key length, key bytes whose first byte is the
+    key-group prefix; heap-native blocks start with the i32 key group."""
+    try:
+        sid = _U16.unpack_from(buf, start)[0]
+        klen = _I32.unpack_from(buf, start + 2)[0]
+        if sid >= n_states or klen <= 0 or start + 6 + klen > end:
+            return False
+        first = buf[start + 6] & 0x7F
+        stored = ((first << 8) | buf[start + 7]) if key_group_prefix_size(max_parallelism) == 2 else first
+        return stored == kg and _I32.unpack_from(buf, start)[0] != kg
+    except (struct.error, IndexError):
+        return False
 
 
 def _native_block_end(buf, start, end, kg, meta, codecs, source) -> int:

@@ -82,10 +82,48 @@ class Savepoint:
 
     # -- bytes -------------------------------------------------------------------------------
     def stream_source(self, handle) -> H.StreamSource:
-        src = H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
-        if isinstance(handle, (H.FileHandle, H.SegmentFileHandle)):
-            src = H.relocate_source(src, self.path, self.checkpoint_base_dir)
+        if not isinstance(handle, (H.FileHandle, H.SegmentFileHandle)):
+            return H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
+        # absolute paths: follow a moved checkpoint directory, then apply the external-path policy
+        src = H.relocate_source(H.stream_source(handle, self.path, allow_external=True), self.path,
+                                self.checkpoint_base_dir)
+        if not self.allow_external_paths and src.path is not None and self.io.exists(src.path):
+            self._check_inside(src.path, handle)  # (a missing file is reported as missing when read)
         return src
+
+    @cached_property
+    def _own_dirs(self) -> list[str]:
+        """Directories whose files belong to this snapshot: its own; for a checkpoint ``chk-N`` also
+        the job's ``shared/`` and ``taskowned/`` beside it (incremental RocksDB files, file merging);
+        and the directory given as the checkpoint directory's new location."""
+        import os
+        import re
+
+        own = [self.path]
+        parent, name = os.path.split(self.path.rstrip("/"))
+        if re.fullmatch(r"chk-[0-9]+", name):
+            own += [os.path.join(parent, "shared"), os.path.join(parent, "taskowned")]
+        if self.checkpoint_base_dir:
+            own.append(self.checkpoint_base_dir)
+        return own
+
+    def _check_inside(self, path: str, handle) -> None:
+        from .errors import ExternalPathError
+        from .io import scheme_of
+
+        if scheme_of(path) != "file":
+            return
+        for d in self._own_dirs:
+            try:
+                H.resolve_path(path, d, allow_external=False)
+                return
+            except ExternalPathError:
+                continue
+        original = handle.path if isinstance(handle, H.FileHandle) else handle.physical_path
+        shown = original if path == original or f"file:{path}" == original else f"{original} (found at {path})"
+        raise ExternalPathError(
+            f"state file {shown} lies outside the savepoint directory (pass --allow-external-paths, or "
+            "allow_external_paths=True, to read it)", self.path)
 
     def read_stream(self, handle) -> bytes:
         return H.read_source(self.stream_source(handle), self.io)

@@ -58,6 +58,9 @@ def _stream_handles(op: OperatorView) -> Iterable[tuple[str, object]]:
 
 
 def _is_external(sp: Savepoint, h) -> str | None:
+    for attr in ("relative_path", "path", "physical_path"):
+        if "\x00" in (getattr(h, attr, None) or ""):
+            return repr(getattr(h, attr))
     base = os.path.realpath(sp.path)
     if isinstance(h, H.RelativeFileHandle):
         target = os.path.realpath(os.path.join(base, h.relative_path))

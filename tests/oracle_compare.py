@@ -26,8 +26,8 @@ def norm(v: Any) -> Any:
         return base64.b64encode(bytes(v)).decode("ascii")
     if isinstance(v, (list, tuple)):
         return [norm(x) for x in v]
-    if isinstance(v, dict):
-        return sorted(([norm(k), norm(x)] for k, x in v.items()), key=_sort_key)
+    if isinstance(v, dict):  # a JSON object of a dump (POJO, Either): field → value
+        return {k: norm(x) for k, x in v.items()}
     if isinstance(v, Decimal):
         return str(v)
     if isinstance(v, (dt.date, dt.time, dt.datetime)):

@@ -245,10 +245,36 @@ def test_shared_file_of_a_moved_checkpoint_directory(tmp_path, tmp_root):
     shutil.move(str(elsewhere), str(parent / "0123456789abcdef0123456789abcdef"))
     sp = Savepoint.open(str(chk), checkpoint_base_dir=str(parent))
     assert list(TB.keyed_table(sp.operator("keyed"), ["total"]).rows())
-    # external paths denied: the absolute shared file is refused
-    with pytest.raises(FStateError, match="outside the savepoint directory"):
-        TB.keyed_table(Savepoint.open(str(chk), allow_external_paths=False).operator("keyed"))
     assert _leftovers(tmp_root) == []
+
+
+def test_external_path_policy_for_checkpoints(tmp_path, tmp_root):
+    """Files of the checkpoint's own job directory (shared/, taskowned/ beside chk-N) and under an
+    explicit checkpoint_base_dir are the checkpoint's; any other absolute path is external."""
+    job, chk, name, dump = _with_shared_file(tmp_path)
+    assert Savepoint.open(str(chk)).allow_external_paths is False  # the default
+    assert list(TB.keyed_table(Savepoint.open(str(chk)).operator("keyed"), ["total"]).rows())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    shutil.copy(job / "shared" / f"4f1c-{name}", outside / name)
+    sp = Savepoint.open(str(chk))
+    op_id = sp.operator("keyed").state.operator_id
+    _replace_sst_handle(sp.metadata, op_id, name, H.FileHandle(f"file:{outside / name}", (outside / name).stat().st_size))
+    (chk / "_metadata").write_bytes(write_metadata(sp.metadata))
+    with pytest.raises(FStateError, match="outside the savepoint directory"):
+        TB.keyed_table(Savepoint.open(str(chk)).operator("keyed"))
+    assert list(TB.keyed_table(Savepoint.open(str(chk), allow_external_paths=True).operator("keyed"), ["total"]).rows())
+    assert list(TB.keyed_table(Savepoint.open(str(chk), checkpoint_base_dir=str(outside)).operator("keyed"),
+                               ["total"]).rows())
+    assert _leftovers(tmp_root) == []
+
+
+def _replace_sst_handle(meta, operator_id, name, new):
+    op = next(o for o in meta.operators if o.operator_id == operator_id)
+    s = op.subtasks[0]
+    h = s.managed_keyed
+    private = tuple((n, new if n == name else x) for n, x in h.private)
+    op.subtasks[0] = dataclasses.replace(s, managed_keyed=dataclasses.replace(h, private=private))
 
 
 def test_relocation_candidates():

@@ -380,7 +380,7 @@ def test_stop_with_savepoint_and_rescale(tmp_path, before, after):
     env = _env(tmp_path, parallelism=before, interval=30)
     _counting_job(env, out, n, rate=2000)
     client = env.execute_async("phase 1")
-    time.sleep(0.25)
+    _wait_for(lambda: len(read_committed(str(out))) > 0)  # a checkpoint committed some output
     sp = client.stop_with_savepoint(str(tmp_path / "sp"))
     res1 = client.get_job_execution_result()
     assert res1.status == JobStatus.FINISHED and res1.savepoint_path == sp

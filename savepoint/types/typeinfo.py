@@ -238,7 +238,8 @@ def _dec_bigdec(buf, pos):
     if unscaled is None:
         return None, pos
     scale = _I32.unpack_from(buf, pos)[0]
-    return Decimal(unscaled).scaleb(-scale), pos + 4
+    # exact: no context precision applies to a Decimal built from its string form
+    return Decimal(f"{unscaled}E{-scale}"), pos + 4
 
 
 def _enc_bigdec(out, v):

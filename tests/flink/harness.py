@@ -53,7 +53,7 @@ JOBS = HERE / "jobs"
 DEFAULT_VERSION = "2.3.0"
 #: Versions known to run on this machine's Java 17 (see VERSIONS.md).
 SUPPORTED_VERSIONS = ("2.3.0", "2.0.0", "1.20.1", "1.15.4")
-JOBS_NAMES = ("OperatorStateJob", "KeyedStateJob")
+JOBS_NAMES = ("OperatorStateJob", "KeyedStateJob", "TypesJob")
 
 #: Bump when the way outputs are generated changes without the Java sources changing.
 GENERATION_FORMAT = 1
