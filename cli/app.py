@@ -89,6 +89,8 @@ def _print_info(data: dict) -> None:
     out.print(states)
     for w in data["warnings"]:
         err.print(f"[yellow]warning:[/] {w}")
+    for d, n in sorted(data.get("dependencies", {}).items()):
+        err.print(f"[yellow]depends on[/] {d} ({n} file handles): deleting it breaks this savepoint")
 
 
 @app.command()

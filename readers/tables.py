@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from ..savepoint import _fastpath as FP
 from ..savepoint import handles as H
 from ..savepoint import keyed as K
 from ..savepoint import operator as O
 from ..savepoint import rocksdb as RX
 from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
-from ..savepoint.io import io_for
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint.types import typeinfo as T
 from ..savepoint.types.hashing import key_group_for_hash
@@ -119,7 +119,7 @@ def _split_handle(h: H.KeyGroupsHandle, src: H.StreamSource):
     """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
     total = src.length if src.length is not None else len(src.data or b"")
     if src.path is not None and src.length is not None:
-        actual = io_for(src.path).size(src.path)
+        actual = H.source_io(src).size(src.path)
         if actual < src.start + src.length:
             raise MissingStateFileError(f"state file has {actual} bytes, but the savepoint's metadata says "
                                         f"{src.start + src.length}", src.path)
@@ -243,7 +243,7 @@ def _hashable(v: Any) -> Any:
 
 
 def _load(p: Partition) -> bytes:
-    return H.read_source(p.source, io_for(p.source.path or "."))
+    return H.read_source(p.source)  # the source carries its file-system options to the executor
 
 
 def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterator[tuple]:
@@ -267,7 +267,7 @@ def _load_key_groups(p: Partition) -> tuple[bytes, H.KeyGroupsHandle, K.KeyedBac
     if p.span is None or p.source.path is None:
         buf = _load(p)
         return buf, p.handle, K.read_keyed_proxy(buf, label)
-    io = io_for(p.source.path)
+    io = H.source_io(p.source)
     header = b""
     size = 64 * 1024
     while True:
@@ -301,7 +301,9 @@ def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
     yield from _keyed_output(
         p, meta, key_filter,
         lambda: K.timer_rows(buf, handle, meta, p.max_parallelism, key_groups=kg_range, source=label),
-        lambda ids: K.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range, source=label))
+        lambda ids: K.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range, source=label),
+        lambda ids, flatten, ns: FP.table_rows(buf, handle, meta, p.max_parallelism, ids, kg_range, label,
+                                               flatten, ns))
 
 
 def _read_rocksdb(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
@@ -319,8 +321,8 @@ def _read_rocksdb(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]
             lambda ids: RX.keyed_rows(db, meta, p.max_parallelism, ids, key_groups=kgs, source=label))
 
 
-def _keyed_output(p: Partition, meta: K.KeyedBackendMeta, key_filter: frozenset | None, timer_rows, keyed_rows
-                  ) -> Iterator[tuple]:
+def _keyed_output(p: Partition, meta: K.KeyedBackendMeta, key_filter: frozenset | None, timer_rows, keyed_rows,
+                  fast_rows=None) -> Iterator[tuple]:
     """Rows of the keyed or timers table from the decoded (key, namespace, values) / timers."""
     opts = dict(p.options)
     ns_mode = opts.get("ns", "void")
@@ -351,6 +353,11 @@ def _keyed_output(p: Partition, meta: K.KeyedBackendMeta, key_filter: frozenset 
             raise UnknownStateError(f"state '{name}' is missing from this key-group stream", label)
         ids.append(sid)
     flat = opts.get("flat", False)
+    if fast_rows is not None and not flat and key_filter is None:
+        rows = fast_rows(ids, flatten, ns_mode)  # the compiled scanner builds the row tuples (None: off)
+        if rows is not None:
+            yield from rows
+            return
     for _, key, ns, vals in keyed_rows(ids):
         if key_filter is not None and _hashable(key) not in key_filter:
             continue

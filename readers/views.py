@@ -157,8 +157,8 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
             row.update(added=added, removed=removed, changed=0, note="", examples=ex)
             results.append(row)
             continue
-        sa = a.select(*ids, F.to_json(F.struct(*vals)).alias("__old"))
-        sb = b.select(*ids, F.to_json(F.struct(*vals)).alias("__new"))
+        sa = a.select(*ids, F.to_json(F.struct(*_canonical(a, vals))).alias("__old"))
+        sb = b.select(*ids, F.to_json(F.struct(*_canonical(b, vals))).alias("__new"))
         j = sa.join(sb, ids, "full_outer")
         added = j.where("__old IS NULL")
         removed = j.where("__new IS NULL")
@@ -169,6 +169,16 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
         row.update(added=added.count(), removed=removed.count(), changed=changed.count(), note="", examples=ex)
         results.append(row)
     return results
+
+
+def _canonical(df, cols: list[str]):
+    """Columns in a form whose JSON does not depend on map entry order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+
+    types = {f.name: f.dataType for f in df.schema.fields}
+    return [F.array_sort(F.map_entries(F.col(c))).alias(c) if isinstance(types[c], MapType) else F.col(c)
+            for c in cols]
 
 
 def _has(sp: Savepoint, uid: str) -> bool:

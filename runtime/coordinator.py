@@ -214,6 +214,7 @@ class CheckpointCoordinator:
             if self.clock.now_ms() - self.last_completion_ms < self.config.min_pause_ms:
                 raise CheckpointException(CheckpointFailureReason.MINIMUM_TIME_BETWEEN_CHECKPOINTS)
         cid = self.next_id
+        self.next_id += 1  # an id is used up even when the trigger fails (as in Flink)
         ts = self.clock.now_ms()
         try:
             if kind == "checkpoint":
@@ -225,7 +226,6 @@ class CheckpointCoordinator:
             raise
         except Exception as e:  # noqa: BLE001
             raise CheckpointException(CheckpointFailureReason.IO_EXCEPTION, e) from e
-        self.next_id += 1
         self.last_trigger_ms = ts
         p = PendingCheckpoint(cid, ts, kind, builder, attempt.number, set(attempt.tasks), periodic, final, drain,
                               future=future)

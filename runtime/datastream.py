@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..savepoint.types import typeinfo as T
 from ..savepoint.types.hashing import key_group_range, operator_id_for_uid
-from .functions import MIN_WATERMARK, call_of
+from .functions import call_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from .environment import StreamExecutionEnvironment
@@ -220,4 +220,4 @@ class WatermarkStrategy:
         return WatermarkStrategy(self.out_of_orderness_ms, self.generates, self.assigner, int(records))
 
 
-__all__ = ["DataStream", "KeyedStream", "StreamNode", "Edge", "WatermarkStrategy", "MIN_WATERMARK"]
+__all__ = ["DataStream", "KeyedStream", "StreamNode", "Edge", "WatermarkStrategy"]

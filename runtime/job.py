@@ -69,10 +69,6 @@ class JobExecutionException(RuntimeError):
         self.result = result
 
 
-class _Killed(Exception):
-    pass
-
-
 @dataclass(eq=False)
 class Chain:
     id: int
@@ -214,7 +210,7 @@ class JobMaster:
         self.restart_strategy = rs.create(seed=0)
         self.result: Future = Future()
         self.thread = threading.Thread(target=self._main, name=f"fstate-jobmaster-{job_id[:8]}", daemon=True)
-        self._poll = 0.005 if self.checkpointing else 0.02
+        self._poll = max(0.002, min(0.02, cc.interval_ms / 10_000)) if self.checkpointing else 0.02
         self._status_lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------
@@ -249,6 +245,18 @@ class JobMaster:
             self.result.set_result(self._run())
         except BaseException as e:  # noqa: BLE001
             self.result.set_exception(e)
+        finally:
+            self._reject_client_requests()
+
+    def _reject_client_requests(self) -> None:
+        """Requests that arrived too late: the job is no longer running."""
+        while True:
+            try:
+                ev = self.events.get_nowait()
+            except queue.Empty:
+                return
+            if ev[0].startswith("client_") and len(ev) > 1 and isinstance(ev[1], Future) and not ev[1].done():
+                ev[1].set_exception(RuntimeError(f"job {self.job_id} is not running ({self.status.value})"))
 
     def _result(self, t0: float) -> JobExecutionResult:
         return JobExecutionResult(self.job_id, self.job_name, self.status, int((time.monotonic() - t0) * 1000),
@@ -496,8 +504,12 @@ class JobClient:
         return self._m.status
 
     def _request(self, event: tuple, timeout: float | None) -> str:
+        if self._m.result.done():
+            raise RuntimeError(f"job {self._m.job_id} is not running ({self._m.status.value})")
         fut: Future = Future()
         self._m.post((event[0], fut, *event[1:]))
+        if self._m.result.done():  # ended while posting
+            self._m._reject_client_requests()
         try:
             return fut.result(timeout)
         except FutureTimeout:

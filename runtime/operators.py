@@ -165,6 +165,11 @@ class StreamOperator:
 
     def initialize_state(self, restore, restored_checkpoint_id: int | None) -> None:
         where = f"operator {self.node.display} ({self.info.subtask + 1}/{self.info.parallelism})"
+        if restore is not None and restore.keyed is not None and not self.keyed:
+            from .state import StateMigrationError
+
+            raise StateMigrationError(f"{where}: the snapshot holds keyed state for this operator, but it is "
+                                      "not keyed (no key_by before it)")
         self.operator_backend = OperatorStateBackend(where, restore.operator_state if restore else None)
         if self.keyed:
             kg_range = self.node.key_group_range(self.info.subtask)

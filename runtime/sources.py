@@ -72,6 +72,11 @@ class SequenceSource(SourceFunction, CheckpointedFunction):
     def run(self, ctx) -> Iterable[Any]:
         limit = _RateLimit(self.records_per_second)
         for sp in self._splits:
+            if not self.records_per_second:
+                while sp[0] <= sp[1]:
+                    v = sp[0]
+                    sp[0] = v + 1
+                    yield v
             while sp[0] <= sp[1]:
                 if limit.wait():
                     yield IDLE

@@ -302,13 +302,19 @@ class ValueState(_KeyedState):
     kind = "VALUE"
 
     def value(self) -> Any:
-        return self._map().get(self._b.current_key)
+        b = self._b
+        m = self._data.get(b.current_kg)
+        return None if m is None else m.get(b.current_key)
 
     def update(self, value: Any) -> None:
         if value is None:
             self.clear()
-        else:
-            self._map()[self._b.current_key] = value
+            return
+        b = self._b
+        m = self._data.get(b.current_kg)
+        if m is None:
+            m = self._map()
+        m[b.current_key] = value
 
 
 class ListState(_KeyedState):

@@ -11,6 +11,7 @@ use the ``read_*(buf, pos) -> (value, pos)`` functions directly over ``bytes``.
 
 from __future__ import annotations
 
+import os
 import struct
 
 from .errors import CorruptStateError
@@ -94,6 +95,14 @@ def _read_flink_string_slow(buf: bytes, pos: int, n: int) -> tuple[str, int]:
         append(b)
     raw = struct.pack(f">{n}H", *units) if n else b""
     return raw.decode("utf-16-be", "surrogatepass"), pos
+
+
+read_flink_string_py = read_flink_string
+if os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0"):
+    try:  # the compiled twin (savepoint/_speedups.c): the same strings, positions and exceptions
+        from ._speedups import read_flink_string  # noqa: F811
+    except ImportError:
+        pass
 
 
 def _varint(out: bytearray, v: int) -> None:

@@ -48,5 +48,14 @@ class ExternalPathError(FStateError):
     """A handle points outside the savepoint directory and the user did not allow that."""
 
 
+class StorageError(FStateError):
+    """A remote file system refused or failed: no credentials, access denied, a missing bucket,
+    throttling or an unreachable endpoint that persisted through the retries (``transient``)."""
+
+    def __init__(self, message: str, path: str | None = None, *, transient: bool = False):
+        super().__init__(message, path)
+        self.transient = transient
+
+
 class InvalidArgumentError(FStateError):
     """A user argument that cannot work (bad option value, bad spec)."""

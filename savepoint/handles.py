@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from .binary import DataInput, DataOutput
 from .errors import CorruptStateError, ExternalPathError, MissingStateFileError
-from .io import FileIO, scheme_of, strip_file_scheme
+from .io import FileIO, io_for, is_remote, is_within, join, scheme_of, strip_file_scheme
 
 # ---------------------------------------------------------------------------------------------
 # tags
@@ -602,22 +602,19 @@ class StreamSource:
     length: int | None = None
     data: bytes | None = None
     label: str = ""
+    #: file-system options (endpoint, credentials, ...) for a remote path, carried to the executor
+    fs_options: tuple = dataclasses.field(default=(), repr=False)
 
 
 def resolve_path(path: str, base_dir: str, allow_external: bool = False) -> str:
     """Absolute handle path → local path (or remote URI), checking that it stays in ``base_dir``
-    unless external paths are allowed."""
-    if scheme_of(path) != "file":
-        return path
-    local = strip_file_scheme(path)
-    if not allow_external:
-        base = os.path.realpath(strip_file_scheme(base_dir))
-        if os.path.commonpath([base, os.path.realpath(local)]) != base:
-            raise ExternalPathError(
-                f"state file {path} lies outside the savepoint directory (pass --allow-external-paths, or "
-                "allow_external_paths=True, to read it)",
-                base_dir)
-    return local
+    unless external paths are allowed. For URIs, another scheme, bucket or prefix is outside."""
+    if not allow_external and not is_within(path, base_dir):
+        raise ExternalPathError(
+            f"state file {path} lies outside the savepoint directory (pass --allow-external-paths, or "
+            "allow_external_paths=True, to read it)",
+            base_dir)
+    return path if is_remote(path) else strip_file_scheme(path)
 
 
 def stream_source(h, base_dir: str, *, allow_external: bool = False) -> StreamSource:
@@ -631,7 +628,7 @@ def stream_source(h, base_dir: str, *, allow_external: bool = False) -> StreamSo
         if (os.path.isabs(rel) or ".." in rel.split("/")) and not allow_external:
             raise ExternalPathError(f"relative state file '{rel}' escapes the savepoint directory "
                                     "(pass --allow-external-paths to read it)", base_dir)
-        return StreamSource(os.path.join(strip_file_scheme(base_dir), rel), 0, h.size, label=rel)
+        return StreamSource(join(base_dir, rel), 0, h.size, label=rel)
     if isinstance(h, FileHandle):
         p = resolve_path(h.path, base_dir, allow_external)
         return StreamSource(p, 0, h.size, label=p)
@@ -683,9 +680,17 @@ def relocate_source(src: StreamSource, snapshot_dir: str, checkpoint_base_dir: s
     return src
 
 
-def read_source(src: StreamSource, io: FileIO) -> bytes:
+def source_io(src: StreamSource, io: FileIO | None = None) -> FileIO:
+    """The FileIO that serves ``src`` (``io`` when it does; else one made with the source's options)."""
+    if io is not None and io.accepts(src.path):
+        return io
+    return io_for(src.path, src.fs_options)
+
+
+def read_source(src: StreamSource, io: FileIO | None = None) -> bytes:
     if src.path is None:
         return src.data or b""
+    io = source_io(src, io)
     if src.start == 0 and src.length is not None:
         data = io.read(src.path)
     else:
@@ -696,7 +701,7 @@ def read_source(src: StreamSource, io: FileIO) -> bytes:
     return data
 
 
-def open_stream(h, base_dir: str, io: FileIO, *, allow_external: bool = False) -> bytes:
+def open_stream(h, base_dir: str, io: FileIO | None = None, *, allow_external: bool = False) -> bytes:
     """All bytes of a stream handle."""
     return read_source(stream_source(h, base_dir, allow_external=allow_external), io)
 

@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from . import _fastpath
 from . import metainfo as M
 from .binary import DataInput, DataOutput
 from .compression import decompress_framed
@@ -268,6 +269,7 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
     wanted_kgs = None if key_groups is None else set(key_groups)
     regions = _key_group_regions(handle, len(buf))
     canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism)
+    fast = _fastpath.scanner(meta, codecs, max_parallelism, states, source) if canonical else None
     for kg, start, end in regions:
         if wanted_kgs is not None and kg not in wanted_kgs:
             continue
@@ -275,7 +277,9 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
             raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
                                     f"{len(buf)} bytes", source)
         try:
-            if canonical:
+            if fast is not None:  # the compiled scanner (_speedups.c), same entries
+                yield from _fastpath.canonical_key_group(fast, buf, start, end, kg, meta, source)
+            elif canonical:
                 yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source)
             else:
                 yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source)
@@ -455,6 +459,10 @@ def keyed_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
                source: str | None = None) -> Iterator[tuple[int, Any, Any, list]]:
     """Yields (key group, key, namespace, [value of each state in ``state_ids`` or None])."""
     codecs = state_codecs(meta, max_parallelism, source)
+    fast = _fastpath.keyed_rows(buf, handle, meta, max_parallelism, state_ids, codecs, key_groups, source)
+    if fast is not None:  # canonical layout, rows grouped by the compiled scanner
+        yield from fast
+        return
     entries = iter_entries(buf, handle, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
                            states=set(state_ids), source=source)
     yield from rows_from_entries(entries, codecs, state_ids)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
@@ -11,7 +12,7 @@ from . import keyed as K
 from . import operator as O
 from . import rocksdb as RX
 from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError
-from .io import FileIO, SavepointLocation, locate
+from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
 from .metainfo import StateMetaInfo
 from .types.hashing import operator_id_for_uid, parse_operator_id
@@ -37,8 +38,10 @@ class Savepoint:
     """A savepoint or checkpoint directory, opened read-only."""
 
     def __init__(self, location: SavepointLocation, metadata: CheckpointMetadata, *, allow_external_paths: bool = False,
-                 checkpoint_base_dir: str | None = None):
+                 checkpoint_base_dir: str | None = None, fs_options: tuple = ()):
         self.location = location
+        #: file-system options in force (see savepoint/io.py); every remote StreamSource carries them
+        self.fs_options = fs_options
         self.metadata = metadata
         self.allow_external_paths = allow_external_paths
         #: new location of the job's checkpoint directory (``shared/``, ``chk-N/``) when it moved
@@ -46,11 +49,13 @@ class Savepoint:
 
     @classmethod
     def open(cls, path: str, *, allow_external_paths: bool = False,
-             checkpoint_base_dir: str | None = None) -> "Savepoint":
-        loc = locate(path)
+             checkpoint_base_dir: str | None = None, fs_options=None) -> "Savepoint":
+        """``fs_options``: file-system options for remote paths (endpoint, region, credentials, ...)."""
+        opts = resolve_fs_options(fs_options)
+        loc = locate(path, opts)
         data = loc.io.read(loc.metadata_path)
         return cls(loc, read_metadata(data, loc.metadata_path), allow_external_paths=allow_external_paths,
-                   checkpoint_base_dir=checkpoint_base_dir)
+                   checkpoint_base_dir=checkpoint_base_dir, fs_options=opts)
 
     @property
     def path(self) -> str:
@@ -82,13 +87,20 @@ class Savepoint:
 
     # -- bytes -------------------------------------------------------------------------------
     def stream_source(self, handle) -> H.StreamSource:
+        src = self._stream_source(handle)
+        if self.fs_options and src.path is not None and is_remote(src.path):
+            src = dataclasses.replace(src, fs_options=self.fs_options)
+        return src
+
+    def _stream_source(self, handle) -> H.StreamSource:
         if not isinstance(handle, (H.FileHandle, H.SegmentFileHandle)):
             return H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
         # absolute paths: follow a moved checkpoint directory, then apply the external-path policy
         src = H.relocate_source(H.stream_source(handle, self.path, allow_external=True), self.path,
                                 self.checkpoint_base_dir)
-        if not self.allow_external_paths and src.path is not None and self.io.exists(src.path):
-            self._check_inside(src.path, handle)  # (a missing file is reported as missing when read)
+        if not self.allow_external_paths and src.path is not None and (
+                is_remote(src.path) or io_for(src.path).exists(src.path)):
+            self._check_inside(src.path, handle)  # (a missing local file is reported as missing when read)
         return src
 
     @cached_property
@@ -109,10 +121,7 @@ class Savepoint:
 
     def _check_inside(self, path: str, handle) -> None:
         from .errors import ExternalPathError
-        from .io import scheme_of
 
-        if scheme_of(path) != "file":
-            return
         for d in self._own_dirs:
             try:
                 H.resolve_path(path, d, allow_external=False)
@@ -135,7 +144,7 @@ class Savepoint:
             return parse(H.read_source(src, self.io))
         size = _HEADER_PROBE
         while True:
-            data = self.io.read_range(src.path, src.start, min(size, src.length))
+            data = H.source_io(src, self.io).read_range(src.path, src.start, min(size, src.length))
             try:
                 return parse(data)
             except CorruptStateError:
@@ -338,5 +347,7 @@ def _handle_kind(h) -> str:
     return type(h).__name__
 
 
-def open_savepoint(path: str, *, allow_external_paths: bool = False, checkpoint_base_dir: str | None = None) -> Savepoint:
-    return Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir)
+def open_savepoint(path: str, *, allow_external_paths: bool = False, checkpoint_base_dir: str | None = None,
+                   fs_options=None) -> Savepoint:
+    return Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                          fs_options=fs_options)

@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Iterator
 from . import handles as H
 from . import keyed as K
 from .errors import CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
-from .io import FileIO, io_for, scheme_of
+from .io import FileIO, copy_range, is_remote, scheme_of
 
 TEMP_PREFIX = "fstate-rocksdb-"
 #: RocksDB's built-in merge operator that Flink configures on every column family (',' delimiter).
@@ -123,7 +123,7 @@ def _check_file(what: str, src: H.StreamSource, label: str) -> None:
 def read_meta(src: RocksDBSource, io: FileIO | None = None) -> K.KeyedBackendMeta:
     """The keyed-backend proxy of the snapshot (its meta-data stream holds nothing else)."""
     m = src.metadata
-    data = H.read_source(m, io or io_for(m.path or "."))
+    data = H.read_source(m, io)
     return K.read_keyed_proxy(data, m.label or src.label)
 
 
@@ -202,9 +202,13 @@ class RocksDBSnapshot:
                         continue
                     except OSError:
                         pass  # no symlinks here: copy
-            io = self._io or io_for(src.path or ".")
             try:
-                data = H.read_source(src, io)
+                if src.path is not None and is_remote(src.path) and src.length is not None:
+                    # a remote file is streamed to the local directory, never held whole in memory
+                    H.source_io(src, self._io).size(src.path)  # missing → MissingStateFileError
+                    copy_range(src.path, src.start, src.length, target, src.fs_options)
+                    continue
+                data = H.read_source(src, self._io)
             except MissingStateFileError as e:
                 raise MissingStateFileError(f"RocksDB file {name} of {label}: {e.detail}; {MOVED_HINT}",
                                             e.path) from None

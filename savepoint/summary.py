@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import handles as H
+from .errors import ExternalPathError
 from .loader import Savepoint
 from .metadata import FLINK_VERSIONS
 
@@ -23,13 +24,54 @@ def _storage(op) -> dict[str, int]:
     return counts
 
 
+def _dependencies(sp: Savepoint) -> dict[str, int]:
+    """Directories outside the savepoint that its file handles point into (e.g. a modify's BASE)."""
+    import os
+
+    from .io import strip_file_scheme
+
+    own = os.path.realpath(sp.path)
+    deps: dict[str, int] = {}
+    for op in sp.metadata.operators:
+        for s in op.subtasks.values():
+            for h in (s.managed_operator, s.raw_operator, s.managed_keyed, s.raw_keyed):
+                for d in _files(h):
+                    p = strip_file_scheme(d)
+                    if "://" in p:
+                        deps[p.rsplit("/", 1)[0]] = deps.get(p.rsplit("/", 1)[0], 0) + 1
+                        continue
+                    parent = os.path.dirname(os.path.realpath(p))
+                    if os.path.commonpath([own, parent]) != own:
+                        deps[parent] = deps.get(parent, 0) + 1
+    return deps
+
+
+def _files(h) -> list[str]:
+    if h is None:
+        return []
+    if isinstance(h, (H.KeyGroupsHandle, H.OperatorStreamHandle)):
+        return _files(h.delegate)
+    if isinstance(h, H.IncrementalKeyedHandle):
+        return [f for x in [h.metadata_state] + [x for _, x in h.shared + h.private] for f in _files(x)]
+    if isinstance(h, H.FileHandle):
+        return [h.path]
+    if isinstance(h, H.SegmentFileHandle):
+        return [h.physical_path]
+    return []
+
+
 def summarize(sp: Savepoint) -> dict[str, Any]:
     m = sp.metadata
     ops = []
     warnings = []
     for op in sp.operators:
         states = []
-        for d in op.describe_states():
+        try:
+            described = op.describe_states()
+        except ExternalPathError as e:
+            described = []
+            warnings.append(f"{op.display_name}: {e.detail}")
+        for d in described:
             states.append({"name": d.name, "backend": d.backend, "kind": d.kind, "type": d.type_name,
                            "key_type": d.key_type, "namespace": d.namespace, "warnings": list(d.warnings)})
             warnings.extend(f"{op.display_name}/{d.name}: {w}" for w in d.warnings)
@@ -45,6 +87,7 @@ def summarize(sp: Savepoint) -> dict[str, Any]:
         })
     return {
         "path": sp.path,
+        "dependencies": _dependencies(sp),
         "kind": m.snapshot_kind,
         "format": m.format_type,
         "metadata_version": m.version,

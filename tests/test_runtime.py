@@ -300,24 +300,33 @@ def test_fstate_info_shows_a_runtime_checkpoint(tmp_path):
         assert word in r.output, word
 
 
-@pytest.mark.spark
-def test_fstate_read_cli_reads_a_runtime_checkpoint(tmp_path, spark):
+def test_pickled_values_are_binary_for_spark():
     import pickle
 
-    from typer.testing import CliRunner
+    from pyspark.sql import types as st
 
-    from fstate.cli.app import app
+    from fstate.readers.schema import converter, spark_type
+
+    assert spark_type(T.PICKLED) == st.BinaryType()
+    assert spark_type(T.MapType(T.STRING, T.PICKLED)) == st.MapType(st.StringType(), st.BinaryType(), True)
+    conv = converter(T.PICKLED)
+    assert pickle.loads(conv({"a": [1, 2]})) == {"a": [1, 2]}
+    raw = pickle.dumps(Point(1), protocol=4)
+    assert conv(T.OpaquePickle(raw)) == raw
+
+
+@pytest.mark.spark
+def test_spark_reads_a_runtime_checkpoint(tmp_path, spark):
+    import pickle
 
     chk = _retained_checkpoint(tmp_path)
-    r = CliRunner().invoke(app, ["read", chk, "--uid", "keyed", "--state", "total", "--json"])
-    assert r.exit_code == 0, r.output
-    for k in range(3):
-        assert f'"key": "k-{k}"' in r.output and f'"total": {sum(v for v in range(30) if v % 3 == k)}' in r.output
-    # pickled state is binary in Spark: the pickle bytes themselves
-    df = spark.read.format("flink-savepoint").option("path", chk).option("uid", "keyed").option("state", "extra").load()
-    got = {row["key"]: bytes(row["extra"]) for row in df.collect()}
+    rows = (spark.read.format("flink-savepoint").option("path", chk).option("uid", "keyed")
+            .option("state", "total,extra").load().collect())
+    got = {r["key"]: (r["total"], pickle.loads(bytes(r["extra"]))) for r in rows}
     assert set(got) == {"k-0", "k-1", "k-2"}
-    assert all(isinstance(pickle.loads(b), dict) for b in got.values())
+    for k in range(3):
+        last = max(v for v in range(30) if v % 3 == k)
+        assert got[f"k-{k}"] == (sum(v for v in range(30) if v % 3 == k), {"last": last, "point": Point(last % 3)})
 
 
 def test_pickled_state_round_trips_through_the_runtime(tmp_path):
@@ -363,8 +372,8 @@ class CountPerKey(KeyedProcessFunction):
         yield f"{ctx.get_current_key()},{value},{c}"
 
 
-def _counting_job(env, out_dir, n, p_src=None, p_keyed=None, rate=None):
-    src = env.from_sequence(0, n - 1, records_per_second=rate, splits=12).uid("src")
+def _counting_job(env, out_dir, n, p_src=None, p_keyed=None, rate=None, idle_at_end=False):
+    src = env.from_sequence(0, n - 1, records_per_second=rate, splits=12, idle_at_end=idle_at_end).uid("src")
     if p_src:
         src.set_parallelism(p_src)
     keyed = src.key_by(lambda i: f"k-{i % 13}", key_type=Types.STRING).process(CountPerKey()).uid("count")
@@ -378,7 +387,7 @@ def test_stop_with_savepoint_and_rescale(tmp_path, before, after):
     n = 3000
     out = tmp_path / "out"
     env = _env(tmp_path, parallelism=before, interval=30)
-    _counting_job(env, out, n, rate=2000)
+    _counting_job(env, out, n, rate=1000, idle_at_end=True)
     client = env.execute_async("phase 1")
     _wait_for(lambda: len(read_committed(str(out))) > 0)  # a checkpoint committed some output
     sp = client.stop_with_savepoint(str(tmp_path / "sp"))
@@ -540,6 +549,7 @@ class FlakySnapshot(MapFunction, CheckpointedFunction, CheckpointListener):
         pass
 
     def snapshot_state(self, context):
+        FlakySnapshot.log.append(("snapshot", context.get_checkpoint_id(), context.get_checkpoint_timestamp()))
         if context.get_checkpoint_id() == 1:
             raise ValueError("cannot snapshot now")
         if context.get_checkpoint_id() == 2:
@@ -592,6 +602,9 @@ def test_decline_expire_and_complete_with_a_manual_clock(tmp_path, caplog):
     assert stats.completed[0] == 3
     _wait_for(lambda: ("complete", 3) in FlakySnapshot.log)
     client.cancel()
+    # snapshots carry the checkpoint's id and its trigger time (the manual clock's)
+    assert [e for e in FlakySnapshot.log if e[0] == "snapshot"][:3] == [
+        ("snapshot", 1, 1_000_100), ("snapshot", 2, 1_000_200), ("snapshot", 3, 1_001_200)]
     text = caplog.text
     assert "Decline checkpoint 1 by task" in text and CheckpointFailureReason.CHECKPOINT_DECLINED.message in text
     assert "Checkpoint 2 of job" in text and "expired before completing" in text
@@ -682,3 +695,223 @@ def test_file_source_resumes_from_its_offsets(tmp_path):
     res = env.execute()
     assert res.restarts == 1
     assert Counter(read_committed(str(out))) == Counter(f"{f}-{i}" for f in range(3) for i in range(400))
+
+
+# ---------------------------------------------------------------------------------------------
+# operator state redistribution, other stream shapes, processing time
+
+RESTORED: dict = {}
+_RESTORED_LOCK = threading.Lock()
+
+
+class Parts(MapFunction, CheckpointedFunction):
+    """List state (split on rescale), union state (to all) and broadcast state (copied)."""
+
+    def initialize_state(self, context):
+        store = context.get_operator_state_store()
+        self.parts = store.get_list_state(ListStateDescriptor("parts", Types.STRING))
+        self.marks = store.get_union_list_state(ListStateDescriptor("marks", Types.LONG))
+        self.rules = store.get_broadcast_state(MapStateDescriptor("rules", Types.STRING, Types.LONG))
+        rc = self.get_runtime_context()
+        i = rc.get_index_of_this_subtask()
+        if context.is_restored():
+            with _RESTORED_LOCK:
+                RESTORED[i] = (self.parts.get(), sorted(self.marks.get()), dict(self.rules.items()))
+        else:
+            self.parts.update([f"p{i}-{j}" for j in range(i + 2)])
+            self.marks.update([100 + i])
+            self.rules.put_all({"a": 1, "b": 2})
+
+    def snapshot_state(self, context):
+        pass
+
+    def map(self, value):
+        return value
+
+
+@pytest.mark.parametrize("before,after", [(3, 2), (2, 5)])
+def test_operator_state_redistribution(tmp_path, before, after):
+    env = _env(tmp_path, parallelism=before)
+    env.from_collection([], idle_at_end=True).uid("src").map(Parts()).uid("parts").add_sink(
+        CollectSink("x")).uid("sink")
+    client = env.execute_async()
+    time.sleep(0.1)
+    sp = client.stop_with_savepoint()
+    all_parts = [f"p{i}-{j}" for i in range(before) for j in range(i + 2)]
+    assert sorted(v for _, _, v in TB.list_state_table(Savepoint.open(sp).operator("parts"), "parts").rows()) == \
+        sorted(all_parts)
+
+    RESTORED.clear()
+    env2 = _env(tmp_path, parallelism=after)
+    env2.restore_from(sp)
+    env2.from_collection([]).uid("src").map(Parts()).uid("parts").add_sink(CollectSink("x")).uid("sink")
+    env2.execute()
+    assert sorted(RESTORED) == list(range(after))
+    got = [RESTORED[i][0] for i in range(after)]
+    assert sorted(x for g in got for x in g) == sorted(all_parts), "each element exactly once"
+    assert max(map(len, got)) - min(map(len, got)) <= 1, "evenly split"
+    assert [x for g in got for x in g] == all_parts, "contiguous, in subtask order"
+    for i in range(after):
+        assert RESTORED[i][1] == [100 + j for j in range(before)], "union: everything everywhere"
+        assert RESTORED[i][2] == {"a": 1, "b": 2}, "broadcast: a copy everywhere"
+
+
+def test_keyed_map_reduce_union_and_broadcast(tmp_path):
+    class Dedup(MapFunction):
+        def open(self, ctx):
+            self.seen = ctx.get_state(ValueStateDescriptor("seen", Types.BOOLEAN))
+
+        def map(self, value):
+            first = self.seen.value() is None
+            self.seen.update(True)
+            return (value, first)
+
+    CollectSink.clear("dedup")
+    CollectSink.clear("sums")
+    CollectSink.clear("bcast")
+    env = _env(tmp_path, parallelism=2, interval=20)
+    a = env.from_collection([1, 2, 3, 1]).uid("a")
+    b = env.from_collection([3, 4, 4]).uid("b")
+    both = a.union(b).uid("both")
+    both.key_by(lambda x: x).map(Dedup()).uid("dedup").add_sink(CollectSink("dedup")).uid("s1")
+    both.map(lambda x: (x % 2, x)).uid("pairs").key_by(lambda t: t[0]).reduce(
+        lambda s, t: (s[0], s[1] + t[1]), Types.TUPLE(Types.LONG, Types.LONG)).uid("sum").add_sink(
+        CollectSink("sums")).uid("s2")
+    a.broadcast().map(lambda x: x * 10).uid("times-ten").set_parallelism(3).add_sink(
+        CollectSink("bcast")).uid("s3")
+    env.execute()
+    dedup = CollectSink.results("dedup")
+    assert Counter(v for v, first in dedup if first) == Counter({1: 1, 2: 1, 3: 1, 4: 1})
+    assert len(dedup) == 7
+    finals = {}
+    for parity, total in CollectSink.results("sums"):
+        finals[parity] = max(finals.get(parity, 0), total)
+    assert finals == {0: 2 + 4 + 4, 1: 1 + 3 + 1 + 3}
+    assert Counter(CollectSink.results("bcast")) == Counter({10: 6, 20: 3, 30: 3})
+
+
+def test_processing_time_timers_with_a_manual_clock(tmp_path):
+    class Remind(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            ctx.timer_service().register_processing_time_timer(ctx.current_processing_time() + 1000)
+            return None
+
+        def on_timer(self, timestamp, ctx):
+            yield (ctx.get_current_key(), timestamp, ctx.time_domain())
+
+    CollectSink.clear("remind")
+    clock = ManualClock(5000)
+    env = StreamExecutionEnvironment(clock=clock)
+    env.from_collection(["a", "b"], idle_at_end=True).uid("src").key_by(lambda x: x).process(Remind()).uid(
+        "remind").add_sink(CollectSink("remind")).uid("sink")
+    client = env.execute_async()
+    time.sleep(0.2)
+    assert CollectSink.results("remind") == []
+    clock.advance(1000)
+    _wait_for(lambda: len(CollectSink.results("remind")) == 2)
+    assert sorted(CollectSink.results("remind")) == [("a", 6000, "processing"), ("b", 6000, "processing")]
+    client.cancel()
+
+
+def test_requests_to_a_finished_job_fail_fast(tmp_path):
+    env = _env(tmp_path, parallelism=1)
+    env.from_collection([1, 2]).uid("src").add_sink(CollectSink("x")).uid("sink")
+    client = env.execute_async()
+    client.get_job_execution_result(timeout=30)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="not running"):
+        client.trigger_savepoint(timeout=30)
+    assert time.monotonic() - t0 < 5
+
+
+# ---------------------------------------------------------------------------------------------
+# barrier alignment, driven item by item
+
+
+class _RecordingOp:
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.node = SimpleNamespace(id=0, operator_id=b"\x01" * 16)
+        self.seen: list = []
+        self.snapshots: list = []
+
+    def initialize_state(self, restore, restored_checkpoint_id):
+        pass
+
+    def open(self):
+        pass
+
+    def process_record(self, ts, value):
+        self.seen.append(value)
+
+    def process_watermark(self, wm):
+        pass
+
+    def on_idle(self):
+        pass
+
+    def snapshot(self, checkpoint_id, timestamp, location):
+        from fstate.savepoint.metadata import SubtaskState
+
+        self.snapshots.append((checkpoint_id, list(self.seen)))
+        return SubtaskState()
+
+    def notify_checkpoint_complete(self, checkpoint_id):
+        pass
+
+    def notify_checkpoint_aborted(self, checkpoint_id):
+        pass
+
+    def finish(self):
+        pass
+
+    def close(self):
+        pass
+
+
+def _drive(aligned: bool, items: list) -> tuple[_RecordingOp, list]:
+    from types import SimpleNamespace
+
+    from fstate.runtime.task import InputGate, Task
+
+    acks = []
+    coordinator = SimpleNamespace(acknowledge=lambda cid, att, key, states: acks.append(cid),
+                                  decline=lambda cid, att, key, reason, cause, name: acks.append((cid, reason)))
+    master = SimpleNamespace(aligned=aligned, injector=None, coordinator=coordinator, clock=ManualClock(0),
+                             post=lambda ev: None, source_batch=64)
+    attempt = SimpleNamespace(number=0, cancelled=threading.Event())
+    chain = SimpleNamespace(id=0, name="op", parallelism=1, is_source=False)
+    gate = InputGate(2, 64)
+    for item in items:
+        gate.q.put(item)
+    op = _RecordingOp()
+    Task(master, attempt, chain, 0, [op], gate, [], {}, None)._run()
+    return op, acks
+
+
+def test_exactly_once_aligns_barriers_at_least_once_does_not():
+    from fstate.runtime.task import BARRIER, DATA, EOS, CheckpointBarrier
+
+    b1 = CheckpointBarrier(1, 0, "/nowhere")
+    b2 = CheckpointBarrier(2, 0, "/nowhere")
+    items = [(0, BARRIER, b1), (0, DATA, [(None, "x1")]), (1, DATA, [(None, "y1")]), (1, BARRIER, b1),
+             (0, DATA, [(None, "x2")]), (0, BARRIER, b2), (1, BARRIER, b2), (0, EOS, None), (1, EOS, None)]
+    op, acks = _drive(True, items)
+    # x1 came after the barrier on channel 0: held back until the barrier came on channel 1 too
+    assert op.snapshots == [(1, ["y1"]), (2, ["y1", "x1", "x2"])]
+    assert op.seen == ["y1", "x1", "x2"] and acks == [1, 2]
+
+    op, acks = _drive(False, items)
+    # at-least-once: nothing waits; the snapshot includes x1, which a restore replays again
+    assert op.snapshots == [(1, ["x1", "y1"]), (2, ["x1", "y1", "x2"])]
+    assert acks == [1, 2]
+
+
+def test_a_finished_channel_does_not_block_alignment():
+    from fstate.runtime.task import BARRIER, DATA, EOS, CheckpointBarrier
+
+    b1 = CheckpointBarrier(1, 0, "/nowhere")
+    op, acks = _drive(True, [(1, EOS, None), (0, DATA, [(None, "a")]), (0, BARRIER, b1), (0, DATA, [(None, "b")]),
+                             (0, EOS, None)])
+    assert op.snapshots == [(1, ["a"])] and op.seen == ["a", "b"] and acks == [1]

@@ -109,29 +109,9 @@ class _HandleMapper:
 
 def dependencies(path: str) -> dict[str, int]:
     """Directories outside the savepoint whose files it references, with the number of handles."""
-    sp = Savepoint.open(path, allow_external_paths=True)
-    own = os.path.realpath(sp.path)
-    deps: dict[str, int] = {}
+    from ..savepoint.summary import _dependencies
 
-    def visit(h):
-        if isinstance(h, H.KeyGroupsHandle):
-            visit(h.delegate)
-        elif isinstance(h, H.OperatorStreamHandle):
-            visit(h.delegate)
-        elif isinstance(h, H.IncrementalKeyedHandle):
-            for x in [h.metadata_state] + [x for _, x in h.shared + h.private]:
-                visit(x)
-        elif isinstance(h, (H.FileHandle, H.SegmentFileHandle)):
-            p = strip_file_scheme(h.path if isinstance(h, H.FileHandle) else h.physical_path)
-            d = os.path.dirname(os.path.realpath(p))
-            if os.path.commonpath([own, d]) != own:
-                deps[d] = deps.get(d, 0) + 1
-
-    for op in sp.metadata.operators:
-        for s in op.subtasks.values():
-            for h in (s.managed_operator, s.raw_operator, s.managed_keyed, s.raw_keyed):
-                visit(h)
-    return deps
+    return _dependencies(Savepoint.open(path, allow_external_paths=True))
 
 
 # ---------------------------------------------------------------------------------------------

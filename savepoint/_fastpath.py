@@ -1,0 +1,243 @@
+"""Dispatch to the compiled decoder of canonical key groups (``fstate.savepoint._speedups``).
+
+The plain Python decoders in :mod:`keyed` are the reference; the C scanner produces exactly the same
+entries and rows and fails on the same inputs with the same kinds of errors (tests/test_speedups.py
+checks both on every sample and on generated and corrupted streams).
+
+A state is decoded in C when its key, namespace and values are built from: String, Long, Integer,
+Short, Byte, Boolean, Double, Float, Character (and their Flink ``*Value`` twins), VoidNamespace /
+GlobalWindow / Void, TimeWindow, Tuple of those, Nullable and TTL wrappers, and opaque (raw bytes)
+values. Any other state of the same stream is decoded by its Python decoder, called from the C
+scanner for each of its entries, so one unusual state never sends the whole stream down the slow
+path. Timers are decoded in C too.
+
+``FSTATE_PURE_PYTHON=1`` (read at every call) forces the plain Python path; so does a missing
+extension (an install without a C compiler).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Iterator
+
+from . import metainfo as M
+from .compression import decompress_framed
+from .errors import CorruptStateError, UnsupportedSerializerError
+from .types import typeinfo as T
+
+try:
+    from . import _speedups
+except ImportError:  # built without a compiler: the Python path is the whole story
+    _speedups = None
+
+# type codes and plan modes: the enums at the top of _speedups.c
+(STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT, CHAR, ZERO, WINDOW, TUPLE, NULLABLE, TTL,
+ RAW) = range(1, 16)
+SKIP, VALUE, LIST, LIST_RAW, MAP, TIMER, PY = range(7)
+C_PLAIN, C_LIST, C_MAP = range(3)
+
+# A scalar is decoded in C when its Python decoder is one of these (the same bytes and values).
+_SCALAR_CODES = {
+    T.read_flink_string: STRING,
+    T._dec_long: LONG,
+    T._dec_int: INT,
+    T._dec_short: SHORT,
+    T._dec_byte: BYTE,
+    T._dec_bool: BOOL,
+    T._dec_double: DOUBLE,
+    T._dec_float: FLOAT,
+    T._dec_char: CHAR,
+    T._dec_zero_byte: ZERO,
+}
+
+
+def available() -> bool:
+    """Whether the compiled path is used (built, and not switched off by FSTATE_PURE_PYTHON)."""
+    return _speedups is not None and os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0")
+
+
+def type_spec(t: T.TypeInfo) -> Any:
+    """The C scanner's description of a type, or None when the scanner cannot decode it."""
+    if isinstance(t, T.Scalar):
+        return _SCALAR_CODES.get(t.decoder())
+    if type(t) is T.TimeWindowType:
+        return WINDOW
+    if type(t) is T.TupleType:
+        kids = tuple(type_spec(c) for c in t.children)
+        return None if any(k is None for k in kids) else (TUPLE, kids)
+    if type(t) is T.NullableType:
+        inner = type_spec(t.inner)
+        return None if inner is None else (NULLABLE, t.padding, inner)
+    if type(t) is T.TtlType:
+        inner = type_spec(t.value)
+        return None if inner is None else (TTL, inner)
+    return None
+
+
+def _opaque_or_spec(t: T.TypeInfo) -> Any:
+    """Where the Python decoder reads an undecodable type as "the rest of the bytes"."""
+    return RAW if not t.fully_decodable else type_spec(t)
+
+
+def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kind: int) -> tuple:
+    info = codec.info
+
+    def py(func):
+        return (PY, None, None, None, None, False, func, column, column_kind)
+
+    if not wanted:
+        return (SKIP, None, None, None, None, False, None, -1, C_PLAIN)
+    if codec.canonical is None:
+        name = info.name
+
+        def unsupported(kb, vb):
+            raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
+
+        return py(unsupported)
+    if info.backend_type == M.PRIORITY_QUEUE:
+        vt = info.value_type
+        if type(vt) is T.TimerType:
+            k, n = type_spec(vt.key), type_spec(vt.namespace)
+            if k is not None and n is not None:
+                return (TIMER, k, n, None, None, False, None, column, column_kind)
+        return py(codec.canonical)
+    key_t, ns_t = meta.key_type, info.namespace_type
+    k = type_spec(key_t) if key_t.fully_decodable else None
+    n = type_spec(ns_t)
+    if k is None or n is None:
+        return py(codec.canonical)
+    ambiguous = key_t.length < 0 and ns_t.length < 0
+    vt = info.value_type
+    kind = info.kind
+    if kind == "LIST":
+        elem = vt.element if isinstance(vt, T.ListType) else vt
+        if not elem.fully_decodable:
+            return (LIST_RAW, k, n, None, None, ambiguous, None, column, column_kind)
+        e = type_spec(elem)
+        if e is None:
+            return py(codec.canonical)
+        return (LIST, k, n, e, None, ambiguous, None, column, column_kind)
+    if kind == "MAP":
+        uk, uv = _opaque_or_spec(vt.key), _opaque_or_spec(vt.value)
+        if uk is None or uv is None:
+            return py(codec.canonical)
+        return (MAP, k, n, uv, uk, ambiguous, None, column, column_kind)
+    v = _opaque_or_spec(vt)
+    if v is None:
+        return py(codec.canonical)
+    return (VALUE, k, n, v, None, ambiguous, None, column, column_kind)
+
+
+def scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source: str | None,
+            state_ids: list[int] | None = None):
+    """A C scanner for these states (``state_ids``: the row columns, for :func:`canonical_rows`),
+    or None when the compiled path is off."""
+    if not available():
+        return None
+    prefix = 1 if max_parallelism <= 128 else 2
+    columns = {sid: i for i, sid in enumerate(state_ids)} if state_ids is not None else {}
+    plans = []
+    for i, codec in enumerate(codecs):
+        wanted = states is None or i in states
+        col = columns.get(i, -1)
+        ckind = C_MAP if codec.kind == "MAP" else C_LIST if codec.kind == "LIST" else C_PLAIN
+        plans.append(_plan(meta, codec, wanted, source, col, ckind))
+    return _speedups.Scanner(tuple(plans), prefix, CorruptStateError, source)
+
+
+def _key_group_data(buf, start: int, end: int, compressed: bool, source: str | None):
+    if compressed:
+        data, _ = decompress_framed(buf, start, end, source=source)
+        return data, 0
+    return buf, start
+
+
+def canonical_key_group(scan, buf, start: int, end: int, kg: int, meta, source: str | None) -> Iterator[tuple]:
+    """The entries of one canonical key group (keyed._canonical_key_group, in C). On an error the
+    entries decoded before it are yielded first, as the Python generator does."""
+    data, pos = _key_group_data(buf, start, end, meta.compressed, source)
+    out: list = []
+    try:
+        scan.entries(data, pos, kg, out)
+    except BaseException:
+        yield from out
+        raise
+    yield from out
+
+
+def _grouped(scan, buf, regions, meta, width: int, source: str | None, decode_errors: tuple):
+    """(key group, {identity: [key, namespace, values]}) per key group, grouped in C."""
+    for kg, start, end in regions:
+        rows: dict = {}
+        try:
+            data, pos = _key_group_data(buf, start, end, meta.compressed, source)
+            scan.rows(data, pos, kg, width, rows)
+        except decode_errors as e:
+            raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+        yield kg, rows
+
+
+def _canonical_regions(buf, handle, meta, max_parallelism: int, codecs, key_groups, source):
+    """The (key group, start, end) iter_entries would read, checked the same way; None for a
+    stream in the heap-native layout."""
+    from . import keyed as K
+
+    regions = K._key_group_regions(handle, len(buf))
+    if not K.is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism):
+        return None
+    wanted = None if key_groups is None else set(key_groups)
+
+    def checked():
+        for kg, start, end in regions:
+            if wanted is not None and kg not in wanted:
+                continue
+            if not meta.header_size <= start <= len(buf):
+                raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
+                                        f"{len(buf)} bytes", source)
+            yield kg, start, end
+
+    return checked()
+
+
+def keyed_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[int], codecs,
+               key_groups: Iterable[int] | None, source: str | None) -> Iterator[tuple] | None:
+    """keyed.keyed_rows in C for canonical streams: (key group, key, namespace, values); None when
+    the Python path must do it (compiled path off, or the heap-native layout)."""
+    if not available():
+        return None
+    from . import keyed as K
+
+    regions = _canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
+    if regions is None:
+        return None
+    scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
+    return ((kg, key, ns, vals)
+            for kg, rows in _grouped(scan, buf, regions, meta, len(state_ids), source, K._DECODE_ERRORS)
+            for key, ns, vals in rows.values())
+
+
+NS_MODES = {"void": 0, "window": 1}
+
+
+def table_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[int],
+               key_groups: Iterable[int] | None, source: str | None, flatten: bool, ns_mode: str
+               ) -> Iterator[tuple] | None:
+    """The keyed table's row tuples (readers.tables._keyed_output without key filter and ``flat``):
+    key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
+    end, else the namespace) and one value per state. None when the Python path must do it."""
+    if not available():
+        return None
+    from . import keyed as K
+
+    codecs = K.state_codecs(meta, max_parallelism, source)
+    regions = _canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
+    if regions is None:
+        return None
+    scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
+    mode = NS_MODES.get(ns_mode, 2)
+
+    def gen():
+        for _, rows in _grouped(scan, buf, regions, meta, len(state_ids), source, K._DECODE_ERRORS):
+            yield from _speedups.table_rows(rows, flatten, mode)
+
+    return gen()

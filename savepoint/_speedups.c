@@ -1,0 +1,1211 @@
+/* fstate.savepoint._speedups: the compiled fast path for the canonical keyed-state layout.
+ *
+ * The plain Python decoders in keyed.py / types/typeinfo.py are the reference; this module must
+ * produce exactly what they produce (the same Entry tuples, the same rows) and fail where they fail,
+ * with exceptions of the same kinds:
+ *
+ *   - framing errors Python reports as CorruptStateError are raised as that class (handed over by
+ *     the Scanner's constructor) with the same message;
+ *   - value decoding errors are raised as IndexError (Python's out-of-range indexing), struct.error
+ *     (Python's struct.unpack_from) or ValueError (list delimiter, bad lengths), which the caller
+ *     turns into CorruptStateError exactly as it does for the Python decoders.
+ *
+ * Nothing here trusts a length from the stream: every read is bounds-checked against the buffer.
+ *
+ * Scanner(plans, prefix, corrupt_error, source)
+ *     plans: one tuple per state id: (mode, key, namespace, value, user_key, ambiguous, func, column,
+ *     column_kind). Type specs are an int code or (TUPLE, (spec, ...)) / (NULLABLE, padding, spec) /
+ *     (TTL, spec). Modes: SKIP (state not selected: framing is checked, nothing decoded), VALUE,
+ *     LIST, LIST_RAW, MAP, TIMER, PY (func(key bytes, value bytes) -> (identity, key, ns, value),
+ *     the Python decoder of a state this module does not decode itself).
+ *   .entries(data, pos, key_group, out_list)   appends (state id, kg, identity, key, ns, value)
+ *   .rows(data, pos, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
+ * table_rows(rows, flatten, ns_mode) -> [the keyed table's row tuples]
+ * read_flink_string(buf, pos) -> (str | None, new pos)
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* type codes (must match savepoint/_fastpath.py) */
+enum {
+    T_STRING = 1, T_LONG, T_INT, T_SHORT, T_BYTE, T_BOOL, T_DOUBLE, T_FLOAT, T_CHAR,
+    T_ZERO,       /* VoidNamespace, GlobalWindow, Void, Tuple0: None, one byte, not read */
+    T_WINDOW,     /* TimeWindow: (start, end) */
+    T_TUPLE,      /* Tuple: a tuple of its fields */
+    T_NULLABLE,   /* NullableSerializer: null flag (+ padding) or the value */
+    T_TTL,        /* TTL wrapper: 8-byte timestamp skipped, then the value */
+    T_RAW         /* an opaque value: the rest of the buffer as bytes */
+};
+
+/* plan modes (must match savepoint/_fastpath.py) */
+enum { M_SKIP = 0, M_VALUE, M_LIST, M_LIST_RAW, M_MAP, M_TIMER, M_PY };
+
+/* column kinds for rows() */
+enum { C_PLAIN = 0, C_LIST, C_MAP };
+
+#define LIST_DELIMITER 0x2C
+#define END_OF_KEY_GROUP 0xFFFF
+#define META_FOLLOWS 0x80
+
+static PyObject *StructError = NULL;   /* struct.error */
+
+typedef struct TNode {
+    int code;
+    Py_ssize_t padding;        /* T_NULLABLE */
+    Py_ssize_t n;              /* number of children */
+    struct TNode *kids;
+} TNode;
+
+typedef struct {
+    int mode;
+    int ambiguous;
+    int column;                /* rows(): output column, -1 when not selected */
+    int column_kind;
+    TNode key, ns, val, ukey;
+    PyObject *func;            /* M_PY */
+    PyObject *sid;             /* the state id as a Python int */
+} Plan;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t nstates;
+    Plan *plans;
+    int prefix;
+    PyObject *corrupt;         /* CorruptStateError */
+    PyObject *source;
+} Scanner;
+
+/* ------------------------------------------------------------------------------------------ */
+/* errors */
+
+static void *
+err_index(const char *what)
+{
+    PyErr_Format(PyExc_IndexError, "index out of range (%s)", what);
+    return NULL;
+}
+
+static void *
+err_struct(Py_ssize_t need, Py_ssize_t pos, Py_ssize_t len)
+{
+    PyErr_Format(StructError ? StructError : PyExc_ValueError,
+                 "unpack_from requires a buffer of at least %zd bytes for unpacking %zd bytes at offset %zd "
+                 "(actual buffer size is %zd)", pos + need, need, pos, len);
+    return NULL;
+}
+
+static int
+corrupt(Scanner *self, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (msg == NULL)
+        return -1;
+    PyObject *exc = PyObject_CallFunctionObjArgs(self->corrupt, msg, self->source, NULL);
+    Py_DECREF(msg);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* big-endian primitives */
+
+static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
+
+static inline uint32_t be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
+
+/* ------------------------------------------------------------------------------------------ */
+/* Flink StringValue strings: a 7-bit varint of (length + 1), then every UTF-16 code unit as a
+ * 7-bit varint. 0 is null. Mirrors binary.read_flink_string, including which inputs fail. */
+
+static PyObject *
+decode_string_units(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, Py_ssize_t n)
+{
+    Py_ssize_t pos = *ppos;
+    Py_UCS4 *cps = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_UCS4));
+    if (cps == NULL)
+        return PyErr_NoMemory();
+    /* first every unit (a unit above 0xFFFF is an error, as struct.pack('>H') makes it in Python) */
+    int bad_unit = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (pos >= len) {
+            PyMem_Free(cps);
+            return err_index("truncated string");
+        }
+        uint32_t c = b[pos++];
+        if (c >= 0x80) {
+            uint64_t u = c & 0x7F;
+            int shift = 7;
+            for (;;) {
+                if (pos >= len) {
+                    PyMem_Free(cps);
+                    return err_index("truncated string");
+                }
+                uint8_t x = b[pos++];
+                if (shift <= 56)
+                    u |= (uint64_t)(x & 0x7F) << shift;
+                else if (x & 0x7F)
+                    bad_unit = 1;
+                if (x < 0x80)
+                    break;
+                shift += 7;
+            }
+            if (u > 0xFFFF)
+                bad_unit = 1;
+            c = (uint32_t)u;
+        }
+        cps[i] = c;
+    }
+    if (bad_unit) {
+        PyMem_Free(cps);
+        PyErr_SetString(StructError ? StructError : PyExc_ValueError,
+                        "'H' format requires 0 <= number <= 65535");
+        return NULL;
+    }
+    /* join surrogate pairs, keep lone surrogates (Python's utf-16 'surrogatepass') */
+    Py_ssize_t out = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 u = cps[i];
+        if (u >= 0xD800 && u <= 0xDBFF && i + 1 < n && cps[i + 1] >= 0xDC00 && cps[i + 1] <= 0xDFFF) {
+            u = 0x10000 + ((u - 0xD800) << 10) + (cps[i + 1] - 0xDC00);
+            i++;
+        }
+        cps[out++] = u;
+    }
+    PyObject *s = PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, cps, out);
+    PyMem_Free(cps);
+    if (s != NULL)
+        *ppos = pos;
+    return s;
+}
+
+static PyObject *
+decode_string(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos)
+{
+    Py_ssize_t pos = *ppos;
+    if (pos < 0 || pos >= len)
+        return err_index("string length");
+    uint64_t length = b[pos++];
+    int huge = 0;
+    if (length >= 0x80) {
+        length &= 0x7F;
+        int shift = 7;
+        for (;;) {
+            if (pos >= len)
+                return err_index("string length");
+            uint8_t x = b[pos++];
+            if (shift <= 56)
+                length |= (uint64_t)(x & 0x7F) << shift;
+            else if (x & 0x7F)
+                huge = 1;
+            if (x < 0x80)
+                break;
+            shift += 7;
+        }
+    }
+    if (!huge && length == 0) {
+        *ppos = pos;
+        Py_RETURN_NONE;
+    }
+    /* every unit takes at least one byte: more units than bytes left cannot decode */
+    if (huge || length - 1 > (uint64_t)(len - pos))
+        return err_index("truncated string");
+    Py_ssize_t n = (Py_ssize_t)(length - 1);
+    const uint8_t *p = b + pos;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        if (w & 0x8080808080808080ULL)
+            break;
+    }
+    for (; i < n; i++)
+        if (p[i] & 0x80)
+            break;
+    if (i == n) {
+        PyObject *s = PyUnicode_New(n, 127);
+        if (s == NULL)
+            return NULL;
+        memcpy(PyUnicode_DATA(s), p, (size_t)n);
+        *ppos = pos + n;
+        return s;
+    }
+    *ppos = pos;
+    return decode_string_units(b, len, ppos, n);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* values */
+
+static PyObject *
+decode(const TNode *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos)
+{
+    Py_ssize_t pos = *ppos;
+    switch (t->code) {
+    case T_STRING:
+        return decode_string(b, len, ppos);
+    case T_LONG:
+        if (pos + 8 > len)
+            return err_struct(8, pos, len);
+        *ppos = pos + 8;
+        return PyLong_FromLongLong((long long)(int64_t)be64(b + pos));
+    case T_INT:
+        if (pos + 4 > len)
+            return err_struct(4, pos, len);
+        *ppos = pos + 4;
+        return PyLong_FromLong((long)(int32_t)be32(b + pos));
+    case T_SHORT:
+        if (pos + 2 > len)
+            return err_struct(2, pos, len);
+        *ppos = pos + 2;
+        return PyLong_FromLong((long)(int16_t)be16(b + pos));
+    case T_BYTE:
+        if (pos + 1 > len)
+            return err_struct(1, pos, len);
+        *ppos = pos + 1;
+        return PyLong_FromLong((long)(int8_t)b[pos]);
+    case T_BOOL:
+        if (pos >= len)
+            return err_index("boolean");
+        *ppos = pos + 1;
+        return PyBool_FromLong(b[pos] != 0);
+    case T_DOUBLE: {
+        if (pos + 8 > len)
+            return err_struct(8, pos, len);
+        uint64_t u = be64(b + pos);
+        double d;
+        memcpy(&d, &u, 8);
+        *ppos = pos + 8;
+        return PyFloat_FromDouble(d);
+    }
+    case T_FLOAT: {
+        if (pos + 4 > len)
+            return err_struct(4, pos, len);
+        uint32_t u = be32(b + pos);
+        float f;
+        memcpy(&f, &u, 4);
+        *ppos = pos + 4;
+        return PyFloat_FromDouble((double)f);
+    }
+    case T_CHAR:
+        if (pos + 2 > len)
+            return err_struct(2, pos, len);
+        *ppos = pos + 2;
+        return PyUnicode_FromOrdinal(be16(b + pos));
+    case T_ZERO:
+        *ppos = pos + 1;
+        Py_RETURN_NONE;
+    case T_WINDOW: {
+        if (pos + 16 > len)
+            return err_struct(16, pos, len);
+        PyObject *s = PyLong_FromLongLong((long long)(int64_t)be64(b + pos));
+        PyObject *e = s ? PyLong_FromLongLong((long long)(int64_t)be64(b + pos + 8)) : NULL;
+        if (e == NULL) {
+            Py_XDECREF(s);
+            return NULL;
+        }
+        *ppos = pos + 16;
+        PyObject *tup = PyTuple_Pack(2, s, e);
+        Py_DECREF(s);
+        Py_DECREF(e);
+        return tup;
+    }
+    case T_TUPLE: {
+        PyObject *tup = PyTuple_New(t->n);
+        if (tup == NULL)
+            return NULL;
+        for (Py_ssize_t i = 0; i < t->n; i++) {
+            PyObject *v = decode(&t->kids[i], b, len, &pos);
+            if (v == NULL) {
+                Py_DECREF(tup);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(tup, i, v);
+        }
+        *ppos = pos;
+        return tup;
+    }
+    case T_NULLABLE:
+        if (pos < 0 || pos >= len)
+            return err_index("null flag");
+        if (b[pos]) {
+            *ppos = pos + 1 + t->padding;
+            Py_RETURN_NONE;
+        }
+        pos += 1;
+        {
+            PyObject *v = decode(&t->kids[0], b, len, &pos);
+            if (v != NULL)
+                *ppos = pos;
+            return v;
+        }
+    case T_TTL: {
+        pos += 8;
+        PyObject *v = decode(&t->kids[0], b, len, &pos);
+        if (v != NULL)
+            *ppos = pos;
+        return v;
+    }
+    case T_RAW:
+        *ppos = len > pos ? len : pos;
+        return PyBytes_FromStringAndSize((const char *)b + (pos < len ? pos : len), pos < len ? len - pos : 0);
+    default:
+        PyErr_Format(PyExc_SystemError, "fstate._speedups: unknown type code %d", t->code);
+        return NULL;
+    }
+}
+
+/* bytes of b[start:end] with Python's slice clipping */
+static PyObject *
+slice(const uint8_t *b, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end)
+{
+    if (end > len)
+        end = len;
+    if (start > end)
+        start = end;
+    return PyBytes_FromStringAndSize((const char *)b + start, end - start);
+}
+
+static Py_ssize_t
+var_len_size(Py_ssize_t n)
+{
+    Py_ssize_t size = 1;
+    uint64_t u = (uint64_t)n >> 8;
+    while (u) {
+        size++;
+        u >>= 8;
+    }
+    return size;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* where decoded entries go */
+
+typedef struct {
+    PyObject *list;     /* entries(): the output list */
+    PyObject *rows;     /* rows(): identity -> [key, ns, values] */
+    Py_ssize_t width;
+    PyObject *kg;
+} Sink;
+
+/* Takes the references of ident, key, ns and value. */
+static int
+emit(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *ns, PyObject *value)
+{
+    if (sink->list != NULL) {
+        PyObject *tup = PyTuple_New(6);
+        if (tup == NULL)
+            goto fail;
+        Py_INCREF(plan->sid);
+        Py_INCREF(sink->kg);
+        PyTuple_SET_ITEM(tup, 0, plan->sid);
+        PyTuple_SET_ITEM(tup, 1, sink->kg);
+        PyTuple_SET_ITEM(tup, 2, ident);
+        PyTuple_SET_ITEM(tup, 3, key);
+        PyTuple_SET_ITEM(tup, 4, ns);
+        PyTuple_SET_ITEM(tup, 5, value);
+        int rc = PyList_Append(sink->list, tup);
+        Py_DECREF(tup);
+        return rc;
+    }
+    /* rows: the grouping of keyed.rows_from_entries */
+    int c = plan->column;
+    PyObject *row = PyDict_GetItemWithError(sink->rows, ident);
+    PyObject *vals;
+    if (row == NULL) {
+        if (PyErr_Occurred())
+            goto fail;
+        vals = PyList_New(sink->width);
+        if (vals == NULL)
+            goto fail;
+        for (Py_ssize_t i = 0; i < sink->width; i++) {
+            Py_INCREF(Py_None);
+            PyList_SET_ITEM(vals, i, Py_None);
+        }
+        row = PyList_New(3);
+        if (row == NULL) {
+            Py_DECREF(vals);
+            goto fail;
+        }
+        PyList_SET_ITEM(row, 0, key);
+        PyList_SET_ITEM(row, 1, ns);
+        PyList_SET_ITEM(row, 2, vals);
+        key = ns = NULL;
+        int rc = PyDict_SetItem(sink->rows, ident, row);
+        Py_DECREF(row);
+        if (rc < 0)
+            goto fail;
+    } else {
+        Py_CLEAR(key);
+        Py_CLEAR(ns);
+        vals = PyList_GET_ITEM(row, 2);
+    }
+    Py_CLEAR(ident);
+    PyObject *cur = PyList_GET_ITEM(vals, c);
+    if (plan->column_kind == C_MAP) {
+        if (cur == Py_None) {
+            PyObject *m = PyDict_New();
+            if (m == NULL)
+                goto fail;
+            PyList_SetItem(vals, c, m);   /* steals m, releases None */
+            cur = m;
+        }
+        int rc;
+        if (PyTuple_Check(value)) {
+            if (PyTuple_GET_SIZE(value) < 2) {
+                PyErr_SetString(PyExc_IndexError, "tuple index out of range");
+                goto fail;
+            }
+            rc = PyObject_SetItem(cur, PyTuple_GET_ITEM(value, 0), PyTuple_GET_ITEM(value, 1));
+        } else {
+            PyObject *r = PyObject_CallMethod(cur, "update", "O", value);
+            rc = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(value);
+        return rc;
+    }
+    if (plan->column_kind == C_LIST && cur != Py_None) {
+        int rc;
+        if (PyList_CheckExact(cur) && PyList_CheckExact(value)) {
+            Py_ssize_t n = PyList_GET_SIZE(cur);
+            rc = PyList_SetSlice(cur, n, n, value);
+        } else {
+            PyObject *r = PyObject_CallMethod(cur, "extend", "O", value);
+            rc = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(value);
+        return rc;
+    }
+    return PyList_SetItem(vals, c, value);   /* steals value */
+
+fail:
+    Py_XDECREF(ident);
+    Py_XDECREF(key);
+    Py_XDECREF(ns);
+    Py_XDECREF(value);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one entry */
+
+/* key: the composite key (prefix, key, [len], namespace, [len], [user key]); identity, key, ns
+ * and the position after the namespace */
+static int
+split_key(Plan *plan, int prefix, const uint8_t *kb, Py_ssize_t klen, PyObject **ident, PyObject **key,
+          PyObject **ns, Py_ssize_t *after)
+{
+    Py_ssize_t p = prefix;
+    *key = decode(&plan->key, kb, klen, &p);
+    if (*key == NULL)
+        return -1;
+    Py_ssize_t key_end = p;
+    if (plan->ambiguous)
+        p += var_len_size(p - prefix);
+    Py_ssize_t ns_start = p;
+    *ns = decode(&plan->ns, kb, klen, &p);
+    if (*ns == NULL) {
+        Py_CLEAR(*key);
+        return -1;
+    }
+    if (plan->ambiguous) {
+        PyObject *a = slice(kb, klen, prefix, key_end);
+        PyObject *b = a ? slice(kb, klen, ns_start, p) : NULL;
+        if (b != NULL) {
+            PyBytes_Concat(&a, b);   /* releases a on failure */
+            Py_DECREF(b);
+        } else {
+            Py_XDECREF(a);
+            a = NULL;
+        }
+        *ident = a;
+        p += var_len_size(p - ns_start);
+    } else {
+        *ident = slice(kb, klen, prefix, p);
+    }
+    if (*ident == NULL) {
+        Py_CLEAR(*key);
+        Py_CLEAR(*ns);
+        return -1;
+    }
+    *after = p;
+    return 0;
+}
+
+static int
+decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_t klen, int flag,
+             const uint8_t *vb, Py_ssize_t vlen)
+{
+    PyObject *ident = NULL, *key = NULL, *ns = NULL, *value = NULL;
+    Py_ssize_t p;
+    int prefix = self->prefix;
+
+    switch (plan->mode) {
+    case M_TIMER: {
+        p = prefix;
+        if (p + 8 > klen)
+            return err_struct(8, p, klen), -1;
+        int64_t ts = (int64_t)(be64(kb + p) ^ 0x8000000000000000ULL);
+        p += 8;
+        key = decode(&plan->key, kb, klen, &p);
+        if (key == NULL)
+            return -1;
+        ns = decode(&plan->ns, kb, klen, &p);
+        if (ns == NULL)
+            goto fail;
+        ident = slice(kb, klen, prefix, p);
+        if (ident == NULL)
+            goto fail;
+        value = PyLong_FromLongLong((long long)ts);
+        if (value == NULL)
+            goto fail;
+        return emit(sink, plan, ident, key, ns, value);
+    }
+    case M_VALUE:
+        if (split_key(plan, prefix, kb, klen, &ident, &key, &ns, &p) < 0)
+            return -1;
+        p = 0;
+        value = decode(&plan->val, vb, vlen, &p);
+        if (value == NULL)
+            goto fail;
+        return emit(sink, plan, ident, key, ns, value);
+    case M_LIST:
+    case M_LIST_RAW:
+        if (split_key(plan, prefix, kb, klen, &ident, &key, &ns, &p) < 0)
+            return -1;
+        value = PyList_New(0);
+        if (value == NULL)
+            goto fail;
+        if (plan->mode == M_LIST_RAW) {
+            PyObject *raw = PyBytes_FromStringAndSize((const char *)vb, vlen);
+            if (raw == NULL || PyList_Append(value, raw) < 0) {
+                Py_XDECREF(raw);
+                goto fail;
+            }
+            Py_DECREF(raw);
+        } else {
+            p = 0;
+            while (p < vlen) {
+                PyObject *v = decode(&plan->val, vb, vlen, &p);
+                if (v == NULL)
+                    goto fail;
+                int rc = PyList_Append(value, v);
+                Py_DECREF(v);
+                if (rc < 0)
+                    goto fail;
+                if (p < vlen) {
+                    if (vb[p] != LIST_DELIMITER) {
+                        PyErr_Format(PyExc_ValueError,
+                                     "list state element not followed by the ',' delimiter at byte %zd", p);
+                        goto fail;
+                    }
+                    p++;
+                }
+            }
+        }
+        return emit(sink, plan, ident, key, ns, value);
+    case M_MAP: {
+        if (split_key(plan, prefix, kb, klen, &ident, &key, &ns, &p) < 0)
+            return -1;
+        PyObject *uk = decode(&plan->ukey, kb, klen, &p);
+        if (uk == NULL)
+            goto fail;
+        if (vlen < 1) {
+            Py_DECREF(uk);
+            err_index("map value null flag");
+            goto fail;
+        }
+        PyObject *uv;
+        if (vb[0]) {
+            uv = Py_None;
+            Py_INCREF(uv);
+        } else {
+            Py_ssize_t q = 1;
+            uv = decode(&plan->val, vb, vlen, &q);
+            if (uv == NULL) {
+                Py_DECREF(uk);
+                goto fail;
+            }
+        }
+        value = PyTuple_New(2);
+        if (value == NULL) {
+            Py_DECREF(uk);
+            Py_DECREF(uv);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(value, 0, uk);
+        PyTuple_SET_ITEM(value, 1, uv);
+        return emit(sink, plan, ident, key, ns, value);
+    }
+    case M_PY: {
+        PyObject *kbytes = PyBytes_FromStringAndSize((const char *)kb, klen);
+        if (kbytes == NULL)
+            return -1;
+        if (flag)
+            ((unsigned char *)PyBytes_AS_STRING(kbytes))[0] &= 0x7F;
+        PyObject *vbytes = PyBytes_FromStringAndSize((const char *)vb, vlen);
+        if (vbytes == NULL) {
+            Py_DECREF(kbytes);
+            return -1;
+        }
+        PyObject *res = PyObject_CallFunctionObjArgs(plan->func, kbytes, vbytes, NULL);
+        Py_DECREF(kbytes);
+        Py_DECREF(vbytes);
+        if (res == NULL)
+            return -1;
+        PyObject *seq = PySequence_Fast(res, "cannot unpack the decoded entry");
+        Py_DECREF(res);
+        if (seq == NULL)
+            return -1;
+        if (PySequence_Fast_GET_SIZE(seq) != 4) {
+            PyErr_Format(PyExc_ValueError, "expected 4 values to unpack, got %zd", PySequence_Fast_GET_SIZE(seq));
+            Py_DECREF(seq);
+            return -1;
+        }
+        PyObject **items = PySequence_Fast_ITEMS(seq);
+        for (int i = 0; i < 4; i++)
+            Py_INCREF(items[i]);
+        int rc = emit(sink, plan, items[0], items[1], items[2], items[3]);
+        Py_DECREF(seq);
+        return rc;
+    }
+    default:
+        return 0;
+    }
+
+fail:
+    Py_XDECREF(ident);
+    Py_XDECREF(key);
+    Py_XDECREF(ns);
+    Py_XDECREF(value);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one key group: the framing of keyed._canonical_key_group */
+
+static int
+scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg, Sink *sink)
+{
+    if (pos < 0 || pos + 2 > limit)
+        return err_struct(2, pos, limit), -1;
+    Py_ssize_t sid = be16(d + pos);
+    pos += 2;
+    int prefix = self->prefix;
+    for (;;) {
+        if (sid >= self->nstates)
+            return corrupt(self, "key group %ld: state id %zd but the backend has %zd states", kg, sid,
+                           self->nstates);
+        if (pos + 4 > limit)
+            return err_struct(4, pos, limit), -1;
+        Py_ssize_t klen = (int32_t)be32(d + pos);
+        pos += 4;
+        Py_ssize_t kstart = pos;
+        Py_ssize_t kend = pos + klen;
+        if (klen <= 0 || kend > limit)
+            return corrupt(self, "key group %ld: invalid key length %zd at byte %zd", kg, klen, pos - 4);
+        if (kend + 4 > limit)
+            return err_struct(4, kend, limit), -1;
+        Py_ssize_t vlen = (int32_t)be32(d + kend);
+        Py_ssize_t vstart = kend + 4;
+        pos = vstart + vlen;
+        if (vlen < 0 || pos > limit)
+            return corrupt(self, "key group %ld: invalid value length %zd at byte %zd", kg, vlen, kend);
+        int first = d[kstart];
+        int flag = first & META_FOLLOWS;
+        long stored;
+        if (prefix == 1) {
+            stored = first & 0x7F;
+        } else {
+            if (klen < 2)
+                return err_index("key-group prefix"), -1;
+            stored = ((long)(first & 0x7F) << 8) | d[kstart + 1];
+        }
+        if (stored != kg)
+            return corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, stored);
+        Plan *plan = &self->plans[sid];
+        if (plan->mode != M_SKIP) {
+            if (decode_entry(self, plan, sink, d + kstart, klen, flag, d + vstart, vlen) < 0)
+                return -1;
+        }
+        if (flag) {
+            if (pos + 2 > limit)
+                return err_struct(2, pos, limit), -1;
+            Py_ssize_t nxt = be16(d + pos);
+            pos += 2;
+            if (nxt == END_OF_KEY_GROUP)
+                return 0;
+            sid = nxt;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the Scanner type */
+
+static void
+free_node(TNode *t)
+{
+    if (t->kids != NULL) {
+        for (Py_ssize_t i = 0; i < t->n; i++)
+            free_node(&t->kids[i]);
+        PyMem_Free(t->kids);
+        t->kids = NULL;
+    }
+    t->n = 0;
+}
+
+static int
+parse_node(PyObject *spec, TNode *t, int depth)
+{
+    memset(t, 0, sizeof(*t));
+    if (depth > 32) {
+        PyErr_SetString(PyExc_ValueError, "type spec nested too deeply");
+        return -1;
+    }
+    if (spec == Py_None)
+        return 0;                       /* unused slot */
+    if (PyLong_Check(spec)) {
+        long c = PyLong_AsLong(spec);
+        if (c == -1 && PyErr_Occurred())
+            return -1;
+        if (c < T_STRING || c > T_RAW || c == T_TUPLE || c == T_NULLABLE || c == T_TTL) {
+            PyErr_Format(PyExc_ValueError, "bad type code %ld", c);
+            return -1;
+        }
+        t->code = (int)c;
+        return 0;
+    }
+    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 2) {
+        PyErr_SetString(PyExc_TypeError, "type spec must be an int or a tuple");
+        return -1;
+    }
+    long c = PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
+    if (c == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *kids = NULL;
+    if (c == T_TUPLE) {
+        kids = PyTuple_GET_ITEM(spec, 1);
+    } else if (c == T_NULLABLE && PyTuple_GET_SIZE(spec) == 3) {
+        t->padding = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
+        if (t->padding == -1 && PyErr_Occurred())
+            return -1;
+        if (t->padding < 0 || t->padding > (1 << 20)) {
+            PyErr_SetString(PyExc_ValueError, "bad nullable padding");
+            return -1;
+        }
+    } else if (c != T_TTL) {
+        PyErr_Format(PyExc_ValueError, "bad composite type code %ld", c);
+        return -1;
+    }
+    t->code = (int)c;
+    if (c == T_TUPLE) {
+        if (!PyTuple_Check(kids)) {
+            PyErr_SetString(PyExc_TypeError, "tuple fields must be a tuple");
+            return -1;
+        }
+        t->n = PyTuple_GET_SIZE(kids);
+        t->kids = PyMem_Calloc((size_t)(t->n ? t->n : 1), sizeof(TNode));
+        if (t->kids == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < t->n; i++) {
+            if (parse_node(PyTuple_GET_ITEM(kids, i), &t->kids[i], depth + 1) < 0 ||
+                t->kids[i].code == 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "a tuple field has no type");
+                free_node(t);
+                return -1;
+            }
+        }
+        return 0;
+    }
+    /* one child: the last element */
+    PyObject *child = PyTuple_GET_ITEM(spec, PyTuple_GET_SIZE(spec) - 1);
+    t->n = 1;
+    t->kids = PyMem_Calloc(1, sizeof(TNode));
+    if (t->kids == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (parse_node(child, &t->kids[0], depth + 1) < 0 || t->kids[0].code == 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a wrapper type has no inner type");
+        free_node(t);
+        return -1;
+    }
+    return 0;
+}
+
+static void
+Scanner_clear_plans(Scanner *self)
+{
+    if (self->plans == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < self->nstates; i++) {
+        Plan *p = &self->plans[i];
+        free_node(&p->key);
+        free_node(&p->ns);
+        free_node(&p->val);
+        free_node(&p->ukey);
+        Py_CLEAR(p->func);
+        Py_CLEAR(p->sid);
+    }
+    PyMem_Free(self->plans);
+    self->plans = NULL;
+    self->nstates = 0;
+}
+
+static void
+Scanner_dealloc(Scanner *self)
+{
+    Scanner_clear_plans(self);
+    Py_CLEAR(self->corrupt);
+    Py_CLEAR(self->source);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+needs_type(int code, const char *what)
+{
+    if (code == 0) {
+        PyErr_Format(PyExc_ValueError, "plan lacks the %s type", what);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+Scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"plans", "prefix", "corrupt_error", "source", NULL};
+    PyObject *plans, *corrupt_cls, *source;
+    int prefix;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!iOO", kwlist, &PyTuple_Type, &plans, &prefix,
+                                     &corrupt_cls, &source))
+        return -1;
+    if (prefix != 1 && prefix != 2) {
+        PyErr_SetString(PyExc_ValueError, "prefix must be 1 or 2");
+        return -1;
+    }
+    Scanner_clear_plans(self);
+    Py_ssize_t n = PyTuple_GET_SIZE(plans);
+    self->plans = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Plan));
+    if (self->plans == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->nstates = n;
+    self->prefix = prefix;
+    Py_INCREF(corrupt_cls);
+    Py_XSETREF(self->corrupt, corrupt_cls);
+    Py_INCREF(source);
+    Py_XSETREF(self->source, source);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(plans, i);
+        Plan *p = &self->plans[i];
+        int mode, ambiguous, column, column_kind;
+        PyObject *ks, *ns, *vs, *us, *func;
+        if (!PyTuple_Check(t) ||
+            !PyArg_ParseTuple(t, "iOOOOpOii", &mode, &ks, &ns, &vs, &us, &ambiguous, &func, &column,
+                              &column_kind)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "a plan must be a tuple");
+            return -1;
+        }
+        if (mode < M_SKIP || mode > M_PY) {
+            PyErr_Format(PyExc_ValueError, "bad plan mode %d", mode);
+            return -1;
+        }
+        p->mode = mode;
+        p->ambiguous = ambiguous;
+        p->column = column;
+        p->column_kind = column_kind;
+        p->sid = PyLong_FromSsize_t(i);
+        if (p->sid == NULL)
+            return -1;
+        if (parse_node(ks, &p->key, 0) < 0 || parse_node(ns, &p->ns, 0) < 0 || parse_node(vs, &p->val, 0) < 0 ||
+            parse_node(us, &p->ukey, 0) < 0)
+            return -1;
+        switch (mode) {
+        case M_PY:
+            if (!PyCallable_Check(func)) {
+                PyErr_SetString(PyExc_TypeError, "a PY plan needs a callable");
+                return -1;
+            }
+            Py_INCREF(func);
+            p->func = func;
+            break;
+        case M_VALUE:
+        case M_LIST:
+            if (needs_type(p->val.code, "value") < 0)
+                return -1;
+            /* fall through */
+        case M_LIST_RAW:
+        case M_TIMER:
+            if (needs_type(p->key.code, "key") < 0 || needs_type(p->ns.code, "namespace") < 0)
+                return -1;
+            break;
+        case M_MAP:
+            if (needs_type(p->key.code, "key") < 0 || needs_type(p->ns.code, "namespace") < 0 ||
+                needs_type(p->val.code, "value") < 0 || needs_type(p->ukey.code, "user key") < 0)
+                return -1;
+            break;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
+static int
+get_data(PyObject *data, Py_buffer *view)
+{
+    return PyObject_GetBuffer(data, view, PyBUF_SIMPLE);
+}
+
+static PyObject *
+Scanner_entries(Scanner *self, PyObject *args)
+{
+    PyObject *data, *out;
+    Py_ssize_t pos;
+    long kg;
+    if (!PyArg_ParseTuple(args, "OnlO!:entries", &data, &pos, &kg, &PyList_Type, &out))
+        return NULL;
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+        return NULL;
+    }
+    Py_buffer view;
+    if (get_data(data, &view) < 0)
+        return NULL;
+    Sink sink = {out, NULL, 0, PyLong_FromLong(kg)};
+    /* no cycles can form while scanning: spare the collector's passes over the growing rows */
+    int gc_was_enabled = PyGC_Disable();
+    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, view.len, pos, kg, &sink);
+    if (gc_was_enabled)
+        PyGC_Enable();
+    Py_XDECREF(sink.kg);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Scanner_rows(Scanner *self, PyObject *args)
+{
+    PyObject *data, *rows;
+    Py_ssize_t pos, width;
+    long kg;
+    if (!PyArg_ParseTuple(args, "OnlnO!:rows", &data, &pos, &kg, &width, &PyDict_Type, &rows))
+        return NULL;
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nstates; i++) {
+        Plan *p = &self->plans[i];
+        if (p->mode != M_SKIP && (p->column < 0 || p->column >= width)) {
+            PyErr_Format(PyExc_ValueError, "state %zd has no column", i);
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    if (get_data(data, &view) < 0)
+        return NULL;
+    Sink sink = {NULL, rows, width, PyLong_FromLong(kg)};
+    /* no cycles can form while scanning: spare the collector's passes over the growing rows */
+    int gc_was_enabled = PyGC_Disable();
+    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, view.len, pos, kg, &sink);
+    if (gc_was_enabled)
+        PyGC_Enable();
+    Py_XDECREF(sink.kg);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Scanner_methods[] = {
+    {"entries", (PyCFunction)Scanner_entries, METH_VARARGS,
+     "entries(data, pos, key_group, out): append the entries of one canonical key group to out"},
+    {"rows", (PyCFunction)Scanner_rows, METH_VARARGS,
+     "rows(data, pos, key_group, width, rows): group the entries of one key group into rows"},
+    {NULL, NULL, 0, NULL}
+};
+
+static PyTypeObject ScannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fstate.savepoint._speedups.Scanner",
+    .tp_basicsize = sizeof(Scanner),
+    .tp_dealloc = (destructor)Scanner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Decoder of canonical key groups for a fixed set of state plans.",
+    .tp_methods = Scanner_methods,
+    .tp_init = (initproc)Scanner_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* module */
+
+static PyObject *
+py_read_flink_string(PyObject *mod, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "On:read_flink_string", &data, &pos))
+        return NULL;
+    Py_buffer view;
+    if (get_data(data, &view) < 0)
+        return NULL;
+    PyObject *s = decode_string(view.buf, view.len, &pos);
+    PyBuffer_Release(&view);
+    if (s == NULL)
+        return NULL;
+    PyObject *res = Py_BuildValue("(Nn)", s, pos);
+    return res;
+}
+
+/* table_rows(rows, flatten, ns_mode) -> [row tuple]: the keyed table's rows (tables._keyed_output)
+ * from rows(): key (its fields when flatten), the namespace part (ns_mode 0: none, 1: a window's
+ * start and end, 2: the namespace), then one value per state */
+static PyObject *
+py_table_rows(PyObject *mod, PyObject *args)
+{
+    PyObject *rows;
+    int flatten, ns_mode;
+    if (!PyArg_ParseTuple(args, "O!pi:table_rows", &PyDict_Type, &rows, &flatten, &ns_mode))
+        return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t it = 0;
+    PyObject *ident, *row;
+    while (PyDict_Next(rows, &it, &ident, &row)) {
+        if (!PyList_Check(row) || PyList_GET_SIZE(row) != 3 || !PyList_Check(PyList_GET_ITEM(row, 2))) {
+            PyErr_SetString(PyExc_TypeError, "rows must map to [key, namespace, values]");
+            goto fail;
+        }
+        PyObject *key = PyList_GET_ITEM(row, 0);
+        PyObject *ns = PyList_GET_ITEM(row, 1);
+        PyObject *vals = PyList_GET_ITEM(row, 2);
+        PyObject *keyt = NULL;
+        Py_ssize_t nk = 1;
+        if (flatten) {
+            keyt = PySequence_Tuple(key);
+            if (keyt == NULL)
+                goto fail;
+            nk = PyTuple_GET_SIZE(keyt);
+        }
+        Py_ssize_t nn = ns_mode == 0 ? 0 : ns_mode == 1 ? 2 : 1;
+        Py_ssize_t nv = PyList_GET_SIZE(vals);
+        PyObject *tup = PyTuple_New(nk + nn + nv);
+        if (tup == NULL) {
+            Py_XDECREF(keyt);
+            goto fail;
+        }
+        if (flatten) {
+            for (Py_ssize_t i = 0; i < nk; i++) {
+                PyObject *x = PyTuple_GET_ITEM(keyt, i);
+                Py_INCREF(x);
+                PyTuple_SET_ITEM(tup, i, x);
+            }
+            Py_DECREF(keyt);
+        } else {
+            Py_INCREF(key);
+            PyTuple_SET_ITEM(tup, 0, key);
+        }
+        if (ns_mode == 1) {
+            for (Py_ssize_t i = 0; i < 2; i++) {
+                PyObject *x;
+                if (ns == Py_None) {
+                    x = Py_None;
+                    Py_INCREF(x);
+                } else {
+                    x = PySequence_GetItem(ns, i);
+                    if (x == NULL) {
+                        Py_DECREF(tup);
+                        goto fail;
+                    }
+                }
+                PyTuple_SET_ITEM(tup, nk + i, x);
+            }
+        } else if (ns_mode != 0) {
+            Py_INCREF(ns);
+            PyTuple_SET_ITEM(tup, nk, ns);
+        }
+        for (Py_ssize_t i = 0; i < nv; i++) {
+            PyObject *x = PyList_GET_ITEM(vals, i);
+            Py_INCREF(x);
+            PyTuple_SET_ITEM(tup, nk + nn + i, x);
+        }
+        int rc = PyList_Append(out, tup);
+        Py_DECREF(tup);
+        if (rc < 0)
+            goto fail;
+    }
+    return out;
+
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef module_methods[] = {
+    {"table_rows", py_table_rows, METH_VARARGS,
+     "table_rows(rows, flatten, ns_mode) -> list of the keyed table's row tuples"},
+    {"read_flink_string", py_read_flink_string, METH_VARARGS,
+     "read_flink_string(buf, pos) -> (str or None, new pos): a Flink StringValue string"},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_speedups",
+    "Compiled decoders for fstate's hot loops (canonical keyed state, Flink strings).", -1, module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    if (PyType_Ready(&ScannerType) < 0)
+        return NULL;
+    PyObject *struct_mod = PyImport_ImportModule("struct");
+    if (struct_mod == NULL)
+        return NULL;
+    StructError = PyObject_GetAttrString(struct_mod, "error");
+    Py_DECREF(struct_mod);
+    if (StructError == NULL)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&ScannerType);
+    if (PyModule_AddObject(m, "Scanner", (PyObject *)&ScannerType) < 0) {
+        Py_DECREF(&ScannerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

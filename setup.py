@@ -1,0 +1,19 @@
+"""Build script for the optional compiled fast path; everything else is in pyproject.toml.
+
+``fstate.savepoint._speedups`` (savepoint/_speedups.c, plain C against the CPython API) decodes
+canonical keyed state several times faster than the pure-Python core. It is optional: when no C
+compiler is available the build skips it and fstate runs the plain Python decoders, which are the
+reference (set FSTATE_PURE_PYTHON=1 to force them).
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "fstate.savepoint._speedups",
+            sources=["savepoint/_speedups.c"],
+            optional=True,
+        )
+    ],
+)
