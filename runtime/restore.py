@@ -182,18 +182,15 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
     maxp = op.max_parallelism
     new_p = target.parallelism
     restores: list[KeyedRestore] = []
-    for i in range(new_p):
-        s = _sub(subtasks, target, i)
-        restores.append(s.keyed)  # type: ignore[arg-type]
     for _, h in handles:
         buf = op.savepoint.read_stream(h.delegate)
         src = op.savepoint.stream_source(h.delegate).label
         meta = K.read_keyed_proxy(buf, src)
-        for i in range(new_p):
-            if restores[i] is None:
-                restores[i] = KeyedRestore(meta.key_type)
-                _sub(subtasks, target, i).keyed = restores[i]
-            r = restores[i]
+        if not restores:  # every new subtask gets the key type and all state metas, even without entries
+            restores = [KeyedRestore(meta.key_type) for _ in range(new_p)]
+            for i, r in enumerate(restores):
+                _sub(subtasks, target, i).keyed = r
+        for r in restores:
             if r.key_type != meta.key_type:
                 raise RestoreError(f"operator {target.display}: subtasks disagree on the key type "
                                    f"({r.key_type.name} vs {meta.key_type.name})", src)

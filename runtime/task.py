@@ -192,7 +192,8 @@ class Task:
         # source state
         self._finish_requested = False
         self._suspended = False
-        self._timer_ops = [op for op in operators if hasattr(op, "timer_service") and op.timer_service is not None]
+        self._timer_ops: list = []  # operators with processing-time timers (set up in _setup)
+        self._record_check = None
 
     # ------------------------------------------------------------------------------------------
     def start(self) -> None:

@@ -18,7 +18,7 @@ Public API::
     restore_comparable(dump) -> dict                  # normalise dumps for original-vs-restored
     require_flink(version="2.3.0") -> None            # pytest.skip() if Flink cannot run here
 
-Caches (all under ``<repo>/.cache``, which is gitignored):
+Caches (all under ``$FSTATE_CACHE``, default ``~/.cache/fstate``):
 
 * ``flink/<version>/lib``                       jars of non-installed versions
 * ``flink-classes/<version>-<hash>``            compiled jobs (hash of Java sources + javac)
@@ -47,7 +47,9 @@ from typing import Iterator, Sequence
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-CACHE = REPO / ".cache"
+#: Jars, compiled jobs and generated snapshots, keyed by content hashes. Outside the checkout by
+#: default so that a fresh clone on the same machine (CI) reuses them; FSTATE_CACHE overrides.
+CACHE = Path(os.environ.get("FSTATE_CACHE") or Path.home() / ".cache" / "fstate")
 JOBS = HERE / "jobs"
 
 DEFAULT_VERSION = "2.3.0"
