@@ -32,10 +32,10 @@ sys.path.insert(0, str(ROOT))
 from tests.flink import harness  # noqa: E402
 
 
-def run_java(args: list[str], timeout: int = 3600) -> dict:
+def run_java(args: list[str], log_file: Path, timeout: int = 3600) -> dict:
     lib = harness.flink_lib_dir("2.3.0")
     classes = harness.compile_jobs("2.3.0", "BenchJob")
-    cmd = ["java", "-Xmx8g", f"-Dlog4j.configurationFile={harness.log4j_config()}",
+    cmd = ["java", "-Xmx8g", f"-Dlog4j.configurationFile={harness.log4j_config()}", f"-Dfstate.log.file={log_file}",
            "--add-opens", "java.base/java.util=ALL-UNNAMED", "--add-opens", "java.base/java.lang=ALL-UNNAMED",
            "-cp", f"{classes}{os.pathsep}{lib}/*", "BenchJob", *args]
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -84,7 +84,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         work.mkdir(parents=True)
         print(f"generating {a.records:,} keys with Flink 2.3 …", flush=True)
-        gen = run_java(["generate", "--records", str(a.records), "--out", str(work)])
+        gen = run_java(["generate", "--records", str(a.records), "--out", str(work)], work / "generate.log")
         marker.write_text(json.dumps(gen))
     gen = json.loads(marker.read_text())
     sp_dir = gen["savepoint"].replace("file:", "")
@@ -93,7 +93,7 @@ def main() -> None:
     size = sum(p.stat().st_size for p in files)
     print(f"savepoint {sp_dir}: {size / 1e6:.1f} MB, {entries:,} entries")
 
-    restore = run_java(["restore", "--savepoint", gen["savepoint"], "--work", str(work)])
+    restore = run_java(["restore", "--savepoint", gen["savepoint"], "--work", str(work)], work / "restore.log")
     flink_s = restore["restore_s"]
 
     t = time.perf_counter()

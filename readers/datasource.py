@@ -5,7 +5,9 @@ their own state files and decode. Options: ``path``, ``uid`` (uid or uid hash), 
 (``list``/``broadcast``/``keyed``/``timers``; default keyed when the operator has keyed state),
 ``state`` (comma-separated for keyed), ``flat``, ``flatten``, ``allowExternalPaths``,
 ``checkpointBaseDir`` (new location of a moved job checkpoint directory: RocksDB incremental
-checkpoints refer to ``<dir>/<job id>/shared/`` by absolute paths).
+checkpoints refer to ``<dir>/<job id>/shared/`` by absolute paths), and file-system options for
+remote paths: ``fs.<option>`` (``fs.endpoint``, ``fs.region``, ``fs.path_style``, ``fs.s3a.endpoint``,
+...) or ``fsOptions`` (a JSON object); see savepoint/io.py.
 Filters ``key = …`` and ``key IN (…)`` on keyed tables are pushed down to key groups.
 """
 
@@ -38,7 +40,8 @@ def build_table(options: dict, keys: list | None = None) -> TB.Table:
     if not path or not uid:
         raise InvalidArgumentError("options 'path' and 'uid' are required")
     sp = Savepoint.open(path, allow_external_paths=_bool(options.get("allowexternalpaths", "true")),
-                        checkpoint_base_dir=options.get("checkpointbasedir") or None)
+                        checkpoint_base_dir=options.get("checkpointbasedir") or None,
+                        fs_options=fs_options_from(options))
     op = sp.operator(uid)
     table = options.get("table")
     state = options.get("state")
@@ -67,6 +70,24 @@ def build_table(options: dict, keys: list | None = None) -> TB.Table:
     if table == "timers":
         return TB.timers_table(op, flatten_key=_bool(options.get("flatten")))
     raise InvalidArgumentError(f"unknown table kind '{table}' (list, broadcast, keyed, timers)")
+
+
+def fs_options_from(options: dict) -> dict:
+    """File-system options among data source options: ``fsOptions`` (JSON) and ``fs.<name>``."""
+    import json
+
+    out = {}
+    raw = options.get("fsoptions")
+    if raw:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise InvalidArgumentError("option fsOptions must be a JSON object") from None
+        if not isinstance(data, dict):
+            raise InvalidArgumentError("option fsOptions must be a JSON object")
+        out.update(data)
+    out.update({k[3:]: v for k, v in options.items() if k.startswith("fs.")})
+    return out
 
 
 def _required(state: str | None) -> str:

@@ -19,13 +19,15 @@ from .datasource import FORMAT
 
 class SavepointReader:
     def __init__(self, path: str, spark=None, *, allow_external_paths: bool = True,
-                 checkpoint_base_dir: str | None = None):
+                 checkpoint_base_dir: str | None = None, fs_options=None):
+        """``fs_options``: file-system options for remote paths (endpoint, region, path_style,
+        credentials, ...; see savepoint/io.py); they travel with every Spark task."""
         self.path = path
         self.allow_external_paths = allow_external_paths
         #: new location of the job's checkpoint directory (holding shared/ and chk-N/) when it moved
         self.checkpoint_base_dir = checkpoint_base_dir
         self.savepoint = Savepoint.open(path, allow_external_paths=allow_external_paths,
-                                        checkpoint_base_dir=checkpoint_base_dir)
+                                        checkpoint_base_dir=checkpoint_base_dir, fs_options=fs_options)
         self._spark = spark
 
     # -- metadata (no Spark) -------------------------------------------------------------------
@@ -60,6 +62,11 @@ class SavepointReader:
                 "allowExternalPaths": str(self.allow_external_paths).lower()}
         if self.checkpoint_base_dir:
             opts["checkpointBaseDir"] = self.checkpoint_base_dir
+        if self.savepoint.fs_options:
+            import json
+
+            # Spark plans a Python data source in a worker process: the options go with the read
+            opts["fsOptions"] = json.dumps(dict(self.savepoint.fs_options))
         opts.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items() if v is not None})
         return self.spark.read.format(FORMAT).options(**opts).load()
 

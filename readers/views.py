@@ -34,6 +34,10 @@ def view_name(text: str) -> str:
 
 def _options(sp: Savepoint, uid: str, **kw) -> dict:
     opts = {"path": sp.location.metadata_path, "uid": uid, "allowExternalPaths": str(sp.allow_external_paths).lower()}
+    if sp.fs_options:  # remote paths: the planner (a Spark worker) needs the file-system options too
+        import json
+
+        opts["fsOptions"] = json.dumps(dict(sp.fs_options))
     opts.update({k: v for k, v in kw.items() if v is not None})
     return opts
 
@@ -81,12 +85,12 @@ METADATA_SCHEMA = ("operator_uid string, operator_name string, uid_hash string, 
                    "max_parallelism int, state_name string, backend string, kind string, type string")
 
 
-def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = False
-                   ) -> dict[str, str]:
+def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = False,
+                   fs_options=None) -> dict[str, str]:
     """Register every state table of the savepoint at ``path`` as a temp view; returns
     {view name: what it holds}."""
     register(spark)
-    sp = Savepoint.open(path, allow_external_paths=allow_external_paths)
+    sp = Savepoint.open(path, allow_external_paths=allow_external_paths, fs_options=fs_options)
     out = {}
     for v in plan_views(sp, prefix):
         if v["table"] == "metadata":
@@ -104,13 +108,13 @@ def register_views(spark, path: str, prefix: str | None = None, *, allow_externa
 
 
 def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: int = 3, *,
-         allow_external_paths: bool = False) -> list[dict[str, Any]]:
+         allow_external_paths: bool = False, fs_options=None) -> list[dict[str, Any]]:
     """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys."""
     from pyspark.sql import functions as F
 
     register(spark)
-    old_sp = Savepoint.open(old_path, allow_external_paths=allow_external_paths)
-    new_sp = Savepoint.open(new_path, allow_external_paths=allow_external_paths)
+    old_sp = Savepoint.open(old_path, allow_external_paths=allow_external_paths, fs_options=fs_options)
+    new_sp = Savepoint.open(new_path, allow_external_paths=allow_external_paths, fs_options=fs_options)
     old_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(old_sp) if v["table"] != "metadata"}
     new_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(new_sp) if v["table"] != "metadata"}
     if uid is not None:

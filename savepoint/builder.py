@@ -1,8 +1,11 @@
 """Writing a savepoint directory atomically: state files, then `_metadata` last, then a rename.
 
-Used by the bootstrap/modify writers and by the runtime. Everything goes into a temporary sibling
-directory of the target; only a complete savepoint is ever renamed into place, and a failure
-removes the temporary directory. Nothing outside the target is modified.
+Used by the bootstrap/modify writers and by the runtime. Locally everything goes into a temporary
+sibling directory of the target; only a complete savepoint is ever renamed into place, and a
+failure removes the temporary directory. Object stores (s3://, gs://, ...) have no rename: the
+state files are written under the final prefix and `_metadata` last, in one request, so a reader
+never sees a `_metadata` whose files are not all there; a failure deletes the files written.
+Nothing outside the target is modified.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from dataclasses import dataclass, field
 
 from . import handles as H
 from .errors import FStateError, InvalidArgumentError
-from .io import METADATA_FILE, strip_file_scheme
+from .io import (METADATA_FILE, canonical, io_for, is_remote, is_within, join, resolve_fs_options, split_uri,
+                 strip_file_scheme)
 from .metadata import CheckpointMetadata, OperatorState, SubtaskState, write_metadata
 from .trailers import CANONICAL_SAVEPOINT_PROPERTIES
 from .types.hashing import check_parallelism, operator_id_for_uid, parse_operator_id
@@ -48,16 +52,16 @@ def metadata_version_for(flink_version: str | None) -> int:
 BOOTSTRAP_CHECKPOINT_ID = 0
 
 
-def write_stream(directory: str, data: bytes, inline_threshold: int = INLINE_THRESHOLD):
-    """A stream handle for ``data``: inline when small, else a new file in ``directory``.
-    Safe to call on a Spark executor (the directory must be on a shared file system)."""
+def write_stream(directory: str, data: bytes, inline_threshold: int = INLINE_THRESHOLD, fs_options=None):
+    """A stream handle for ``data``: inline when small, else a new file in ``directory`` (a local
+    path or a URI; ``fs_options`` for remote ones). Safe to call on a Spark executor (the directory
+    must be on a shared or remote file system)."""
     if len(data) == 0:
         return None
     if len(data) <= inline_threshold:
         return H.ByteStreamHandle(str(uuid.uuid4()), data)
     name = str(uuid.uuid4())
-    with open(os.path.join(directory, name), "wb") as f:
-        f.write(data)
+    io_for(directory, fs_options).write(join(directory, name), data)
     return H.RelativeFileHandle(name, len(data))
 
 
@@ -96,14 +100,21 @@ class SavepointBuilder:
 
     def __init__(self, target: str, *, overwrite: bool = False, checkpoint_id: int = BOOTSTRAP_CHECKPOINT_ID,
                  properties: bytes = CANONICAL_SAVEPOINT_PROPERTIES, inline_threshold: int = INLINE_THRESHOLD,
-                 metadata_version: int = METADATA_VERSION):
-        self.target = os.path.abspath(strip_file_scheme(target)).rstrip("/")
-        if os.path.exists(self.target) and not overwrite:
-            raise InvalidArgumentError("target already exists (use overwrite to replace it)", self.target)
-        parent = os.path.dirname(self.target)
-        os.makedirs(parent, exist_ok=True)
-        self.temp_dir = os.path.join(parent, f".{os.path.basename(self.target)}.fstate-tmp-{uuid.uuid4().hex[:12]}")
-        os.makedirs(self.temp_dir)
+                 metadata_version: int = METADATA_VERSION, fs_options=None):
+        #: file-system options for a remote target (passed on to the executors that write files)
+        self.fs_options = resolve_fs_options(fs_options)
+        self.remote = is_remote(target)
+        if self.remote:
+            self._init_remote(target, overwrite)
+        else:
+            self.target = os.path.abspath(strip_file_scheme(target)).rstrip("/")
+            if os.path.exists(self.target) and not overwrite:
+                raise InvalidArgumentError("target already exists (use overwrite to replace it)", self.target)
+            parent = os.path.dirname(self.target)
+            os.makedirs(parent, exist_ok=True)
+            self.temp_dir = os.path.join(parent,
+                                         f".{os.path.basename(self.target)}.fstate-tmp-{uuid.uuid4().hex[:12]}")
+            os.makedirs(self.temp_dir)
         self.overwrite = overwrite
         self.checkpoint_id = checkpoint_id
         self.properties = properties
@@ -132,8 +143,21 @@ class SavepointBuilder:
         """An already complete operator (e.g. a shallow copy from a base savepoint)."""
         self.extra_operators.append(op)
 
+    def _init_remote(self, target: str, overwrite: bool) -> None:
+        self.target = target.rstrip("/")
+        if not split_uri(self.target)[2]:
+            raise InvalidArgumentError("a savepoint needs a prefix inside the bucket, not the bucket root", target)
+        self.io = io_for(self.target, self.fs_options)
+        if self.io.exists(join(self.target, METADATA_FILE)) and not overwrite:
+            raise InvalidArgumentError(f"target already exists (it has a {METADATA_FILE}; use overwrite to replace "
+                                       "it)", self.target)
+        # no rename on object stores: files go under the final prefix, `_metadata` last; what was
+        # there before is remembered so that a failure deletes only what this write created
+        self.temp_dir = self.target
+        self._existing = set(self.io.list_files(self.target))
+
     def stream(self, data: bytes):
-        return write_stream(self.temp_dir, data, self.inline_threshold)
+        return write_stream(self.temp_dir, data, self.inline_threshold, self.fs_options)
 
     def metadata(self) -> CheckpointMetadata:
         ops = []
@@ -150,6 +174,8 @@ class SavepointBuilder:
 
     def commit(self) -> str:
         """Write `_metadata` last and move the finished directory into place."""
+        if self.remote:
+            return self._commit_remote()
         try:
             data = write_metadata(self.metadata())
             tmp_meta = os.path.join(self.temp_dir, METADATA_FILE + ".inprogress")
@@ -173,9 +199,51 @@ class SavepointBuilder:
             self.abort()
             raise
 
+    def _commit_remote(self) -> str:
+        meta_path = join(self.target, METADATA_FILE)
+        try:
+            data = write_metadata(self.metadata())
+            old = None
+            if self.io.exists(meta_path):
+                if not self.overwrite:
+                    raise InvalidArgumentError("target appeared while writing; not replaced", self.target)
+                old = self.io.read(meta_path)
+            self.io.write(meta_path, data)  # one PUT: the savepoint appears complete, or not at all
+            self._done = True
+        except BaseException:
+            self.abort()
+            raise
+        if old is not None:
+            self._delete_replaced(old, data)
+        return self.target
+
+    def _delete_replaced(self, old: bytes, new: bytes) -> None:
+        """After an overwrite: the files of the replaced savepoint that the new one does not use."""
+        from .metadata import read_metadata
+
+        try:
+            old_files = _owned_files(read_metadata(old, self.target), self.target)
+        except FStateError:
+            return  # the old `_metadata` was not readable: leave its files alone
+        keep = _owned_files(read_metadata(new, self.target), self.target)
+        for f in sorted(old_files - keep):
+            try:
+                self.io.delete(f)
+            except FStateError:
+                pass
+
     def abort(self) -> None:
-        if not self._done:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        if self._done:
+            return
+        if self.remote:
+            try:
+                for f in self.io.list_files(self.target):
+                    if f not in self._existing:
+                        self.io.delete(f)
+            except FStateError:
+                pass  # best effort: without `_metadata`, leftover files are not a savepoint
+            return
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
 
     def __enter__(self) -> "SavepointBuilder":
         return self
@@ -188,7 +256,42 @@ class SavepointBuilder:
         return False
 
 
-def ensure_writable_target(target: str, overwrite: bool) -> None:
+def ensure_writable_target(target: str, overwrite: bool, fs_options=None) -> None:
+    if is_remote(target):
+        if not overwrite and io_for(target, fs_options).exists(join(target, METADATA_FILE)):
+            raise FStateError(f"target already exists (it has a {METADATA_FILE}; use --overwrite to replace it)",
+                              target)
+        return
     t = strip_file_scheme(target)
     if os.path.exists(t) and not overwrite:
         raise FStateError("target already exists (use --overwrite to replace it)", t)
+
+
+def _owned_files(meta, directory: str) -> set[str]:
+    """Files inside ``directory`` that the handles of ``meta`` point at (relative or absolute)."""
+    out: set[str] = set()
+
+    def stream(h):
+        if isinstance(h, H.KeyGroupsHandle):
+            stream(h.delegate)
+        elif isinstance(h, H.RelativeFileHandle):
+            out.add(canonical(join(directory, h.relative_path)))
+        elif isinstance(h, (H.FileHandle, H.SegmentFileHandle)):
+            p = h.path if isinstance(h, H.FileHandle) else h.physical_path
+            if is_within(p, directory):
+                out.add(canonical(p))
+
+    for op in meta.operators:
+        for s in op.subtasks.values():
+            for h in (s.managed_operator, s.raw_operator):
+                if h is not None:
+                    stream(h.delegate)
+            for h in (s.managed_keyed, s.raw_keyed):
+                if isinstance(h, H.IncrementalKeyedHandle):
+                    for x in [h.metadata_state] + [x for _, x in h.shared + h.private]:
+                        stream(x)
+                else:
+                    stream(h)
+    prefix = directory.rstrip("/")
+    # back to the spelling the target uses (s3a:// stays s3a://)
+    return {prefix + f[len(canonical(prefix)):] for f in out}

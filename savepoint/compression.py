@@ -90,7 +90,10 @@ def snappy_decompress(block: bytes) -> bytes:
         n, _ = _uvarint(block, 0)
         if n > MAX_BLOCK * 4:
             raise ValueError(f"snappy block claims {n} bytes")
-        return _pa.decompress(block, decompressed_size=n, codec="snappy", asbytes=True)
+        try:
+            return _pa.decompress(block, decompressed_size=n, codec="snappy", asbytes=True)
+        except OSError as e:  # pyarrow reports corrupt snappy data as an OSError
+            raise ValueError(f"corrupt snappy block ({e})") from None
     return snappy_decompress_py(block)
 
 

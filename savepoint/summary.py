@@ -28,21 +28,18 @@ def _dependencies(sp: Savepoint) -> dict[str, int]:
     """Directories outside the savepoint that its file handles point into (e.g. a modify's BASE)."""
     import os
 
-    from .io import strip_file_scheme
+    from .io import is_remote, is_within, parent_of, strip_file_scheme
 
-    own = os.path.realpath(sp.path)
     deps: dict[str, int] = {}
     for op in sp.metadata.operators:
         for s in op.subtasks.values():
             for h in (s.managed_operator, s.raw_operator, s.managed_keyed, s.raw_keyed):
                 for d in _files(h):
-                    p = strip_file_scheme(d)
-                    if "://" in p:
-                        deps[p.rsplit("/", 1)[0]] = deps.get(p.rsplit("/", 1)[0], 0) + 1
+                    p = d if is_remote(d) else strip_file_scheme(d)
+                    if is_within(p, sp.path):  # another bucket, prefix or scheme is outside
                         continue
-                    parent = os.path.dirname(os.path.realpath(p))
-                    if os.path.commonpath([own, parent]) != own:
-                        deps[parent] = deps.get(parent, 0) + 1
+                    parent = parent_of(p) if is_remote(p) else os.path.dirname(os.path.realpath(p))
+                    deps[parent] = deps.get(parent, 0) + 1
     return deps
 
 

@@ -10,7 +10,7 @@ from typing import Callable, Iterable
 from . import handles as H
 from . import keyed as K
 from .errors import ExternalPathError, FStateError
-from .io import strip_file_scheme
+from .io import io_for, is_remote, is_within, join, strip_file_scheme
 from .loader import OperatorView, Savepoint
 
 
@@ -61,23 +61,24 @@ def _is_external(sp: Savepoint, h) -> str | None:
     for attr in ("relative_path", "path", "physical_path"):
         if "\x00" in (getattr(h, attr, None) or ""):
             return repr(getattr(h, attr))
-    base = os.path.realpath(sp.path)
     if isinstance(h, H.RelativeFileHandle):
-        target = os.path.realpath(os.path.join(base, h.relative_path))
+        target = join(sp.path, h.relative_path)
     elif isinstance(h, H.FileHandle):
-        target = os.path.realpath(strip_file_scheme(h.path))
+        target = h.path
     elif isinstance(h, H.SegmentFileHandle):
-        target = os.path.realpath(strip_file_scheme(h.physical_path))
+        target = h.physical_path
     else:
         return None
-    return None if os.path.commonpath([base, target]) == base else target
+    if is_within(target, sp.path):  # URIs: another bucket, prefix or scheme is outside
+        return None
+    return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
 
 def _check_file(sp: Savepoint, h) -> str | None:
     src = H.stream_source(h, sp.path, allow_external=True)
     if src.path is None:
         return None
-    io = sp.io
+    io = io_for(src.path, sp.fs_options)
     if not io.exists(src.path):
         return f"state file {src.path} does not exist"
     size = io.size(src.path)
@@ -98,9 +99,9 @@ def _guard(report: OperatorReport, what: str, fn: Callable[[], object]) -> None:
         report.problems.append(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""))
 
 
-def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True) -> VerifyReport:
+def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True, fs_options=None) -> VerifyReport:
     try:
-        sp = Savepoint.open(path, allow_external_paths=True)
+        sp = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options)
     except FStateError as e:
         return VerifyReport(path, [], [str(e)])
     report = VerifyReport(sp.path, [])
@@ -148,7 +149,7 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
     for subtask, h in handles["h"]:
         def decode_all(h=h):
             src = op.savepoint.stream_source(h.delegate)
-            buf = H.read_source(src, op.savepoint.io)
+            buf = H.read_source(src, op.savepoint.io)  # (another file system: the source's own IO)
             meta = K.read_keyed_proxy(buf, src.label)
             n = 0
             for _ in K.iter_entries(buf, h, meta, op.max_parallelism, source=src.label):

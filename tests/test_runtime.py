@@ -592,6 +592,7 @@ def test_decline_expire_and_complete_with_a_manual_clock(tmp_path, caplog):
     clock.advance(999)
     time.sleep(0.05)
     assert stats.failed == [(1, "CHECKPOINT_DECLINED")]
+    assert stats.triggered == 2  # checkpoint 3 is due, but one may be in flight at a time
     clock.advance(1)
     _wait_for(lambda: len(stats.failed) == 2)
     assert stats.failed[1] == (2, "CHECKPOINT_EXPIRED")
@@ -915,3 +916,39 @@ def test_a_finished_channel_does_not_block_alignment():
     op, acks = _drive(True, [(1, EOS, None), (0, DATA, [(None, "a")]), (0, BARRIER, b1), (0, DATA, [(None, "b")]),
                              (0, EOS, None)])
     assert op.snapshots == [(1, ["a"])] and op.seen == ["a", "b"] and acks == [1]
+
+
+class BlockFirst(MapFunction, CheckpointedFunction):
+    release = threading.Event()
+
+    def initialize_state(self, context):
+        pass
+
+    def snapshot_state(self, context):
+        if context.get_checkpoint_id() == 1:
+            BlockFirst.release.wait(10)
+
+    def map(self, value):
+        return value
+
+
+@pytest.mark.parametrize("max_concurrent", [1, 2])
+def test_max_concurrent_checkpoints(tmp_path, max_concurrent):
+    BlockFirst.release.clear()
+    clock = ManualClock(0)
+    env = StreamExecutionEnvironment(clock=clock)
+    env.enable_checkpointing(100)
+    cc = env.get_checkpoint_config()
+    cc.set_checkpoint_storage(str(tmp_path / "chk"))
+    cc.set_max_concurrent_checkpoints(max_concurrent)
+    env.add_source(Idle()).uid("src").map(BlockFirst()).uid("block").add_sink(CollectSink("x")).uid("sink")
+    client = env.execute_async()
+    stats = client.get_checkpoint_stats()
+    for _ in range(4):  # checkpoint 1 hangs in its snapshot meanwhile
+        clock.advance(100)
+        time.sleep(0.03)
+    assert stats.triggered == max_concurrent and stats.completed == []
+    BlockFirst.release.set()
+    _wait_for(lambda: len(stats.completed) >= max_concurrent)  # (the next may follow at once: it is due)
+    assert stats.completed[:max_concurrent] == list(range(1, max_concurrent + 1)) and stats.failed == []
+    client.cancel()

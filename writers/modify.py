@@ -8,9 +8,11 @@
     m.writer.with_list_state("new-src", "offsets", [0], type="LONG")   # add operators like bootstrap
     m.write("/sp/new")                       # untouched operators: shallow copies pointing into BASE
 
-BASE is only read. NEW is written atomically (temp dir, `_metadata` last, rename); a failure
-leaves no NEW behind. Shallow copies turn BASE's relative file handles into absolute ones, so NEW
-depends on BASE's files (see :func:`dependencies`); ``deep=True`` copies them instead.
+BASE is only read. NEW is written atomically (temp dir, `_metadata` last, rename; on object stores
+the files under NEW's prefix and `_metadata` last); a failure leaves no NEW behind. Shallow copies
+turn BASE's relative file handles into absolute ones (``file:/…`` or ``s3://…``), so NEW depends on
+BASE's files (see :func:`dependencies`); ``deep=True`` copies them instead (streamed, between any
+two file systems).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from ..savepoint import handles as H
 from ..savepoint import keyed as K
 from ..savepoint.builder import SavepointBuilder, resolve_operator_id
 from ..savepoint.errors import InvalidArgumentError, UnknownOperatorError
-from ..savepoint.io import METADATA_FILE, strip_file_scheme
+from ..savepoint.io import (METADATA_FILE, canonical, copy_range, family_of, io_for, is_remote, join,
+                            strip_file_scheme)
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint.metadata import OperatorState, SubtaskState, read_metadata, write_metadata
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, operator_index_for_key_group
@@ -37,17 +40,18 @@ from .writer import SavepointWriter, write_keyed_pairs
 
 
 def _file_uri(path: str) -> str:
-    return "file:" + os.path.abspath(path)
+    return path if is_remote(path) else "file:" + os.path.abspath(strip_file_scheme(path))
 
 
 class _HandleMapper:
     """Rewrites the stream handles of one operator: shallow (absolute paths into BASE) or deep
     (copies into NEW's directory, relative handles)."""
 
-    def __init__(self, base_dir: str, new_dir: str | None, deep: bool):
-        self.base_dir = strip_file_scheme(base_dir)
+    def __init__(self, base_dir: str, new_dir: str | None, deep: bool, fs_options=None):
+        self.base_dir = base_dir if is_remote(base_dir) else strip_file_scheme(base_dir)
         self.new_dir = new_dir
         self.deep = deep
+        self.fs_options = fs_options
         self.copied: dict[str, str] = {}
 
     def stream(self, h):
@@ -56,12 +60,12 @@ class _HandleMapper:
         if isinstance(h, H.KeyGroupsHandle):
             return dataclasses.replace(h, delegate=self.stream(h.delegate))
         if isinstance(h, H.RelativeFileHandle):
-            src = os.path.join(self.base_dir, h.relative_path)
+            src = join(self.base_dir, h.relative_path)
             return self._copy(src, 0, h.size) if self.deep else H.FileHandle(_file_uri(src), h.size)
         if isinstance(h, H.FileHandle):
-            return self._copy(strip_file_scheme(h.path), 0, h.size) if self.deep else h
+            return self._copy(_plain(h.path), 0, h.size) if self.deep else h
         if isinstance(h, H.SegmentFileHandle):
-            return self._copy(strip_file_scheme(h.physical_path), h.start, h.size) if self.deep else h
+            return self._copy(_plain(h.physical_path), h.start, h.size) if self.deep else h
         raise InvalidArgumentError(f"cannot copy a {type(h).__name__}")
 
     def _copy(self, src: str, start: int, size: int) -> H.RelativeFileHandle:
@@ -69,15 +73,7 @@ class _HandleMapper:
         name = self.copied.get(key)
         if name is None:
             name = str(uuid.uuid4())
-            with open(src, "rb") as fin, open(os.path.join(self.new_dir, name), "wb") as fout:
-                fin.seek(start)
-                remaining = size
-                while remaining > 0:
-                    chunk = fin.read(min(remaining, 1 << 20))
-                    if not chunk:
-                        raise InvalidArgumentError(f"state file {src} is shorter than its handle says")
-                    fout.write(chunk)
-                    remaining -= len(chunk)
+            copy_range(src, start, size, join(self.new_dir, name), self.fs_options)
             self.copied[key] = name
         return H.RelativeFileHandle(name, size)
 
@@ -107,11 +103,11 @@ class _HandleMapper:
                                    entry_order=(), **changes)
 
 
-def dependencies(path: str) -> dict[str, int]:
+def dependencies(path: str, fs_options=None) -> dict[str, int]:
     """Directories outside the savepoint whose files it references, with the number of handles."""
     from ..savepoint.summary import _dependencies
 
-    return _dependencies(Savepoint.open(path, allow_external_paths=True))
+    return _dependencies(Savepoint.open(path, allow_external_paths=True, fs_options=fs_options))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,11 +128,13 @@ class _Transform:
 
 
 class SavepointModifier:
-    def __init__(self, base: str, spark=None):
+    def __init__(self, base: str, spark=None, *, fs_options=None):
+        """``fs_options``: file-system options for remote BASE/NEW (see savepoint/io.py)."""
         # the base may itself be a shallow copy of another savepoint: its handles are followed
-        self.base = Savepoint.open(base, allow_external_paths=True)
+        self.base = Savepoint.open(base, allow_external_paths=True, fs_options=fs_options)
+        self.fs_options = self.base.fs_options
         self._spark = spark
-        self.writer = SavepointWriter(spark=spark)
+        self.writer = SavepointWriter(spark=spark, fs_options=self.fs_options)
         self._removed: set[bytes] = set()
         self._renamed: dict[bytes, tuple[bytes, str | None]] = {}
         self._rescaled: dict[bytes, _Rescale] = {}
@@ -204,9 +202,9 @@ class SavepointModifier:
     def write(self, path: str, *, deep: bool = False, overwrite: bool = False) -> str:
         # NEW keeps BASE's metadata version (and so stays readable by the Flink that wrote BASE)
         builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.base.metadata.checkpoint_id,
-                                   metadata_version=self.base.metadata.version)
+                                   metadata_version=self.base.metadata.version, fs_options=self.fs_options)
         try:
-            mapper = _HandleMapper(self.base.path, builder.temp_dir, deep)
+            mapper = _HandleMapper(self.base.path, builder.temp_dir, deep, builder.fs_options)
             new_ids = {resolve_operator_id(u, h) for u, h in
                        ((o.uid, o.uid_hash) for o in self.writer._ops.values())}
             for view in self.base.operators:
@@ -253,7 +251,7 @@ class SavepointModifier:
 
         def rekey(item):
             src, h = item
-            buf = H.read_source(src, _io(src))
+            buf = H.read_source(src)
             m = K.read_keyed_proxy(buf, src.label)
             encoders = [K.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
             for sid, _, _, key, ns, value in K.iter_entries(buf, h, m, old_max, source=src.label):
@@ -266,7 +264,8 @@ class SavepointModifier:
                     yield (sub, kg), (sid, pair)
 
         rdd = self.spark.sparkContext.parallelize(sources, max(1, len(sources))).flatMap(rekey)
-        keyed = dict(write_keyed_pairs(rdd, meta, p, new_max, builder.temp_dir, builder.inline_threshold))
+        keyed = dict(write_keyed_pairs(rdd, meta, p, new_max, builder.temp_dir, builder.inline_threshold,
+                                       builder.fs_options))
         # operator (non-keyed) state is redistributed by Flink itself on restore: keep it as is
         subtasks = {}
         for i in range(p):
@@ -318,7 +317,8 @@ class SavepointModifier:
         if unsupported:
             raise InvalidArgumentError(f"operator {view.display_name}: timers of {', '.join(sorted(unsupported))} "
                                        "cannot be carried through a transform")
-        reader = SavepointReader(self.base.location.metadata_path, self.spark, allow_external_paths=True)
+        reader = SavepointReader(self.base.location.metadata_path, self.spark, allow_external_paths=True,
+                                 fs_options=self.fs_options)
         df = reader.keyed(view.uid_hash)
         specs: dict[str, Any] = {}
         for _, s in km.value_states:
@@ -350,7 +350,8 @@ class SavepointModifier:
         op = view.state
         # a max-parallelism change of the same operator happens here too: keys are hashed afresh
         r = self._rescaled.get(op.operator_id) or _Rescale(view.max_parallelism, view.parallelism)
-        w = SavepointWriter(r.max_parallelism, self.spark, inline_threshold=builder.inline_threshold)
+        w = SavepointWriter(r.max_parallelism, self.spark, inline_threshold=builder.inline_threshold,
+                            fs_options=self.fs_options)
         w.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type, parallelism=r.parallelism,
                            uid_hash=op.operator_id.hex(), name=op.name, event_timers=timer_cols.get("event"),
                            processing_timers=timer_cols.get("processing"))
@@ -372,30 +373,33 @@ def _list_of(s):
     return T.ListType(s.element_type)
 
 
-def _io(src):
-    from ..savepoint.io import io_for
-
-    return io_for(src.path or ".")
-
-
 # ---------------------------------------------------------------------------------------------
 # relocate
 
 
+def _plain(p: str) -> str:
+    """A handle's path as fstate opens it: ``file:`` stripped, URIs unchanged."""
+    return p if is_remote(p) else strip_file_scheme(p)
+
+
 def _canonical_path(p: str) -> str:
-    """``file:/a``, ``file:///a`` and ``/a`` → ``/a``; other URIs unchanged."""
-    return strip_file_scheme(p) if p.startswith("file:") or p.startswith("/") else p
+    """``file:/a``, ``file:///a`` and ``/a`` → ``/a``; ``s3a://b/x`` → ``s3://b/x`` (Flink's S3
+    spellings name the same objects); other URIs unchanged."""
+    if p.startswith("file:") or p.startswith("/"):
+        return strip_file_scheme(p)
+    return canonical(p) if family_of(p) in ("s3", "gcs") else p
 
 
-def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True) -> int:
+def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True, fs_options=None) -> int:
     """Rewrite absolute paths starting with ``old_prefix`` in `_metadata` (a moved savepoint or
-    checkpoint directory, or a moved base). Atomic; returns the number of rewritten handles."""
-    sp = Savepoint.open(path, allow_external_paths=True)
+    checkpoint directory, or a moved base — also to another bucket or file system: ``s3://old/sp``
+    → ``s3://new/sp``). Atomic (one PUT on object stores); returns the number of rewritten handles."""
+    sp = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options)
     meta_path = sp.location.metadata_path
     meta = sp.metadata
     count = 0
     old_canon = _canonical_path(old_prefix).rstrip("/")
-    new_canon = _canonical_path(new_prefix).rstrip("/")
+    new_canon = (new_prefix if is_remote(new_prefix) else _canonical_path(new_prefix)).rstrip("/")
 
     def fix(p: str) -> str:
         nonlocal count
@@ -434,6 +438,12 @@ def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True
         return 0
     data = write_metadata(meta)
     read_metadata(data, meta_path)  # never write what we could not read back
+    if is_remote(meta_path):
+        io = io_for(meta_path, sp.fs_options)
+        if backup:
+            io.write(meta_path + ".before-relocate", io.read(meta_path))
+        io.write(meta_path, data)  # one PUT replaces the object whole
+        return count
     tmp = meta_path + ".fstate-tmp"
     with open(tmp, "wb") as f:
         f.write(data)

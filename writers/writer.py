@@ -8,13 +8,13 @@
         .write("/savepoints/bootstrapped"))
 
 Executors encode and write the state files (one per subtask) into a temporary directory next to
-the target; the driver only gathers their handles and writes `_metadata` last, then renames.
+the target (for s3://, gs://, hdfs:// targets: under the final prefix, through savepoint/io.py);
+the driver only gathers their handles and writes `_metadata` last, then renames (locally).
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +25,7 @@ from ..savepoint import operator as O
 from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, resolve_operator_id,
                                  write_stream)
 from ..savepoint.errors import FStateError, InvalidArgumentError, UnsupportedSerializerError
+from ..savepoint.io import io_for, join
 from ..savepoint.metainfo import StateMetaInfo
 from ..savepoint.types import typeinfo as T
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
@@ -104,9 +105,11 @@ class _Operator:
 
 class SavepointWriter:
     def __init__(self, max_parallelism: int = DEFAULT_MAX_PARALLELISM, spark=None, *,
-                 inline_threshold: int = INLINE_THRESHOLD, flink_version: str | None = None):
+                 inline_threshold: int = INLINE_THRESHOLD, flink_version: str | None = None, fs_options=None):
         """``flink_version``: the Flink release that will restore the savepoint (default 2.3: metadata
-        V6; 2.0 reads only up to V5, 1.16–1.20 up to V4, 1.11–1.15 V3)."""
+        V6; 2.0 reads only up to V5, 1.16–1.20 up to V4, 1.11–1.15 V3). ``fs_options``: file-system
+        options for a remote target (endpoint, region, credentials; see savepoint/io.py)."""
+        self.fs_options = fs_options
         self.max_parallelism = max_parallelism
         self.metadata_version = metadata_version_for(flink_version)
         self._spark = spark
@@ -218,7 +221,7 @@ class SavepointWriter:
         if not self._ops:
             raise InvalidArgumentError("nothing to write: add keyed, list, union or broadcast state")
         builder = SavepointBuilder(path, overwrite=overwrite, inline_threshold=self.inline_threshold,
-                                   metadata_version=self.metadata_version)
+                                   metadata_version=self.metadata_version, fs_options=self.fs_options)
         try:
             for op in self._ops.values():
                 self._write_operator(builder, op)
@@ -235,12 +238,13 @@ class SavepointWriter:
                              name=op.name)
         if op.keyed is not None:
             for subtask, handle in write_keyed(self.spark, op.keyed, p, op.max_parallelism, builder.temp_dir,
-                                               self.inline_threshold):
+                                               self.inline_threshold, builder.fs_options):
                 b.subtask(subtask).managed_keyed = handle
         if op.operator_states:
             for subtask, handle in write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
                                                          self.inline_threshold,
-                                                         O.proxy_version_for_metadata(builder.metadata_version)):
+                                                         O.proxy_version_for_metadata(builder.metadata_version),
+                                                         builder.fs_options):
                 b.subtask(subtask).managed_operator = handle
 
 
@@ -269,7 +273,7 @@ def keyed_backend_meta(part: _KeyedPart) -> K.KeyedBackendMeta:
 
 
 def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int, directory: str,
-                inline_threshold: int) -> list[tuple[int, H.KeyGroupsHandle]]:
+                inline_threshold: int, fs_options=None) -> list[tuple[int, H.KeyGroupsHandle]]:
     meta = keyed_backend_meta(part)
     n_states = len(part.states)
     timer_ids = []
@@ -297,23 +301,67 @@ def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int,
                     yield (sub, kg), (sid, encoders[sid].pairs(kg, key, int(t))[0])
 
     rdd = part.df.select(*columns).rdd.mapPartitions(to_pairs)
-    return write_keyed_pairs(rdd, meta, parallelism, max_parallelism, directory, inline_threshold)
+    return write_keyed_pairs(rdd, meta, parallelism, max_parallelism, directory, inline_threshold, fs_options)
+
+
+class _SpillingStream:
+    """Bytes kept in memory up to the inline threshold, then streamed to a new state file (local or
+    remote, through the IO seam): a small stream is inlined, a big one never held whole."""
+
+    def __init__(self, directory: str, inline_threshold: int, fs_options):
+        self.directory, self.threshold, self.fs_options = directory, inline_threshold, fs_options
+        self.buffer: list[bytes] = []
+        self.size = 0
+        self.name: str | None = None
+        self._ctx = None
+        self._out = None
+
+    def write(self, data: bytes) -> None:
+        if self._out is None and self.size + len(data) > self.threshold:
+            self.name = str(uuid.uuid4())
+            path = join(self.directory, self.name)
+            self._ctx = io_for(self.directory, self.fs_options).open_output(path)
+            self._out = self._ctx.__enter__()
+            for b in self.buffer:
+                self._out.write(b)
+            self.buffer = []
+        if self._out is not None:
+            self._out.write(data)
+        else:
+            self.buffer.append(data)
+        self.size += len(data)
+
+    def finish(self):
+        """The stream's handle (inline or a relative file)."""
+        if self._ctx is None:
+            return write_stream(self.directory, b"".join(self.buffer), self.threshold, self.fs_options)
+        ctx, self._ctx = self._ctx, None
+        ctx.__exit__(None, None, None)
+        return H.RelativeFileHandle(self.name, self.size)
+
+    def fail(self, exc: BaseException) -> None:
+        if self._ctx is not None:
+            ctx, self._ctx = self._ctx, None
+            try:
+                ctx.__exit__(type(exc), exc, exc.__traceback__)
+            except BaseException:
+                pass
 
 
 def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_parallelism: int, directory: str,
-                      inline_threshold: int) -> list[tuple[int, H.KeyGroupsHandle]]:
+                      inline_threshold: int, fs_options=None) -> list[tuple[int, H.KeyGroupsHandle]]:
     """Write canonical keyed state streams from an RDD of ((subtask, key group), (state id, (key bytes,
     value bytes))): one Spark partition per subtask, sorted by key group, so each stream is written
-    in order without holding it in memory. Returns each subtask's handle."""
+    in order without holding it in memory. Returns each subtask's handle. ``directory`` may be
+    remote (``fs_options`` reach the executors with the task)."""
 
     def write_subtask(index, items):
         lo, hi = key_group_range(index, parallelism, max_parallelism)
         header = K.proxy_bytes(meta)
-        path = os.path.join(directory, f"keyed-{index}-{uuid.uuid4().hex}.tmp")
         offsets = [0] * (hi - lo + 1)
-        with open(path, "wb") as f:
-            f.write(header)
-            size = len(header)
+        out = _SpillingStream(directory, inline_threshold, fs_options)
+        try:
+            out.write(header)
             for (sub, kg), group in itertools.groupby(items, key=lambda x: x[0]):
                 if sub != index or not lo <= kg <= hi:
                     raise FStateError(f"internal: key group {kg} routed to subtask {index}")
@@ -324,18 +372,12 @@ def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_paral
                     block = K.encode_key_group(kg, by_state)
                 except ValueError as e:
                     raise InvalidArgumentError(f"keyed state: {e}") from None
-                offsets[kg - lo] = size
-                f.write(block)
-                size += len(block)
-        if size <= inline_threshold:
-            with open(path, "rb") as f:
-                data = f.read()
-            os.remove(path)
-            handle = write_stream(directory, data, inline_threshold)
-        else:
-            final = path[:-4]
-            os.rename(path, final)
-            handle = H.RelativeFileHandle(os.path.basename(final), size)
+                offsets[kg - lo] = out.size
+                out.write(block)
+            handle = out.finish()
+        except BaseException as e:
+            out.fail(e)
+            raise
         yield index, H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), handle)
 
     sorted_rdd = rdd.repartitionAndSortWithinPartitions(numPartitions=parallelism, partitionFunc=lambda k: k[0])
@@ -345,12 +387,13 @@ def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_paral
         if i not in results:
             lo, hi = key_group_range(i, parallelism, max_parallelism)
             results[i] = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, (0,) * (hi - lo + 1),
-                                           write_stream(directory, K.proxy_bytes(meta), inline_threshold))
+                                           write_stream(directory, K.proxy_bytes(meta), inline_threshold,
+                                                        fs_options))
     return sorted(results.items())
 
 
 def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, directory: str,
-                          inline_threshold: int, proxy_version: int = O.CURRENT_VERSION
+                          inline_threshold: int, proxy_version: int = O.CURRENT_VERSION, fs_options=None
                           ) -> list[tuple[int, H.OperatorStreamHandle]]:
     metas = [p.state for p in parts]
     sc = spark.sparkContext
@@ -389,12 +432,13 @@ def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, d
             values[idx].append(v)
         states = [(m, values[i]) for i, m in enumerate(metas)]
         data, offsets = O.encode_operator_stream(states, proxy_version)
-        yield index, H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold))
+        yield index, H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
 
     results = dict(all_rdd.partitionBy(parallelism, lambda s: s).mapPartitionsWithIndex(write_subtask).collect())
     for i in range(parallelism):
         if i not in results:
             data, offsets = O.encode_operator_stream([(m, [] if m.kind != "BROADCAST" else {}) for m in metas],
                                                      proxy_version)
-            results[i] = H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold))
+            results[i] = H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold,
+                                                                      fs_options))
     return sorted(results.items())
