@@ -27,6 +27,26 @@ CHECKPOINT_BASE_DIR = typer.Option(
          "moved: RocksDB incremental checkpoints refer to shared/ files by absolute paths.")
 
 
+FS_OPTION = typer.Option(
+    None, "--fs-option",
+    help="File-system option KEY=VALUE for s3://, s3a://, gs://, hdfs:// paths (repeatable): endpoint, region, "
+         "path_style, access_key, secret_key, session_token, profile, anonymous, retries, ... (Flink/Hadoop "
+         "spellings such as s3.endpoint or fs.s3a.path.style.access work too).")
+FS_CONFIG = typer.Option(
+    None, "--fs-config", help="YAML file of file-system options (as --fs-option; nested keys join with '.').")
+
+
+def _fs(fs_option: list[str] | None, fs_config: str | None) -> tuple:
+    """Make --fs-config/--fs-option the process defaults (also for the Spark processes started later)."""
+    from ..savepoint.io import load_fs_config, parse_fs_option_args, resolve_fs_options, set_default_fs_options
+
+    options = dict(load_fs_config(fs_config)) if fs_config else {}
+    options.update(parse_fs_option_args(fs_option))
+    if options:
+        set_default_fs_options(options, export_env=True)
+    return resolve_fs_options()
+
+
 def _parse_conf(conf: list[str] | None) -> dict[str, str]:
     from ..savepoint.errors import InvalidArgumentError
 
@@ -45,9 +65,12 @@ def info(
     json_out: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
     allow_external_paths: bool = ALLOW_EXTERNAL,
     checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """What is in a savepoint: operators, parallelism, states with their kinds and types, sizes."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..savepoint.loader import Savepoint
         from ..savepoint.summary import summarize
 
@@ -112,9 +135,12 @@ def read(
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
     allow_external_paths: bool = ALLOW_EXTERNAL,
     checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """State as a table: operator list/union/broadcast state, the keyed table of an operator, or timers."""
     with user_errors():
+        fs_options = _fs(fs_option, fs_config)
         from ..readers.datasource import FORMAT, build_table
         from ..savepoint.errors import InvalidArgumentError
 
@@ -128,6 +154,10 @@ def read(
             options["checkpointBaseDir"] = checkpoint_base_dir
         if table:
             options["table"] = table
+        if fs_options:
+            import json
+
+            options["fsOptions"] = json.dumps(dict(fs_options))
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
         planned = build_table(options)
         options["table"] = planned.kind
@@ -163,9 +193,12 @@ def bootstrap(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out."),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """A new savepoint from DataFrames (Parquet/CSV/JSON files or Spark SQL), restorable by Flink."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..savepoint.builder import ensure_writable_target
         from ..writers.bootstrap import load_spec, writer_from_spec
 
@@ -194,9 +227,12 @@ def sql(
     allow_external_paths: bool = ALLOW_EXTERNAL,
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """Spark SQL over all state tables of one or more savepoints (see `fstate views`)."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..readers.views import register_views
         from ..savepoint.errors import InvalidArgumentError
 
@@ -234,9 +270,11 @@ def sql(
 
 
 @app.command()
-def views(path: str = typer.Argument(..., help="Savepoint or checkpoint.")) -> None:
+def views(path: str = typer.Argument(..., help="Savepoint or checkpoint."),
+          fs_option: Optional[list[str]] = FS_OPTION, fs_config: Optional[str] = FS_CONFIG) -> None:
     """The view names `fstate sql` registers for a savepoint (no Spark needed)."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..readers.views import plan_views
         from ..savepoint.loader import Savepoint
 
@@ -255,9 +293,12 @@ def diff(
     allow_external_paths: bool = ALLOW_EXTERNAL,
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """Per state: rows added, removed and changed from OLD to NEW, with examples."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..readers.views import diff as do_diff
 
         conf_map = _parse_conf(conf)
@@ -284,11 +325,15 @@ def verify(
     allow_external_paths: bool = ALLOW_EXTERNAL,
     files_only: bool = typer.Option(False, "--files-only", help="Check handles and files, do not decode state."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """Check that every handle resolves, every file has the bytes the handles claim, and every
     state decodes. Exit 0 if all holds, 1 listing each problem otherwise."""
     with user_errors():
         from ..savepoint.verify import verify as do_verify
+
+        _fs(fs_option, fs_config)
 
         with progress("verifying"):
             report = do_verify(path, allow_external_paths=allow_external_paths, decode=not files_only)
@@ -339,9 +384,12 @@ def modify(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out."),
     master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
     conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """A new savepoint derived from BASE; untouched operators are shallow copies of BASE's state."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..savepoint.builder import ensure_writable_target
         from ..savepoint.errors import InvalidArgumentError
         from ..writers.modify import SavepointModifier, dependencies
@@ -397,9 +445,12 @@ def _int(text: str, what: str) -> int:
 def deps(
     path: str = typer.Argument(..., help="Savepoint or checkpoint."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """Directories outside PATH whose files PATH refers to (e.g. the base of a modified savepoint)."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..writers.modify import dependencies
 
         d = dependencies(path)
@@ -417,9 +468,12 @@ def relocate(
     old: str = typer.Option(..., "--from", help="Path prefix as recorded in _metadata."),
     new: str = typer.Option(..., "--to", help="Where those files are now."),
     backup: bool = typer.Option(True, "--backup/--no-backup", help="Keep _metadata.before-relocate."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
     """Rewrite absolute paths in _metadata after files were moved (another directory or bucket)."""
     with user_errors():
+        _fs(fs_option, fs_config)
         from ..writers.modify import relocate as do_relocate
 
         n = do_relocate(path, old, new, backup=backup)
@@ -433,7 +487,7 @@ def _write(df, out_dir: str, fmt: str) -> None:
     from ..savepoint.errors import InvalidArgumentError
     from ..savepoint.io import io_for, strip_file_scheme
 
-    if io_for(out_dir).exists(strip_file_scheme(out_dir)):
+    if io_for(out_dir).exists(out_dir if "://" in out_dir else strip_file_scheme(out_dir)):
         raise InvalidArgumentError(f"output directory {out_dir} already exists")
     if fmt == "csv":
         # CSV holds no nested values: complex columns become JSON text, binary becomes base64.
