@@ -196,8 +196,7 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
                 raise InvalidArgumentError(f"state name '{s.name}' clashes with a key/namespace column")
             cols.append((s.name, s.value_type if s.kind != "LIST" else T.ListType(s.element_type), True))
     kgs = _key_groups_for(km.key_type, keys, op.max_parallelism)
-    options = (("ns", ns_mode), ("flat", flat), ("flatten", flatten_key and len(_key_columns(km.key_type, True)) > 1
-                                                  and cols[0][0] != "key"))
+    options = (("ns", ns_mode), ("flat", flat), ("flatten", cols[0][0] != "key"))
     parts = _key_partitions(op, "keyed", tuple(s.name for s in selected), kgs, options)
     return Table("keyed", op.display_name, cols, parts, frozenset(_hashable(k) for k in keys) if keys else None)
 
@@ -215,8 +214,7 @@ def timers_table(op: OperatorView, *, flatten_key: bool = False) -> Table:
         ns_col, ns_mode = [("namespace", ns_type, True)], "namespace"
     cols = (_key_columns(km.key_type, flatten_key) + [("timestamp", T.LONG, False)] + ns_col
             + [("kind", T.STRING, False), ("service", T.STRING, False)])
-    options = (("ns", ns_mode), ("flat", False),
-                ("flatten", flatten_key and cols[0][0] != "key"))
+    options = (("ns", ns_mode), ("flat", False), ("flatten", cols[0][0] != "key"))
     parts = _key_partitions(op, "timers", tuple(t.name for t in timers), None, options) if timers else []
     return Table("timers", f"{op.display_name}/timers", cols, parts)
 

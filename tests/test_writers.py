@@ -69,6 +69,9 @@ def test_composite_and_typed_values(spark, tmp_path):
     assert km.key_type.name == "Tuple2<String, Integer>"
     got = _rows(op)
     assert got == {(k[0], k[1]): ((info[0], info[1], info[2]), amount, day) for k, info, amount, day in rows}
+    flat = TB.keyed_table(op, ["amount"], flatten_key=True)
+    assert flat.column_names == ["key_f0", "key_f1", "amount"]
+    assert sorted(flat.rows()) == sorted((k[0], k[1], a) for k, _, a, _ in rows)
 
 
 def test_operator_and_broadcast_state(spark, tmp_path):
