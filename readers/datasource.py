@@ -14,6 +14,7 @@ Filters ``key = …`` and ``key IN (…)`` on keyed tables are pushed down to ke
 from __future__ import annotations
 
 import dataclasses
+import gc
 import itertools
 from typing import Iterator
 
@@ -162,12 +163,25 @@ class SavepointReaderSource(DataSourceReader):
         import pyarrow as pa
 
         while True:
-            batch = list(itertools.islice(rows, BATCH_ROWS))
-            if not batch:
-                return
-            columns = list(zip(*batch))
-            yield pa.RecordBatch.from_arrays(
-                [pa.array(col, type=field.type) for col, field in zip(columns, arrow_schema)], schema=arrow_schema)
+            # Decoding makes no reference cycles, but a batch holds ~10^4 fresh container objects the
+            # cyclic collector would walk again and again (half the time of a batch): pause it while
+            # a batch is built (never across the yield).
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                batch = list(itertools.islice(rows, BATCH_ROWS))
+                if not batch:
+                    return
+                columns = list(zip(*batch))
+                del batch
+                record_batch = pa.RecordBatch.from_arrays(
+                    [pa.array(col, type=field.type) for col, field in zip(columns, arrow_schema)],
+                    schema=arrow_schema)
+                del columns
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
+            yield record_batch
 
 
 BATCH_ROWS = 8192

@@ -165,13 +165,14 @@ def canonical_key_group(scan, buf, start: int, end: int, kg: int, meta, source: 
     yield from out
 
 
-def _grouped(scan, buf, regions, meta, width: int, source: str | None, decode_errors: tuple):
-    """(key group, {identity: [key, namespace, values]}) per key group, grouped in C."""
+def _grouped(scan, buf, regions, meta, source: str | None, decode_errors: tuple, group):
+    """(key group, {identity: row}) per key group; ``group(data, pos, kg, rows)`` fills the rows
+    in C (Scanner.rows or Scanner.table)."""
     for kg, start, end in regions:
         rows: dict = {}
         try:
             data, pos = _key_group_data(buf, start, end, meta.compressed, source)
-            scan.rows(data, pos, kg, width, rows)
+            group(data, pos, kg, rows)
         except decode_errors as e:
             raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
         yield kg, rows
@@ -211,8 +212,13 @@ def keyed_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
     if regions is None:
         return None
     scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
+    width = len(state_ids)
+
+    def group(data, pos, kg, rows):
+        scan.rows(data, pos, kg, width, rows)
+
     return ((kg, key, ns, vals)
-            for kg, rows in _grouped(scan, buf, regions, meta, len(state_ids), source, K._DECODE_ERRORS)
+            for kg, rows in _grouped(scan, buf, regions, meta, source, K._DECODE_ERRORS, group)
             for key, ns, vals in rows.values())
 
 
@@ -235,9 +241,13 @@ def table_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
         return None
     scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     mode = NS_MODES.get(ns_mode, 2)
+    width = len(state_ids)
+
+    def group(data, pos, kg, rows):
+        scan.table(data, pos, kg, width, flatten, mode, rows)
 
     def gen():
-        for _, rows in _grouped(scan, buf, regions, meta, len(state_ids), source, K._DECODE_ERRORS):
-            yield from _speedups.table_rows(rows, flatten, mode)
+        for _, rows in _grouped(scan, buf, regions, meta, source, K._DECODE_ERRORS, group):
+            yield from rows.values()
 
     return gen()

@@ -20,7 +20,8 @@
  *     the Python decoder of a state this module does not decode itself).
  *   .entries(data, pos, key_group, out_list)   appends (state id, kg, identity, key, ns, value)
  *   .rows(data, pos, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
- * table_rows(rows, flatten, ns_mode) -> [the keyed table's row tuples]
+ *   .table(data, pos, key_group, width, flatten, ns_mode, rows)
+ *                                              the keyed table's row tuples: {identity: row}
  * read_flink_string(buf, pos) -> (str | None, new pos)
  */
 
@@ -396,10 +397,105 @@ var_len_size(Py_ssize_t n)
 
 typedef struct {
     PyObject *list;     /* entries(): the output list */
-    PyObject *rows;     /* rows(): identity -> [key, ns, values] */
+    PyObject *rows;     /* rows(): identity -> [key, ns, values]; table(): identity -> row tuple */
     Py_ssize_t width;
     PyObject *kg;
+    int table;          /* table(): rows are the keyed table's tuples */
+    int flatten;        /* table(): the key's fields as columns */
+    int ns_mode;        /* table(): 0 no namespace columns, 1 window start and end, 2 the namespace */
 } Sink;
+
+/* One state's value into its column slot, as keyed.rows_from_entries does: maps collect entries,
+ * lists are extended, anything else replaces. Takes the reference of value. */
+static int
+merge(PyObject **slot, int kind, PyObject *value)
+{
+    PyObject *cur = *slot;
+    int rc = 0;
+    if (kind == C_MAP) {
+        if (cur == Py_None) {
+            PyObject *m = PyDict_New();
+            if (m == NULL) {
+                Py_DECREF(value);
+                return -1;
+            }
+            *slot = m;
+            Py_DECREF(cur);
+            cur = m;
+        }
+        if (PyTuple_Check(value)) {
+            if (PyTuple_GET_SIZE(value) < 2) {
+                PyErr_SetString(PyExc_IndexError, "tuple index out of range");
+                rc = -1;
+            } else {
+                rc = PyObject_SetItem(cur, PyTuple_GET_ITEM(value, 0), PyTuple_GET_ITEM(value, 1));
+            }
+        } else {
+            PyObject *r = PyObject_CallMethod(cur, "update", "O", value);
+            rc = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(value);
+        return rc;
+    }
+    if (kind == C_LIST && cur != Py_None) {
+        if (PyList_CheckExact(cur) && PyList_CheckExact(value)) {
+            Py_ssize_t n = PyList_GET_SIZE(cur);
+            rc = PyList_SetSlice(cur, n, n, value);
+        } else {
+            PyObject *r = PyObject_CallMethod(cur, "extend", "O", value);
+            rc = r == NULL ? -1 : 0;
+            Py_XDECREF(r);
+        }
+        Py_DECREF(value);
+        return rc;
+    }
+    *slot = value;
+    Py_DECREF(cur);
+    return 0;
+}
+
+/* A new row of the keyed table (tables._keyed_output): key part, namespace part, None per state.
+ * Takes the references of key and ns. */
+static PyObject *
+new_table_row(Sink *sink, PyObject *key, PyObject *ns)
+{
+    PyObject *keyt = NULL, *tup = NULL;
+    Py_ssize_t nk = 1, nn = sink->ns_mode == 0 ? 0 : sink->ns_mode == 1 ? 2 : 1;
+    if (sink->flatten) {
+        keyt = PySequence_Tuple(key);
+        if (keyt == NULL)
+            goto done;
+        nk = PyTuple_GET_SIZE(keyt);
+    }
+    tup = PyTuple_New(nk + nn + sink->width);
+    if (tup == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject *x = keyt != NULL ? PyTuple_GET_ITEM(keyt, i) : key;
+        Py_INCREF(x);
+        PyTuple_SET_ITEM(tup, i, x);
+    }
+    if (sink->ns_mode == 1) {
+        for (Py_ssize_t i = 0; i < 2; i++) {
+            PyObject *x = ns == Py_None ? Py_NewRef(Py_None) : PySequence_GetItem(ns, i);
+            if (x == NULL) {
+                Py_CLEAR(tup);
+                goto done;
+            }
+            PyTuple_SET_ITEM(tup, nk + i, x);
+        }
+    } else if (sink->ns_mode != 0) {
+        PyTuple_SET_ITEM(tup, nk, Py_NewRef(ns));
+    }
+    for (Py_ssize_t i = nk + nn; i < nk + nn + sink->width; i++)
+        PyTuple_SET_ITEM(tup, i, Py_NewRef(Py_None));
+done:
+    Py_XDECREF(keyt);
+    Py_DECREF(key);
+    Py_DECREF(ns);
+    return tup;
+}
 
 /* Takes the references of ident, key, ns and value. */
 static int
@@ -421,20 +517,42 @@ emit(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *ns, PyObj
         Py_DECREF(tup);
         return rc;
     }
-    /* rows: the grouping of keyed.rows_from_entries */
     int c = plan->column;
     PyObject *row = PyDict_GetItemWithError(sink->rows, ident);
+    if (row == NULL && PyErr_Occurred())
+        goto fail;
+    if (sink->table) {
+        /* the row tuple is filled in place: nothing outside this scan has seen it yet */
+        if (row == NULL) {
+            row = new_table_row(sink, key, ns);
+            key = ns = NULL;
+            if (row == NULL)
+                goto fail;
+            int rc = PyDict_SetItem(sink->rows, ident, row);
+            Py_DECREF(row);
+            if (rc < 0)
+                goto fail;
+        } else {
+            Py_CLEAR(key);
+            Py_CLEAR(ns);
+        }
+        Py_CLEAR(ident);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) < sink->width) {
+            PyErr_SetString(PyExc_TypeError, "table rows must be tuples made by this scanner");
+            Py_DECREF(value);
+            return -1;
+        }
+        Py_ssize_t slot = PyTuple_GET_SIZE(row) - sink->width + c;
+        return merge(&((PyTupleObject *)row)->ob_item[slot], plan->column_kind, value);
+    }
+    /* rows: the grouping of keyed.rows_from_entries */
     PyObject *vals;
     if (row == NULL) {
-        if (PyErr_Occurred())
-            goto fail;
         vals = PyList_New(sink->width);
         if (vals == NULL)
             goto fail;
-        for (Py_ssize_t i = 0; i < sink->width; i++) {
-            Py_INCREF(Py_None);
-            PyList_SET_ITEM(vals, i, Py_None);
-        }
+        for (Py_ssize_t i = 0; i < sink->width; i++)
+            PyList_SET_ITEM(vals, i, Py_NewRef(Py_None));
         row = PyList_New(3);
         if (row == NULL) {
             Py_DECREF(vals);
@@ -451,47 +569,15 @@ emit(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *ns, PyObj
     } else {
         Py_CLEAR(key);
         Py_CLEAR(ns);
+        if (!PyList_CheckExact(row) || PyList_GET_SIZE(row) != 3 || !PyList_CheckExact(PyList_GET_ITEM(row, 2)) ||
+            PyList_GET_SIZE(PyList_GET_ITEM(row, 2)) != sink->width) {
+            PyErr_SetString(PyExc_TypeError, "rows must map to [key, namespace, values] made by this scanner");
+            goto fail;
+        }
         vals = PyList_GET_ITEM(row, 2);
     }
     Py_CLEAR(ident);
-    PyObject *cur = PyList_GET_ITEM(vals, c);
-    if (plan->column_kind == C_MAP) {
-        if (cur == Py_None) {
-            PyObject *m = PyDict_New();
-            if (m == NULL)
-                goto fail;
-            PyList_SetItem(vals, c, m);   /* steals m, releases None */
-            cur = m;
-        }
-        int rc;
-        if (PyTuple_Check(value)) {
-            if (PyTuple_GET_SIZE(value) < 2) {
-                PyErr_SetString(PyExc_IndexError, "tuple index out of range");
-                goto fail;
-            }
-            rc = PyObject_SetItem(cur, PyTuple_GET_ITEM(value, 0), PyTuple_GET_ITEM(value, 1));
-        } else {
-            PyObject *r = PyObject_CallMethod(cur, "update", "O", value);
-            rc = r == NULL ? -1 : 0;
-            Py_XDECREF(r);
-        }
-        Py_DECREF(value);
-        return rc;
-    }
-    if (plan->column_kind == C_LIST && cur != Py_None) {
-        int rc;
-        if (PyList_CheckExact(cur) && PyList_CheckExact(value)) {
-            Py_ssize_t n = PyList_GET_SIZE(cur);
-            rc = PyList_SetSlice(cur, n, n, value);
-        } else {
-            PyObject *r = PyObject_CallMethod(cur, "extend", "O", value);
-            rc = r == NULL ? -1 : 0;
-            Py_XDECREF(r);
-        }
-        Py_DECREF(value);
-        return rc;
-    }
-    return PyList_SetItem(vals, c, value);   /* steals value */
+    return merge(&((PyListObject *)vals)->ob_item[c], plan->column_kind, value);
 
 fail:
     Py_XDECREF(ident);
@@ -995,8 +1081,42 @@ Scanner_entries(Scanner *self, PyObject *args)
     Py_buffer view;
     if (get_data(data, &view) < 0)
         return NULL;
-    Sink sink = {out, NULL, 0, PyLong_FromLong(kg)};
+    Sink sink = {out, NULL, 0, PyLong_FromLong(kg), 0, 0, 0};
     /* no cycles can form while scanning: spare the collector's passes over the growing rows */
+    int gc_was_enabled = PyGC_Disable();
+    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, view.len, pos, kg, &sink);
+    if (gc_was_enabled)
+        PyGC_Enable();
+    Py_XDECREF(sink.kg);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+grouped(Scanner *self, PyObject *data, Py_ssize_t pos, long kg, Py_ssize_t width, PyObject *rows, int table,
+        int flatten, int ns_mode)
+{
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+        return NULL;
+    }
+    if (width < 0 || ns_mode < 0 || ns_mode > 2) {
+        PyErr_SetString(PyExc_ValueError, "bad width or namespace mode");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nstates; i++) {
+        Plan *p = &self->plans[i];
+        if (p->mode != M_SKIP && (p->column < 0 || p->column >= width)) {
+            PyErr_Format(PyExc_ValueError, "state %zd has no column", i);
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    if (get_data(data, &view) < 0)
+        return NULL;
+    Sink sink = {NULL, rows, width, PyLong_FromLong(kg), table, flatten, ns_mode};
     int gc_was_enabled = PyGC_Disable();
     int rc = sink.kg == NULL ? -1 : scan(self, view.buf, view.len, pos, kg, &sink);
     if (gc_was_enabled)
@@ -1016,31 +1136,20 @@ Scanner_rows(Scanner *self, PyObject *args)
     long kg;
     if (!PyArg_ParseTuple(args, "OnlnO!:rows", &data, &pos, &kg, &width, &PyDict_Type, &rows))
         return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+    return grouped(self, data, pos, kg, width, rows, 0, 0, 0);
+}
+
+static PyObject *
+Scanner_table(Scanner *self, PyObject *args)
+{
+    PyObject *data, *rows;
+    Py_ssize_t pos, width;
+    long kg;
+    int flatten, ns_mode;
+    if (!PyArg_ParseTuple(args, "OnlnpiO!:table", &data, &pos, &kg, &width, &flatten, &ns_mode, &PyDict_Type,
+                          &rows))
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < self->nstates; i++) {
-        Plan *p = &self->plans[i];
-        if (p->mode != M_SKIP && (p->column < 0 || p->column >= width)) {
-            PyErr_Format(PyExc_ValueError, "state %zd has no column", i);
-            return NULL;
-        }
-    }
-    Py_buffer view;
-    if (get_data(data, &view) < 0)
-        return NULL;
-    Sink sink = {NULL, rows, width, PyLong_FromLong(kg)};
-    /* no cycles can form while scanning: spare the collector's passes over the growing rows */
-    int gc_was_enabled = PyGC_Disable();
-    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, view.len, pos, kg, &sink);
-    if (gc_was_enabled)
-        PyGC_Enable();
-    Py_XDECREF(sink.kg);
-    PyBuffer_Release(&view);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    return grouped(self, data, pos, kg, width, rows, 1, flatten, ns_mode);
 }
 
 static PyMethodDef Scanner_methods[] = {
@@ -1048,6 +1157,9 @@ static PyMethodDef Scanner_methods[] = {
      "entries(data, pos, key_group, out): append the entries of one canonical key group to out"},
     {"rows", (PyCFunction)Scanner_rows, METH_VARARGS,
      "rows(data, pos, key_group, width, rows): group the entries of one key group into rows"},
+    {"table", (PyCFunction)Scanner_table, METH_VARARGS,
+     "table(data, pos, key_group, width, flatten, ns_mode, rows): the keyed table's row tuples of one key "
+     "group, by identity"},
     {NULL, NULL, 0, NULL}
 };
 
@@ -1084,94 +1196,7 @@ py_read_flink_string(PyObject *mod, PyObject *args)
     return res;
 }
 
-/* table_rows(rows, flatten, ns_mode) -> [row tuple]: the keyed table's rows (tables._keyed_output)
- * from rows(): key (its fields when flatten), the namespace part (ns_mode 0: none, 1: a window's
- * start and end, 2: the namespace), then one value per state */
-static PyObject *
-py_table_rows(PyObject *mod, PyObject *args)
-{
-    PyObject *rows;
-    int flatten, ns_mode;
-    if (!PyArg_ParseTuple(args, "O!pi:table_rows", &PyDict_Type, &rows, &flatten, &ns_mode))
-        return NULL;
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
-    Py_ssize_t it = 0;
-    PyObject *ident, *row;
-    while (PyDict_Next(rows, &it, &ident, &row)) {
-        if (!PyList_Check(row) || PyList_GET_SIZE(row) != 3 || !PyList_Check(PyList_GET_ITEM(row, 2))) {
-            PyErr_SetString(PyExc_TypeError, "rows must map to [key, namespace, values]");
-            goto fail;
-        }
-        PyObject *key = PyList_GET_ITEM(row, 0);
-        PyObject *ns = PyList_GET_ITEM(row, 1);
-        PyObject *vals = PyList_GET_ITEM(row, 2);
-        PyObject *keyt = NULL;
-        Py_ssize_t nk = 1;
-        if (flatten) {
-            keyt = PySequence_Tuple(key);
-            if (keyt == NULL)
-                goto fail;
-            nk = PyTuple_GET_SIZE(keyt);
-        }
-        Py_ssize_t nn = ns_mode == 0 ? 0 : ns_mode == 1 ? 2 : 1;
-        Py_ssize_t nv = PyList_GET_SIZE(vals);
-        PyObject *tup = PyTuple_New(nk + nn + nv);
-        if (tup == NULL) {
-            Py_XDECREF(keyt);
-            goto fail;
-        }
-        if (flatten) {
-            for (Py_ssize_t i = 0; i < nk; i++) {
-                PyObject *x = PyTuple_GET_ITEM(keyt, i);
-                Py_INCREF(x);
-                PyTuple_SET_ITEM(tup, i, x);
-            }
-            Py_DECREF(keyt);
-        } else {
-            Py_INCREF(key);
-            PyTuple_SET_ITEM(tup, 0, key);
-        }
-        if (ns_mode == 1) {
-            for (Py_ssize_t i = 0; i < 2; i++) {
-                PyObject *x;
-                if (ns == Py_None) {
-                    x = Py_None;
-                    Py_INCREF(x);
-                } else {
-                    x = PySequence_GetItem(ns, i);
-                    if (x == NULL) {
-                        Py_DECREF(tup);
-                        goto fail;
-                    }
-                }
-                PyTuple_SET_ITEM(tup, nk + i, x);
-            }
-        } else if (ns_mode != 0) {
-            Py_INCREF(ns);
-            PyTuple_SET_ITEM(tup, nk, ns);
-        }
-        for (Py_ssize_t i = 0; i < nv; i++) {
-            PyObject *x = PyList_GET_ITEM(vals, i);
-            Py_INCREF(x);
-            PyTuple_SET_ITEM(tup, nk + nn + i, x);
-        }
-        int rc = PyList_Append(out, tup);
-        Py_DECREF(tup);
-        if (rc < 0)
-            goto fail;
-    }
-    return out;
-
-fail:
-    Py_DECREF(out);
-    return NULL;
-}
-
 static PyMethodDef module_methods[] = {
-    {"table_rows", py_table_rows, METH_VARARGS,
-     "table_rows(rows, flatten, ns_mode) -> list of the keyed table's row tuples"},
     {"read_flink_string", py_read_flink_string, METH_VARARGS,
      "read_flink_string(buf, pos) -> (str or None, new pos): a Flink StringValue string"},
     {NULL, NULL, 0, NULL}

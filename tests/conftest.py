@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -16,3 +18,32 @@ def spark():
 
     s = get_spark("local[2]")
     yield s
+
+
+# The AWS SDK must never ask the EC2 instance-metadata address for credentials or a region while
+# testing (only loopback traffic here); set before any Spark JVM or worker inherits the environment.
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """A real S3-protocol server (moto) on 127.0.0.1 with the shipped samples uploaded to
+    s3://samples/<sample name>/; dummy credentials in the environment, the endpoint, region and
+    path-style access as fstate file-system options (``s3.options``). Stopped at the end."""
+    from tests.s3_support import DUMMY_ENV, start_server
+    from tests.support import sample_dirs
+
+    server = start_server(tmp_path_factory.mktemp("moto"))
+    saved = {k: os.environ.get(k) for k in DUMMY_ENV}
+    os.environ.update(DUMMY_ENV)
+    try:
+        for sample in sample_dirs():
+            server.upload(sample, f"s3://samples/{sample.name}")
+        yield server
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -112,5 +112,8 @@ def start_server(tmp_dir: str | Path, *, extra_env: dict | None = None, ready_ti
                 server.stop()
                 raise RuntimeError(f"moto server did not start within {ready_timeout}s: {log.read_text()[-2000:]}")
             time.sleep(0.2)
-    server.options = {"endpoint": server.endpoint, "region": "us-east-1", "path_style": "true"}
+    # The dummy keys are options too, not only environment: a Spark JVM started before this server
+    # (its Python workers keep the environment they were born with) must still sign its requests.
+    server.options = {"endpoint": server.endpoint, "region": "us-east-1", "path_style": "true",
+                      "access_key": DUMMY_ENV["AWS_ACCESS_KEY_ID"], "secret_key": DUMMY_ENV["AWS_SECRET_ACCESS_KEY"]}
     return server

@@ -257,8 +257,12 @@ def value_types(draw, depth=0):
 
 @st.composite
 def keyed_streams(draw):
-    key_name = draw(st.sampled_from(KEY_TYPES))
-    key_t, key_s = SCALARS[key_name]
+    key_name = draw(st.sampled_from(KEY_TYPES + ["Tuple"]))
+    if key_name == "Tuple":
+        (a, sa), (b, sb) = SCALARS[draw(st.sampled_from(KEY_TYPES))], SCALARS[draw(st.sampled_from(KEY_TYPES))]
+        key_t, key_s = T.TupleType((a, b)), st.tuples(sa, sb)
+    else:
+        key_t, key_s = SCALARS[key_name]
     mp = draw(st.sampled_from([128, 4096]))
     compressed = draw(st.booleans())
     ns_choice = draw(st.sampled_from(["void", "void", "window", "string"]))
@@ -374,6 +378,40 @@ def test_generated_rows_hold_the_values(stream, both):
                         idents.add(bytes(enc._composite(kg, key, ns)))
         expected += len(idents)
     assert len(c) == expected
+
+
+def _reference_table(rows, flatten: bool, ns_mode: str):
+    """readers.tables._keyed_output's row tuples, from keyed_rows."""
+    out = []
+    for _, key, ns, vals in rows:
+        head = tuple(key) if flatten else (key,)
+        if ns_mode == "window":
+            head += (None, None) if ns is None else (ns[0], ns[1])
+        elif ns_mode != "void":
+            head += (ns,)
+        out.append(head + tuple(vals))
+    return out
+
+
+@needs_c
+@GEN
+@given(stream=keyed_streams(), data=st.data())
+def test_generated_table_rows(stream, data, monkeypatch):
+    """The keyed table's tuples built in C (FP.table_rows) against tables._keyed_output's rule."""
+    meta, mp, values, lo, hi = stream
+    buf, handle = encode(meta, mp, values, lo, hi)
+    value_ids = [i for i, _ in meta.value_states]
+    assume(value_ids)
+    ids = data.draw(st.lists(st.sampled_from(value_ids), min_size=1, unique=True))
+    windows = any(s.namespace_type == T.TIME_WINDOW for s in meta.states)
+    ns_mode = data.draw(st.sampled_from(["window", "ns"] if windows else ["void", "ns"]))
+    flatten = isinstance(meta.key_type, T.TupleType) and data.draw(st.booleans())
+    kgs = data.draw(st.none() | st.lists(st.integers(lo, hi)))
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    want = _reference_table(K.keyed_rows(buf, handle, meta, mp, ids, key_groups=kgs), flatten, ns_mode)
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
+    got = list(FP.table_rows(buf, handle, meta, mp, ids, kgs, None, flatten, ns_mode))
+    assert _same(want, got)
 
 
 # ---------------------------------------------------------------------------------------------
