@@ -106,11 +106,12 @@ def main() -> None:
 
     core_cmd = [sys.executable, "-c", (
         "import sys,time; from fstate.savepoint.loader import Savepoint; from fstate.readers import tables as TB\n"
+        "from fstate.savepoint import _fastpath\n"
         "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter()\n"
         "n = sum(1 for p in TB.keyed_table(op).partitions for _ in TB.read_partition(p))\n"
-        "print(n, time.perf_counter() - t)"), sp_dir]
+        "print(n, time.perf_counter() - t, 'compiled' if _fastpath.available() else 'pure-Python')"), sp_dir]
     res = subprocess.run(core_cmd, capture_output=True, text=True, check=True)
-    rows, core_s = res.stdout.split()
+    rows, core_s, core_path = res.stdout.split()
     core_s = float(core_s)
 
     out = work / "parquet"
@@ -135,7 +136,7 @@ def main() -> None:
     print(f"\nN = {a.records:,} keys, {entries:,} entries, {size / 1e6:.1f} MB, {os.cpu_count()} cores")
     print(f"  Flink 2.3 restore (submit → all state loaded) {rate(flink_s)}")
     print(f"  raw read of the state files                   {rate(raw_s)}")
-    print(f"  fstate decode, one process, no Spark          {rate(core_s)}   [{int(rows):,} rows]")
+    print(f"  fstate decode, one process, no Spark          {rate(core_s)}   [{int(rows):,} rows, {core_path}]")
     print(f"  fstate read --out parquet (Spark {a.master})  {rate(fstate_s)}")
     print(f"  ratio fstate read / Flink restore speed       {flink_s / fstate_s:.2f}")
     print(f"  ratio fstate decode / Flink restore speed     {flink_s / core_s:.2f}")

@@ -202,7 +202,9 @@ class SavepointBuilder:
     def _commit_remote(self) -> str:
         meta_path = join(self.target, METADATA_FILE)
         try:
-            data = write_metadata(self.metadata())
+            meta = self.metadata()
+            data = write_metadata(meta)
+            self._check_uploads(meta)
             old = None
             if self.io.exists(meta_path):
                 if not self.overwrite:
@@ -216,6 +218,16 @@ class SavepointBuilder:
         if old is not None:
             self._delete_replaced(old, data)
         return self.target
+
+    def _check_uploads(self, meta) -> None:
+        """Every file `_metadata` will point at is there with its size (no rename means no
+        directory listing to trust: each object is checked before the savepoint appears)."""
+        from .errors import StorageError
+
+        for f, size in sorted(_relative_files(meta, self.target).items()):
+            actual = self.io.size(f)
+            if actual != size:
+                raise StorageError(f"uploaded state file has {actual} bytes, expected {size}", f)
 
     def _delete_replaced(self, old: bytes, new: bytes) -> None:
         """After an overwrite: the files of the replaced savepoint that the new one does not use."""
@@ -265,6 +277,30 @@ def ensure_writable_target(target: str, overwrite: bool, fs_options=None) -> Non
     t = strip_file_scheme(target)
     if os.path.exists(t) and not overwrite:
         raise FStateError("target already exists (use --overwrite to replace it)", t)
+
+
+def _relative_files(meta, directory: str) -> dict[str, int]:
+    """{path: size} of the files that relative handles of ``meta`` name in ``directory``."""
+    out: dict[str, int] = {}
+
+    def stream(h):
+        if isinstance(h, H.KeyGroupsHandle):
+            stream(h.delegate)
+        elif isinstance(h, H.RelativeFileHandle):
+            out[join(directory, h.relative_path)] = h.size
+
+    for op in meta.operators:
+        for s in op.subtasks.values():
+            for h in (s.managed_operator, s.raw_operator):
+                if h is not None:
+                    stream(h.delegate)
+            for h in (s.managed_keyed, s.raw_keyed):
+                if isinstance(h, H.IncrementalKeyedHandle):
+                    for x in [h.metadata_state] + [x for _, x in h.shared + h.private]:
+                        stream(x)
+                else:
+                    stream(h)
+    return out
 
 
 def _owned_files(meta, directory: str) -> set[str]:

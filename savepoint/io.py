@@ -233,7 +233,26 @@ def load_fs_config(path: str) -> dict[str, Any]:
     return _flatten(data)
 
 
+_ENV_CACHE: dict[tuple, dict[str, Any]] = {}
+
+
 def _env_options() -> dict[str, Any]:
+    """Options from FSTATE_FS_CONFIG and FSTATE_FS_OPTIONS (parsed again only when they change)."""
+    cfg = os.environ.get(FS_CONFIG_ENV)
+    try:
+        mtime = os.stat(strip_file_scheme(cfg)).st_mtime_ns if cfg else None
+    except OSError:
+        mtime = None
+    key = (cfg, mtime, os.environ.get(FS_OPTIONS_ENV))
+    cached = _ENV_CACHE.get(key)
+    if cached is None:
+        cached = _parse_env_options()
+        _ENV_CACHE.clear()
+        _ENV_CACHE[key] = cached
+    return dict(cached)
+
+
+def _parse_env_options() -> dict[str, Any]:
     out: dict[str, Any] = {}
     cfg = os.environ.get(FS_CONFIG_ENV)
     if cfg:

@@ -9,6 +9,7 @@ from typing import Callable, Iterable
 
 from . import handles as H
 from . import keyed as K
+from . import rocksdb as RX
 from .errors import ExternalPathError, FStateError
 from .io import io_for, is_remote, is_within, join, strip_file_scheme
 from .loader import OperatorView, Savepoint
@@ -69,7 +70,9 @@ def _is_external(sp: Savepoint, h) -> str | None:
         target = h.physical_path
     else:
         return None
-    if is_within(target, sp.path):  # URIs: another bucket, prefix or scheme is outside
+    # the snapshot's own directory (for chk-N also the job's shared/ and taskowned/); for URIs
+    # another bucket, prefix or scheme is outside
+    if any(is_within(target, d) for d in sp._own_dirs):
         return None
     return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
@@ -140,23 +143,28 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
     if not op.has_keyed_state:
         return
     handles = {}
-    _guard(r, "keyed state handles", lambda: handles.setdefault("h", op.key_group_handles()))
+    _guard(r, "keyed state handles", lambda: handles.setdefault("h", op.readable_keyed_handles()))
     km_holder = {}
     _guard(r, "keyed state header", lambda: km_holder.setdefault("m", op.keyed_meta))
     km = km_holder.get("m")
     if km is None or "h" not in handles:
         return
     for subtask, h in handles["h"]:
-        def decode_all(h=h):
-            src = op.savepoint.stream_source(h.delegate)
-            buf = H.read_source(src, op.savepoint.io)  # (another file system: the source's own IO)
-            meta = K.read_keyed_proxy(buf, src.label)
-            n = 0
-            for _ in K.iter_entries(buf, h, meta, op.max_parallelism, source=src.label):
-                n += 1
-            return n
-        _guard(r, f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})",
-               decode_all)
+        if isinstance(h, H.IncrementalKeyedHandle):
+            def decode_all(h=h, subtask=subtask):
+                src = op.rocksdb_source(subtask, h)
+                meta = RX.read_meta(src, op.savepoint.io)
+                with RX.open_snapshot(src, io=op.savepoint.io) as db:
+                    return sum(1 for _ in RX.iter_entries(db, meta, op.max_parallelism))
+            what = f"RocksDB state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
+        else:
+            def decode_all(h=h):
+                src = op.savepoint.stream_source(h.delegate)
+                buf = H.read_source(src, op.savepoint.io)
+                meta = K.read_keyed_proxy(buf, src.label)
+                return sum(1 for _ in K.iter_entries(buf, h, meta, op.max_parallelism, source=src.label))
+            what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
+        _guard(r, what, decode_all)
 
 
 __all__ = ["verify", "VerifyReport", "OperatorReport", "ExternalPathError"]

@@ -388,3 +388,14 @@ def test_synthetic_database_prefix_sizes(tmp_path, tmp_root, max_parallelism, st
     assert timers == {k: (kg, v[3]) for k, (kg, v) in expected.items()}
     assert picked == {k for k, (kg, _) in expected.items() if kg in some}
     assert _leftovers(tmp_root) == []
+
+
+def test_verify_decodes_rocksdb_snapshots():
+    from fstate.savepoint.verify import verify
+    from tests.support import sample_dirs, sample_snapshot
+
+    sample = next(sample_snapshot(s) for s in sample_dirs() if s.name == "keyed-rocksdb-checkpoint")
+    report = verify(str(sample))
+    assert report.ok, report.to_dict()
+    keyed = next(o for o in report.operators if o.operator == "keyed")
+    assert any(c.startswith("RocksDB state of subtask") for c in keyed.checked)
