@@ -317,8 +317,6 @@ def test_spark_executors_read_s3_with_the_options_of_the_call(spark, s3):
 
 def test_verify_remote(s3):
     for sample in SAMPLES:
-        if sample.name == "keyed-rocksdb-checkpoint":
-            continue  # (verify needs key-group streams; the same locally)
         report = verify(_remote(sample), fs_options=s3.options)
         assert report.ok, report.to_dict()
 
