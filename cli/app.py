@@ -172,18 +172,7 @@ def read(
                 _write(df, out_dir, fmt)
             err.print(f"wrote {planned.name} ({', '.join(df.columns)}) as {fmt} to {out_dir}")
             return
-        rows = df.limit(limit).collect()
-        if json_out:
-            import json
-
-            from .output import to_jsonable
-
-            for r in rows:
-                out.print(json.dumps(to_jsonable(r.asDict(recursive=True)), ensure_ascii=False), soft_wrap=True)
-            return
-        n = print_rows(df.columns, rows, title=planned.name)
-        if n == limit:
-            err.print(f"(first {limit} rows; --limit to see more, --out to write all)")
+        _show(df, limit, json_out, title=planned.name)
 
 
 @app.command()
@@ -257,16 +246,7 @@ def sql(
             _write(df, out_dir, fmt)
             err.print(f"wrote {fmt} to {out_dir}")
             return
-        rows = df.limit(limit).collect()
-        if json_out:
-            import json
-
-            from .output import to_jsonable
-
-            for r in rows:
-                out.print(json.dumps(to_jsonable(r.asDict(recursive=True)), ensure_ascii=False), soft_wrap=True)
-            return
-        print_rows(df.columns, rows)
+        _show(df, limit, json_out)
 
 
 @app.command()
@@ -478,6 +458,22 @@ def relocate(
 
         n = do_relocate(path, old, new, backup=backup)
         err.print(f"rewrote {n} path(s)" if n else f"no path starts with {old}: nothing changed")
+
+
+def _show(df, limit: int, json_out: bool, title: str | None = None) -> None:
+    """The first ``limit`` rows of a DataFrame: a rich table, or JSON lines with --json."""
+    rows = df.limit(limit).collect()
+    if json_out:
+        import json
+
+        from .output import to_jsonable
+
+        for r in rows:
+            out.print(json.dumps(to_jsonable(r.asDict(recursive=True)), ensure_ascii=False), soft_wrap=True)
+        return
+    n = print_rows(df.columns, rows, title=title)
+    if n == limit:
+        err.print(f"(first {limit} rows; --limit to see more, --out to write all)")
 
 
 def _write(df, out_dir: str, fmt: str) -> None:
