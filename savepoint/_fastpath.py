@@ -25,10 +25,14 @@ from .compression import decompress_framed
 from .errors import CorruptStateError, UnsupportedSerializerError
 from .types import typeinfo as T
 
+ABI = 2  # the interface version of _speedups.c this module speaks
+
 try:
     from . import _speedups
 except ImportError:  # built without a compiler: the Python path is the whole story
     _speedups = None
+if _speedups is not None and getattr(_speedups, "ABI", None) != ABI:
+    _speedups = None  # a stale build of older sources (rebuild: pip install -e .)
 
 # type codes and plan modes: the enums at the top of _speedups.c
 (STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT, CHAR, ZERO, WINDOW, TUPLE, NULLABLE, TTL,

@@ -23,6 +23,10 @@
  *   .table(data, pos, key_group, width, flatten, ns_mode, rows)
  *                                              the keyed table's row tuples: {identity: row}
  * read_flink_string(buf, pos) -> (str | None, new pos)
+ *
+ * ABI: bumped whenever this interface changes; _fastpath.py ignores a build with another number
+ * (a stale build_ext --inplace), so rebuild after editing: pip install -e . (or python setup.py
+ * build_ext --inplace).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -1228,7 +1232,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

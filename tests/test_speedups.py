@@ -13,7 +13,6 @@ C-side tests are skipped then (and ``test_extension_is_built`` says so when a co
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import struct
@@ -21,6 +20,7 @@ import subprocess
 import sys
 import sysconfig
 from decimal import Decimal
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
@@ -75,8 +75,9 @@ def test_extension_is_built():
     if speedups is None:
         cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
         if shutil.which(cc) and os.environ.get("FSTATE_ALLOW_NO_SPEEDUPS") != "1":
-            pytest.fail(f"a C compiler ({cc}) is here but fstate.savepoint._speedups was not built: "
-                        "pip install -e . builds it (FSTATE_ALLOW_NO_SPEEDUPS=1 accepts the pure-Python install)")
+            pytest.fail(f"a C compiler ({cc}) is here but fstate.savepoint._speedups was not built (or is "
+                        "stale): pip install -e . builds it (FSTATE_ALLOW_NO_SPEEDUPS=1 accepts a pure-Python "
+                        "install)")
         pytest.skip("no C compiler: the pure-Python path is the whole story")
     assert speedups.__name__ == "fstate.savepoint._speedups"
 
@@ -380,24 +381,12 @@ def test_generated_rows_hold_the_values(stream, both):
     assert len(c) == expected
 
 
-def _reference_table(rows, flatten: bool, ns_mode: str):
-    """readers.tables._keyed_output's row tuples, from keyed_rows."""
-    out = []
-    for _, key, ns, vals in rows:
-        head = tuple(key) if flatten else (key,)
-        if ns_mode == "window":
-            head += (None, None) if ns is None else (ns[0], ns[1])
-        elif ns_mode != "void":
-            head += (ns,)
-        out.append(head + tuple(vals))
-    return out
-
-
 @needs_c
 @GEN
 @given(stream=keyed_streams(), data=st.data())
 def test_generated_table_rows(stream, data, monkeypatch):
-    """The keyed table's tuples built in C (FP.table_rows) against tables._keyed_output's rule."""
+    """The keyed table's tuples built in C (FP.table_rows) against tables._keyed_output's own rule
+    (key fields with flatten, namespace columns per mode)."""
     meta, mp, values, lo, hi = stream
     buf, handle = encode(meta, mp, values, lo, hi)
     value_ids = [i for i, _ in meta.value_states]
@@ -407,10 +396,19 @@ def test_generated_table_rows(stream, data, monkeypatch):
     ns_mode = data.draw(st.sampled_from(["window", "ns"] if windows else ["void", "ns"]))
     flatten = isinstance(meta.key_type, T.TupleType) and data.draw(st.booleans())
     kgs = data.draw(st.none() | st.lists(st.integers(lo, hi)))
+    part = SimpleNamespace(options=(("ns", ns_mode), ("flat", False), ("flatten", flatten)), kind="keyed",
+                           source=SimpleNamespace(label=None), state_names=[meta.states[i].name for i in ids])
+
+    def table(fast):
+        return list(TB._keyed_output(
+            part, meta, None, None,
+            lambda sids: K.keyed_rows(buf, handle, meta, mp, sids, key_groups=kgs),
+            (lambda sids, fl, ns: FP.table_rows(buf, handle, meta, mp, sids, kgs, None, fl, ns)) if fast else None))
+
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
-    want = _reference_table(K.keyed_rows(buf, handle, meta, mp, ids, key_groups=kgs), flatten, ns_mode)
+    want = table(fast=False)
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
-    got = list(FP.table_rows(buf, handle, meta, mp, ids, kgs, None, flatten, ns_mode))
+    got = table(fast=True)
     assert _same(want, got)
 
 
