@@ -19,7 +19,7 @@ from . import handles as H
 from .errors import FStateError, InvalidArgumentError
 from .io import (METADATA_FILE, canonical, io_for, is_remote, is_within, join, resolve_fs_options, split_uri,
                  strip_file_scheme)
-from .metadata import CheckpointMetadata, OperatorState, SubtaskState, write_metadata
+from .metadata import CheckpointMetadata, OperatorState, SubtaskState, stream_handles, write_metadata
 from .trailers import CANONICAL_SAVEPOINT_PROPERTIES
 from .types.hashing import check_parallelism, operator_id_for_uid, parse_operator_id
 
@@ -281,53 +281,20 @@ def ensure_writable_target(target: str, overwrite: bool, fs_options=None) -> Non
 
 def _relative_files(meta, directory: str) -> dict[str, int]:
     """{path: size} of the files that relative handles of ``meta`` name in ``directory``."""
-    out: dict[str, int] = {}
-
-    def stream(h):
-        if isinstance(h, H.KeyGroupsHandle):
-            stream(h.delegate)
-        elif isinstance(h, H.RelativeFileHandle):
-            out[join(directory, h.relative_path)] = h.size
-
-    for op in meta.operators:
-        for s in op.subtasks.values():
-            for h in (s.managed_operator, s.raw_operator):
-                if h is not None:
-                    stream(h.delegate)
-            for h in (s.managed_keyed, s.raw_keyed):
-                if isinstance(h, H.IncrementalKeyedHandle):
-                    for x in [h.metadata_state] + [x for _, x in h.shared + h.private]:
-                        stream(x)
-                else:
-                    stream(h)
-    return out
+    return {join(directory, h.relative_path): h.size for _, _, _, h in stream_handles(meta)
+            if isinstance(h, H.RelativeFileHandle)}
 
 
 def _owned_files(meta, directory: str) -> set[str]:
     """Files inside ``directory`` that the handles of ``meta`` point at (relative or absolute)."""
     out: set[str] = set()
-
-    def stream(h):
-        if isinstance(h, H.KeyGroupsHandle):
-            stream(h.delegate)
-        elif isinstance(h, H.RelativeFileHandle):
+    for _, _, _, h in stream_handles(meta):
+        if isinstance(h, H.RelativeFileHandle):
             out.add(canonical(join(directory, h.relative_path)))
         elif isinstance(h, (H.FileHandle, H.SegmentFileHandle)):
             p = h.path if isinstance(h, H.FileHandle) else h.physical_path
             if is_within(p, directory):
                 out.add(canonical(p))
-
-    for op in meta.operators:
-        for s in op.subtasks.values():
-            for h in (s.managed_operator, s.raw_operator):
-                if h is not None:
-                    stream(h.delegate)
-            for h in (s.managed_keyed, s.raw_keyed):
-                if isinstance(h, H.IncrementalKeyedHandle):
-                    for x in [h.metadata_state] + [x for _, x in h.shared + h.private]:
-                        stream(x)
-                else:
-                    stream(h)
     prefix = directory.rstrip("/")
     # back to the spelling the target uses (s3a:// stays s3a://)
     return {prefix + f[len(canonical(prefix)):] for f in out}

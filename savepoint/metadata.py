@@ -284,3 +284,30 @@ def _write_subtask(out: DataOutput, s: SubtaskState, version: int) -> None:
         out.write_i32(len(group))
         for ch in group:
             H.write_channel_handle(out, ch, tagged=version >= 6)
+
+
+# ---------------------------------------------------------------------------------------------
+# walking handles
+
+
+def subtask_stream_handles(s: SubtaskState):
+    """(what, stream handle) for every place a subtask's state bytes live: operator state streams,
+    key-group streams, and the metadata and files of RocksDB incremental/native snapshots."""
+    for what, h in (("operator state", s.managed_operator), ("raw operator state", s.raw_operator)):
+        if h is not None:
+            yield what, h.delegate
+    for what, h in (("keyed state", s.managed_keyed), ("raw keyed state", s.raw_keyed)):
+        if isinstance(h, H.KeyGroupsHandle):
+            yield what, h.delegate
+        elif isinstance(h, H.IncrementalKeyedHandle):
+            yield f"{what} metadata", h.metadata_state
+            for name, x in h.shared + h.private:
+                yield f"{what} file {name}", x
+
+
+def stream_handles(meta: CheckpointMetadata):
+    """(operator, subtask index, what, stream handle) over the whole snapshot."""
+    for op in meta.operators:
+        for i, s in sorted(op.subtasks.items()):
+            for what, h in subtask_stream_handles(s):
+                yield op, i, what, h

@@ -7,7 +7,7 @@ from typing import Any
 from . import handles as H
 from .errors import ExternalPathError
 from .loader import Savepoint
-from .metadata import FLINK_VERSIONS
+from .metadata import FLINK_VERSIONS, stream_handles
 
 
 def _storage(op) -> dict[str, int]:
@@ -31,30 +31,19 @@ def _dependencies(sp: Savepoint) -> dict[str, int]:
     from .io import is_remote, is_within, parent_of, strip_file_scheme
 
     deps: dict[str, int] = {}
-    for op in sp.metadata.operators:
-        for s in op.subtasks.values():
-            for h in (s.managed_operator, s.raw_operator, s.managed_keyed, s.raw_keyed):
-                for d in _files(h):
-                    p = d if is_remote(d) else strip_file_scheme(d)
-                    if is_within(p, sp.path):  # another bucket, prefix or scheme is outside
-                        continue
-                    parent = parent_of(p) if is_remote(p) else os.path.dirname(os.path.realpath(p))
-                    deps[parent] = deps.get(parent, 0) + 1
+    for _, _, _, h in stream_handles(sp.metadata):
+        if isinstance(h, H.FileHandle):
+            d = h.path
+        elif isinstance(h, H.SegmentFileHandle):
+            d = h.physical_path
+        else:
+            continue
+        p = d if is_remote(d) else strip_file_scheme(d)
+        if is_within(p, sp.path):  # another bucket, prefix or scheme is outside
+            continue
+        parent = parent_of(p) if is_remote(p) else os.path.dirname(os.path.realpath(p))
+        deps[parent] = deps.get(parent, 0) + 1
     return deps
-
-
-def _files(h) -> list[str]:
-    if h is None:
-        return []
-    if isinstance(h, (H.KeyGroupsHandle, H.OperatorStreamHandle)):
-        return _files(h.delegate)
-    if isinstance(h, H.IncrementalKeyedHandle):
-        return [f for x in [h.metadata_state] + [x for _, x in h.shared + h.private] for f in _files(x)]
-    if isinstance(h, H.FileHandle):
-        return [h.path]
-    if isinstance(h, H.SegmentFileHandle):
-        return [h.physical_path]
-    return []
 
 
 def summarize(sp: Savepoint) -> dict[str, Any]:

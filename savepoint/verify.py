@@ -13,6 +13,7 @@ from . import rocksdb as RX
 from .errors import ExternalPathError, FStateError
 from .io import io_for, is_remote, is_within, join, strip_file_scheme
 from .loader import OperatorView, Savepoint
+from .metadata import subtask_stream_handles
 
 
 @dataclass
@@ -46,16 +47,8 @@ class VerifyReport:
 
 def _stream_handles(op: OperatorView) -> Iterable[tuple[str, object]]:
     for i, s in sorted(op.state.subtasks.items()):
-        for what, h in (("operator state", s.managed_operator), ("raw operator state", s.raw_operator)):
-            if h is not None:
-                yield f"subtask {i} {what}", h.delegate
-        for what, h in (("keyed state", s.managed_keyed), ("raw keyed state", s.raw_keyed)):
-            if isinstance(h, H.KeyGroupsHandle):
-                yield f"subtask {i} {what}", h.delegate
-            elif isinstance(h, H.IncrementalKeyedHandle):
-                yield f"subtask {i} {what} metadata", h.metadata_state
-                for name, x in h.shared + h.private:
-                    yield f"subtask {i} {what} file {name}", x
+        for what, h in subtask_stream_handles(s):
+            yield f"subtask {i} {what}", h
 
 
 def _is_external(sp: Savepoint, h) -> str | None:
