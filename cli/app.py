@@ -47,6 +47,18 @@ def _fs(fs_option: list[str] | None, fs_config: str | None) -> tuple:
     return resolve_fs_options()
 
 
+MASTER = typer.Option(None, "--master", help="Spark master (default local[*]).")
+CONF = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable).")
+
+
+def _start_spark(master: str | None, conf_map: dict[str, str]):
+    """The active SparkSession, or a new one for --master/--conf, with a spinner while it starts."""
+    with progress("starting Spark"):
+        from ..readers.session import get_spark
+
+        return get_spark(master, conf_map)
+
+
 def _parse_conf(conf: list[str] | None) -> dict[str, str]:
     from ..savepoint.errors import InvalidArgumentError
 
@@ -131,8 +143,8 @@ def read(
     out_dir: Optional[str] = typer.Option(None, "--out", "-o", help="Write the table to this directory."),
     fmt: str = typer.Option("parquet", "--format", "-f", help="parquet, csv or json (with --out)."),
     json_out: bool = typer.Option(False, "--json", help="Print rows as JSON lines instead of a table."),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
-    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
     allow_external_paths: bool = ALLOW_EXTERNAL,
     checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
     fs_option: Optional[list[str]] = FS_OPTION,
@@ -162,10 +174,7 @@ def read(
         planned = build_table(options)
         options["table"] = planned.kind
         conf_map = _parse_conf(conf)
-        with progress("starting Spark"):
-            from ..readers.session import get_spark
-
-            spark = get_spark(master, conf_map)
+        spark = _start_spark(master, conf_map)
         df = spark.read.format(FORMAT).options(**options).load()
         if out_dir:
             with progress(f"writing {fmt} to {out_dir}"):
@@ -180,8 +189,8 @@ def bootstrap(
     spec: str = typer.Option(..., "--spec", help="YAML spec: operators, their states and data sources."),
     out_dir: str = typer.Option(..., "--out", "-o", help="Directory of the new savepoint."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out."),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
-    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
@@ -194,10 +203,7 @@ def bootstrap(
         spec_data = load_spec(spec)
         ensure_writable_target(out_dir, overwrite)
         conf_map = _parse_conf(conf)
-        with progress("starting Spark"):
-            from ..readers.session import get_spark
-
-            spark = get_spark(master, conf_map)
+        spark = _start_spark(master, conf_map)
         writer = writer_from_spec(spec_data, spec, spark)
         with progress(f"writing savepoint {out_dir}"):
             path = writer.write(out_dir, overwrite=overwrite)
@@ -214,8 +220,8 @@ def sql(
     json_out: bool = typer.Option(False, "--json", help="Print rows as JSON lines."),
     show_views: bool = typer.Option(False, "--views", help="List the registered views first."),
     allow_external_paths: bool = ALLOW_EXTERNAL,
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
-    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
@@ -229,10 +235,7 @@ def sql(
             raise InvalidArgumentError("give at least one savepoint path and a query")
         *paths, query = args
         conf_map = _parse_conf(conf)
-        with progress("starting Spark"):
-            from ..readers.session import get_spark
-
-            spark = get_spark(master, conf_map)
+        spark = _start_spark(master, conf_map)
         registered = {}
         for item in paths:
             alias, eq, p = item.partition("=")
@@ -271,8 +274,8 @@ def diff(
     uid: Optional[str] = typer.Option(None, "--uid", "-u", help="Only this operator."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
     allow_external_paths: bool = ALLOW_EXTERNAL,
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
-    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
@@ -282,10 +285,7 @@ def diff(
         from ..readers.views import diff as do_diff
 
         conf_map = _parse_conf(conf)
-        with progress("starting Spark"):
-            from ..readers.session import get_spark
-
-            spark = get_spark(master, conf_map)
+        spark = _start_spark(master, conf_map)
         with progress("comparing"):
             result = do_diff(spark, old, new, uid, allow_external_paths=allow_external_paths)
         if json_out:
@@ -362,8 +362,8 @@ def modify(
     spec: Optional[str] = typer.Option(None, "--add", help="A bootstrap YAML spec of operators to add or replace."),
     deep: bool = typer.Option(False, "--deep", help="Copy BASE's files instead of pointing at them."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out."),
-    master: Optional[str] = typer.Option(None, "--master", help="Spark master (default local[*])."),
-    conf: Optional[list[str]] = typer.Option(None, "--conf", help="Spark configuration key=value (repeatable)."),
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
@@ -393,11 +393,8 @@ def modify(
             m.transform_state(uid, state, sql=sql)
         needs_spark = bool(max_parallelism or transform or spec)
         if needs_spark:
-            with progress("starting Spark"):
-                from ..readers.session import get_spark
-
-                m._spark = get_spark(master, conf_map)
-                m.writer._spark = m._spark
+            m._spark = _start_spark(master, conf_map)
+            m.writer._spark = m._spark
         if spec:
             from ..writers.bootstrap import load_spec, writer_from_spec
 
