@@ -159,3 +159,13 @@ def test_flink_restores_exactly_the_dump(job: str, tmp_path) -> None:
     restored = harness.verify_restore(job, "2.3.0", moved, "hashmap")
     assert restored.dump["kind"] == "restored"
     assert harness.restore_comparable(restored.dump) == harness.restore_comparable(orig.dump)
+
+
+def test_log4j_lookups_have_defaults() -> None:
+    """A ``${sys:x}`` lookup without a default makes log4j create a file literally named so in the
+    JVM's working directory whenever a JVM is started without ``-Dx`` (one was committed once)."""
+    import re
+
+    lookups = re.findall(r"\$\{(?:sys|env):[^}]*\}", harness.LOG4J_PROPERTIES)
+    assert lookups
+    assert all(":-" in lookup for lookup in lookups), lookups

@@ -61,9 +61,10 @@ import org.apache.flink.util.Collector;
  *       [--keys K] [--pause-at M] [--restore SNAPSHOT_DIR]
  *
  * --keys K: records go to keys k-0..k-(K-1) (i % K; default 1000). --pause-at M (checkpoint mode):
- * the source emits M records, then waits until a checkpoint taken after them completes before it
- * emits the rest, so the kept checkpoint follows at least one with part of the state (RocksDB
- * incremental checkpoints then share SST files between checkpoints).
+ * the source emits M records with no barrier among them, waits until a checkpoint taken after them
+ * completes, then emits the rest, again with no barrier among them. The kept checkpoint follows one
+ * that holds exactly the first M records, and (RocksDB incremental) shares exactly that checkpoint's
+ * SST files plus one newer generation, independent of timing.
  */
 public class KeyedStateJob implements Oracle.JobDef {
     static final int MAX_PARALLELISM = 128;
@@ -200,14 +201,22 @@ public class KeyedStateJob implements Oracle.JobDef {
                 }
                 return; // finishing emits the final watermark: every event-time timer fires
             }
-            while (running && emitted < n) {
-                if (emitted == pauseAt) {
-                    // a checkpoint the source takes from now on holds the first pauseAt records
-                    long mark = Oracle.SOURCE_SNAPSHOT_MAX.get();
-                    while (running && Oracle.COMPLETED.higher(mark) == null) {
-                        Thread.sleep(20);
-                    }
+            if (pauseAt >= 0) {
+                // Deterministic shape for incremental checkpoints: each half is emitted while the
+                // source holds the checkpoint lock, so no barrier can fall inside a half. Every
+                // checkpoint therefore holds none, the first or both halves, and each half reaches
+                // RocksDB in a single flush per column family: the checkpoint of the pause owns one
+                // SST generation, the kept one adds exactly one more (two level-0 files never
+                // trigger a compaction), whatever the machine's speed or the number of checkpoints.
+                emitAtomically(ctx, Math.min(pauseAt, n));
+                // a checkpoint completed after the first half holds exactly the first half
+                long mark = Oracle.SOURCE_SNAPSHOT_MAX.get();
+                while (running && Oracle.COMPLETED.higher(mark) == null) {
+                    Thread.sleep(20);
                 }
+                emitAtomically(ctx, n);
+            }
+            while (running && emitted < n) {
                 synchronized (ctx.getCheckpointLock()) {
                     ctx.collectWithTimestamp(emitted, ts(emitted));
                     emitted++;
@@ -219,6 +228,17 @@ public class KeyedStateJob implements Oracle.JobDef {
             }
             while (running) {
                 Thread.sleep(20);
+            }
+        }
+
+        /** Emits records up to (excluding) {@code end} with no checkpoint barrier in between. */
+        private void emitAtomically(SourceContext<Long> ctx, long end) {
+            synchronized (ctx.getCheckpointLock()) {
+                while (running && emitted < end) {
+                    ctx.collectWithTimestamp(emitted, ts(emitted));
+                    emitted++;
+                    Oracle.count("src");
+                }
             }
         }
 
