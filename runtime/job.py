@@ -390,12 +390,12 @@ class JobMaster:
             log.debug("final checkpoint not triggered yet: %s", e)
 
     def _handle_client(self, request: ClientRequest):
-        match request:
-            case CancelRequest():
-                return "canceled", None
-            case KillRequest():
-                return "killed", None
-        assert isinstance(request, AnsweredRequest)
+        if isinstance(request, CancelRequest):
+            return "canceled", None
+        if isinstance(request, KillRequest):
+            return "killed", None
+        if not isinstance(request, AnsweredRequest):
+            raise TypeError(f"unknown client request {request!r}")
         future = request.future
         try:
             match request:
