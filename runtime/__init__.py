@@ -7,14 +7,15 @@ See runtime/README.md for an example job and the design.
 from .clock import ManualClock, SystemClock
 from .config import (CheckpointConfig, CheckpointingMode, Configuration, ExternalizedCheckpointCleanup,
                      ExternalizedCheckpointRetention, HashMapStateBackend, RestartStrategies)
-from .coordinator import (CheckpointException, CheckpointFailureReason, CheckpointFailureThresholdExceeded,
-                          CompletedCheckpoint, find_latest_checkpoint)
+from .coordinator import (CheckpointException, CheckpointFailureThresholdExceeded, CompletedCheckpoint,
+                          find_latest_checkpoint)
 from .datastream import DataStream, KeyedStream, WatermarkStrategy
 from .environment import StreamExecutionEnvironment
+from .events import IDLE, MAX_WATERMARK, MIN_WATERMARK, CheckpointFailureReason, Timestamped, Watermark
 from .failures import FailAt, FailureInjector, InjectedFailure
-from .functions import (IDLE, MAX_WATERMARK, MIN_WATERMARK, AggregateFunction, CheckpointedFunction,
-                        CheckpointListener, FilterFunction, FlatMapFunction, KeyedProcessFunction, MapFunction,
-                        ProcessFunction, ReduceFunction, SinkFunction, SourceFunction, Timestamped, Watermark)
+from .functions import (AggregateFunction, CheckpointedFunction, CheckpointListener, FilterFunction, FlatMapFunction,
+                        KeyedProcessFunction, MapFunction, ProcessFunction, ReduceFunction, SinkFunction,
+                        SourceFunction)
 from .job import JobClient, JobExecutionException, JobExecutionResult, JobStatus
 from .restore import RestoreError
 from .sinks import (CollectSink, DiscardingSink, TwoPhaseCommitFileSink, TwoPhaseCommitSinkFunction,

@@ -12,7 +12,6 @@ abort, expiry, retention) runs in the job master's thread.
 
 from __future__ import annotations
 
-import enum
 import logging
 import os
 import shutil
@@ -25,44 +24,11 @@ from dataclasses import dataclass, field
 from ..savepoint.builder import SavepointBuilder
 from ..savepoint.trailers import CANONICAL_SAVEPOINT_PROPERTIES, CHECKPOINT_PROPERTIES
 from .config import CheckpointConfig, ExternalizedCheckpointRetention
+from .events import (CheckpointBarrier, CheckpointDeclined, CheckpointFailureReason, CheckpointReady, JobFailure,
+                     NotifyCheckpointAborted, NotifyCheckpointComplete, TriggerCheckpoint, TriggerStopWithSavepoint)
 from .failures import InjectedFailure
-from .task import CheckpointBarrier
 
 log = logging.getLogger("fstate.runtime.checkpoint")
-
-
-class CheckpointFailureReason(enum.Enum):
-    """Flink's ``CheckpointFailureReason`` (pre-flight flag, message)."""
-
-    PERIODIC_SCHEDULER_SHUTDOWN = (True, "Periodic checkpoint scheduler is shut down.")
-    TOO_MANY_CHECKPOINT_REQUESTS = (True, "The maximum number of queued checkpoint requests exceeded")
-    MINIMUM_TIME_BETWEEN_CHECKPOINTS = (True, "The minimum time between checkpoints is still pending. "
-                                              "Checkpoint will be triggered after the minimum time.")
-    NOT_ALL_REQUIRED_TASKS_RUNNING = (True, "Not all required tasks are currently running.")
-    IO_EXCEPTION = (True, "An Exception occurred while triggering the checkpoint. IO-problem detected.")
-    CHECKPOINT_ASYNC_EXCEPTION = (False, "Asynchronous task checkpoint failed.")
-    CHECKPOINT_EXPIRED = (False, "Checkpoint expired before completing.")
-    CHECKPOINT_SUBSUMED = (False, "Checkpoint has been subsumed.")
-    CHECKPOINT_DECLINED = (False, "Checkpoint was declined.")
-    CHECKPOINT_DECLINED_TASK_NOT_READY = (False, "Checkpoint was declined (tasks not ready)")
-    CHECKPOINT_DECLINED_TASK_CLOSING = (False, "Checkpoint was declined (task is closing)")
-    CHECKPOINT_DECLINED_SUBSUMED = (False, "Checkpoint was canceled because a barrier from newer checkpoint was "
-                                           "received.")
-    CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER = (False, "Task received cancellation from one of its inputs")
-    CHECKPOINT_DECLINED_INPUT_END_OF_STREAM = (False, "Checkpoint was declined because one input stream is "
-                                                      "finished")
-    CHECKPOINT_COORDINATOR_SHUTDOWN = (False, "CheckpointCoordinator shutdown.")
-    CHECKPOINT_COORDINATOR_SUSPEND = (False, "Checkpoint Coordinator is suspending.")
-    JOB_FAILOVER_REGION = (False, "FailoverRegion is restarting.")
-    TASK_FAILURE = (False, "Task has failed.")
-    TASK_CHECKPOINT_FAILURE = (False, "Task local checkpoint failure.")
-    UNKNOWN_TASK_CHECKPOINT_NOTIFICATION_FAILURE = (False, "Unknown task for the checkpoint to notify.")
-    FINALIZE_CHECKPOINT_FAILURE = (False, "Failure to finalize checkpoint.")
-    TRIGGER_CHECKPOINT_FAILURE = (False, "Trigger checkpoint failure.")
-
-    def __init__(self, pre_flight: bool, message: str):
-        self.pre_flight = pre_flight
-        self.message = message
 
 
 class CheckpointException(Exception):
@@ -237,9 +203,9 @@ class CheckpointCoordinator:
                  ts, self.master.job_id)
         barrier = CheckpointBarrier(cid, ts, builder.temp_dir, kind)
         if kind == "sync-savepoint":
-            attempt.post_sources(("stop", barrier, drain))
+            attempt.post_sources(TriggerStopWithSavepoint(barrier, drain))
         else:
-            attempt.post_sources(("trigger", barrier))
+            attempt.post_sources(TriggerCheckpoint(barrier))
         return p
 
     def tick(self) -> None:
@@ -277,26 +243,25 @@ class CheckpointCoordinator:
             if ready:
                 p.ready_posted = True
         if ready:
-            self.master.post(("checkpoint_ready", attempt, checkpoint_id))
+            self.master.post(CheckpointReady(attempt, checkpoint_id))
 
-    def decline(self, checkpoint_id: int, attempt: int, task_key, reason: str, cause: BaseException | None,
-                task_name: str) -> None:
+    def decline(self, checkpoint_id: int, attempt: int, task_key, reason: CheckpointFailureReason,
+                cause: BaseException | None, task_name: str) -> None:
         with self._lock:
             p = self.pending.get(checkpoint_id)
             if p is None or p.attempt != attempt:
                 return
-        self.master.post(("checkpoint_declined", attempt, checkpoint_id, reason, cause, task_name))
+        self.master.post(CheckpointDeclined(attempt, checkpoint_id, reason, cause, task_name))
 
     # ------------------------------------------------------------------------------------------
     # completion and abort (master thread)
 
-    def on_declined(self, checkpoint_id: int, reason: str, cause, task_name: str) -> None:
+    def on_declined(self, checkpoint_id: int, reason: CheckpointFailureReason, cause, task_name: str) -> None:
         if checkpoint_id not in self.pending:
             return
-        r = CheckpointFailureReason[reason]
         log.info("Decline checkpoint %d by task %s of job %s: %s%s", checkpoint_id, task_name, self.master.job_id,
-                 r.message, f" ({cause!r})" if cause is not None else "")
-        self.abort(checkpoint_id, r, cause)
+                 reason.message, f" ({cause!r})" if cause is not None else "")
+        self.abort(checkpoint_id, reason, cause)
 
     def finalize(self, checkpoint_id: int) -> CompletedCheckpoint | None:
         p = self.pending.get(checkpoint_id)
@@ -320,7 +285,7 @@ class CheckpointCoordinator:
         except InjectedFailure as e:
             self.abort(checkpoint_id, CheckpointFailureReason.FINALIZE_CHECKPOINT_FAILURE, e)
             # a crash of the job master between the state files and `_metadata`
-            self.master.post(("job_failure", p.attempt, e))
+            self.master.post(JobFailure(p.attempt, e))
             return None
         except Exception as e:  # noqa: BLE001
             log.warning("Failed to finalize %s %d: %r", p.label, checkpoint_id, e)
@@ -344,7 +309,7 @@ class CheckpointCoordinator:
                 self._discard(self.completed.pop(0))
         if p.kind != "savepoint":
             # savepoints taken while the job keeps running are not committed (as in Flink)
-            self.master.attempt.post_all(("complete", checkpoint_id))
+            self.master.attempt.post_all(NotifyCheckpointComplete(checkpoint_id))
         if p.future is not None and not p.future.done():
             p.future.set_result(path)
         if self.listener is not None:
@@ -360,7 +325,7 @@ class CheckpointCoordinator:
         self.stats.failed.append((checkpoint_id, reason.name))
         attempt = self.master.attempt
         if attempt is not None and attempt.number == p.attempt:
-            attempt.post_all(("abort", checkpoint_id))
+            attempt.post_all(NotifyCheckpointAborted(checkpoint_id))
         if p.future is not None and not p.future.done():
             p.future.set_exception(CheckpointException(reason, cause))
         fail = self.failure_manager.on_failure(checkpoint_id, reason, p.is_savepoint)
@@ -369,7 +334,7 @@ class CheckpointCoordinator:
                         p.label, checkpoint_id, self.master.job_id, self.failure_manager.continuous,
                         CheckpointException(reason, cause))
         if fail:
-            self.master.post(("job_failure", p.attempt, CheckpointFailureThresholdExceeded(
+            self.master.post(JobFailure(p.attempt, CheckpointFailureThresholdExceeded(
                 "Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to "
                 f"{reason.message}, view the Checkpoint History tab or the Job Manager log to find out why "
                 "continuous checkpoints failed.")))
@@ -396,10 +361,10 @@ class CheckpointCoordinator:
         if status == "KILLED":
             return
         self.abort_all(CheckpointFailureReason.CHECKPOINT_COORDINATOR_SHUTDOWN)
-        r = self.config.retention
-        R = ExternalizedCheckpointRetention
-        discard = (status == "FINISHED" or r == R.NO_EXTERNALIZED_CHECKPOINTS
-                   or (status == "CANCELED" and r == R.DELETE_ON_CANCELLATION) or self._temp_storage is not None)
+        retention = self.config.retention
+        discard = (status == "FINISHED" or retention == ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
+                   or (status == "CANCELED" and retention == ExternalizedCheckpointRetention.DELETE_ON_CANCELLATION)
+                   or self._temp_storage is not None)
         if discard:
             for c in self.completed:
                 self._discard(c)

@@ -6,74 +6,28 @@ Every call adds a node (an operator) to the environment's graph; ``uid``, ``name
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
-from ..savepoint.types import typeinfo as T
-from ..savepoint.types.hashing import key_group_range, operator_id_for_uid
-from .functions import call_of
+from ..savepoint.types import typeinfo
+from .callables import call_of
+from .graph import Partitioning, StreamGraph, StreamNode
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .environment import StreamExecutionEnvironment
+class GraphOwner(Protocol):
+    """What a stream needs of its environment: the graph it adds operators to."""
 
-FORWARD, REBALANCE, HASH, BROADCAST = "forward", "rebalance", "hash", "broadcast"
-
-
-@dataclass(eq=False)
-class Edge:
-    source: "StreamNode"
-    target: "StreamNode"
-    partitioning: str  # forward | rebalance | hash | broadcast
-    key_selector: Callable | None = None
-    key_type: T.TypeInfo | None = None
-
-
-@dataclass(eq=False)
-class StreamNode:
-    id: int
-    kind: str
-    name: str
-    function: Any
-    parallelism: int | None = None
-    max_parallelism: int | None = None
-    uid: str | None = None
-    key_selector: Callable | None = None
-    key_type: T.TypeInfo | None = None
-    output_type: T.TypeInfo | None = None
-    chaining: bool = True
-    inputs: list[Edge] = field(default_factory=list)
-    outputs: list[Edge] = field(default_factory=list)
-    # resolved when the job graph is built
-    resolved_parallelism: int = 0
-    resolved_max_parallelism: int = 0
-
-    @property
-    def effective_uid(self) -> str:
-        """The user's uid, else a generated one (stable as long as the program's shape is)."""
-        return self.uid if self.uid is not None else f"__fstate-auto-{self.id}-{self.kind}-{self.name}"
-
-    @property
-    def operator_id(self) -> bytes:
-        return operator_id_for_uid(self.effective_uid)
-
-    @property
-    def display(self) -> str:
-        return self.uid if self.uid is not None else f"{self.name} (no uid)"
-
-    def key_group_range(self, subtask: int) -> tuple[int, int]:
-        return key_group_range(subtask, self.resolved_parallelism, self.resolved_max_parallelism)
+    graph: StreamGraph
 
 
 class DataStream:
-    def __init__(self, env: "StreamExecutionEnvironment", node: StreamNode):
-        self.env = env
+    def __init__(self, env: GraphOwner, node: StreamNode):
+        self.env = env  # the StreamExecutionEnvironment
         self.node = node
-        self._partitioning: str | None = None  # rebalance/broadcast requested for the next edge
+        self._partitioning: Partitioning | None = None  # rebalance/broadcast requested for the next edge
 
     # -- node settings ---------------------------------------------------------------------------
     def uid(self, uid: str) -> "DataStream":
         """The stable id of this operator: state is matched by it on restore."""
-        self.env._claim_uid(uid, self.node)
+        self.env.graph.claim_uid(uid, self.node)
         self.node.uid = uid
         return self
 
@@ -103,39 +57,39 @@ class DataStream:
     # -- partitioning ----------------------------------------------------------------------------
     def rebalance(self) -> "DataStream":
         ds = DataStream(self.env, self.node)
-        ds._partitioning = REBALANCE
+        ds._partitioning = Partitioning.REBALANCE
         return ds
 
     def broadcast(self) -> "DataStream":
         ds = DataStream(self.env, self.node)
-        ds._partitioning = BROADCAST
+        ds._partitioning = Partitioning.BROADCAST
         return ds
 
-    def key_by(self, key_selector: Callable, key_type: T.TypeInfo | None = None) -> "KeyedStream":
+    def key_by(self, key_selector: Callable, key_type: typeinfo.TypeInfo | None = None) -> "KeyedStream":
         """Partition by key. ``key_type`` fixes the key serializer (and with it the key groups);
         without it the type is inferred from the keys (str → String, int → Long, ...)."""
         sel = call_of(key_selector, "get_key")
         return KeyedStream(self.env, self.node, sel, key_type)
 
     # -- transformations ---------------------------------------------------------------------------
-    def _edge_kind(self) -> str:
-        return self._partitioning or FORWARD
+    def _edge_kind(self) -> Partitioning:
+        return self._partitioning or Partitioning.FORWARD
 
     def _add(self, kind: str, name: str, function: Any, output_type=None) -> "DataStream":
-        node = self.env._new_node(kind, name, function, output_type=output_type)
-        self.env._connect(self.node, node, self._edge_kind())
+        node = self.env.graph.add_node(kind, name, function, output_type=output_type)
+        self.env.graph.connect(self.node, node, self._edge_kind())
         return DataStream(self.env, node)
 
-    def map(self, func: Any, output_type: T.TypeInfo | None = None) -> "DataStream":
+    def map(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> "DataStream":
         return self._add("map", "Map", func, output_type)
 
-    def flat_map(self, func: Any, output_type: T.TypeInfo | None = None) -> "DataStream":
+    def flat_map(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> "DataStream":
         return self._add("flat_map", "Flat Map", func, output_type)
 
     def filter(self, func: Any) -> "DataStream":
         return self._add("filter", "Filter", func)
 
-    def process(self, func: Any, output_type: T.TypeInfo | None = None) -> "DataStream":
+    def process(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> "DataStream":
         return self._add("process", "Process", func, output_type)
 
     def assign_timestamps_and_watermarks(self, strategy: "WatermarkStrategy") -> "DataStream":
@@ -143,9 +97,9 @@ class DataStream:
 
     def union(self, *others: "DataStream") -> "DataStream":
         """One stream of the elements of all: a pass-through node with several inputs."""
-        node = self.env._new_node("map", "Union", lambda v: v)
+        node = self.env.graph.add_node("map", "Union", lambda v: v)
         for ds in (self, *others):
-            self.env._connect(ds.node, node, ds._edge_kind())
+            self.env.graph.connect(ds.node, node, ds._edge_kind())
         return DataStream(self.env, node)
 
     def add_sink(self, sink: Any) -> "DataStream":
@@ -159,22 +113,23 @@ class DataStream:
 
 
 class KeyedStream(DataStream):
-    def __init__(self, env, node: StreamNode, key_selector: Callable, key_type: T.TypeInfo | None):
+    def __init__(self, env: GraphOwner, node: StreamNode, key_selector: Callable,
+                 key_type: typeinfo.TypeInfo | None):
         super().__init__(env, node)
         self.key_selector = key_selector
         self.key_type = key_type
 
     def _add(self, kind: str, name: str, function: Any, output_type=None) -> DataStream:
-        node = self.env._new_node(kind, name, function, output_type=output_type)
+        node = self.env.graph.add_node(kind, name, function, output_type=output_type)
         node.key_selector = self.key_selector
         node.key_type = self.key_type
-        self.env._connect(self.node, node, HASH, self.key_selector, self.key_type)
+        self.env.graph.connect(self.node, node, Partitioning.HASH, self.key_selector, self.key_type)
         return DataStream(self.env, node)
 
-    def process(self, func: Any, output_type: T.TypeInfo | None = None) -> DataStream:
+    def process(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> DataStream:
         return self._add("keyed_process", "KeyedProcess", func, output_type)
 
-    def reduce(self, func: Any, value_type: T.TypeInfo | None = None) -> DataStream:
+    def reduce(self, func: Any, value_type: typeinfo.TypeInfo | None = None) -> DataStream:
         """Running reduction per key (state ``_op_state`` of ``value_type``, pickled when None)."""
         return self._add("reduce", "Keyed Reduce", func, value_type)
 
@@ -220,4 +175,4 @@ class WatermarkStrategy:
         return WatermarkStrategy(self.out_of_orderness_ms, self.generates, self.assigner, int(records))
 
 
-__all__ = ["DataStream", "KeyedStream", "StreamNode", "Edge", "WatermarkStrategy"]
+__all__ = ["DataStream", "GraphOwner", "KeyedStream", "WatermarkStrategy"]

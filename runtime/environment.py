@@ -6,12 +6,12 @@ import uuid
 from typing import Any, Iterable
 
 from ..savepoint.errors import InvalidArgumentError
-from ..savepoint.types import typeinfo as T
 from .clock import Clock, SystemClock
 from .config import (CheckpointConfig, CheckpointingMode, Configuration, HashMapStateBackend,
                      RestartStrategyConfiguration, StateBackend, _strip_file_uri)
-from .datastream import DataStream, Edge, StreamNode
+from .datastream import DataStream
 from .failures import FailureInjector
+from .graph import StreamGraph
 from .job import JobClient, JobExecutionResult, JobMaster
 from .sources import CollectionSource, FileSource, SequenceSource
 
@@ -44,8 +44,8 @@ class StreamExecutionEnvironment:
         self.source_batch_size = 64
         #: records per network buffer
         self.network_batch_size = int(conf.get("fstate.runtime.network-batch-size", 256))
-        self._nodes: list[StreamNode] = []
-        self._uids: dict[str, StreamNode] = {}
+        #: the operators defined so far and the edges between them
+        self.graph = StreamGraph()
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | dict | None = None) -> "StreamExecutionEnvironment":
@@ -108,31 +108,9 @@ class StreamExecutionEnvironment:
         self.failure_injector = injector
         return self
 
-    # -- graph ----------------------------------------------------------------------------------
-    def _new_node(self, kind: str, name: str, function: Any, output_type: T.TypeInfo | None = None) -> StreamNode:
-        node = StreamNode(len(self._nodes), kind, name, function, output_type=output_type)
-        self._nodes.append(node)
-        return node
-
-    def _connect(self, source: StreamNode, target: StreamNode, partitioning: str, key_selector=None,
-                 key_type=None) -> None:
-        e = Edge(source, target, partitioning, key_selector, key_type)
-        source.outputs.append(e)
-        target.inputs.append(e)
-
-    def _claim_uid(self, uid: str, node: StreamNode) -> None:
-        if not uid:
-            raise InvalidArgumentError("a uid must not be empty")
-        other = self._uids.get(uid)
-        if other is not None and other is not node:
-            raise InvalidArgumentError(f"uid '{uid}' is used by two operators")
-        if node.uid is not None and node.uid != uid:
-            self._uids.pop(node.uid, None)
-        self._uids[uid] = node
-
     # -- sources ------------------------------------------------------------------------------
     def add_source(self, source: Any, name: str = "Source", parallelism: int | None = None) -> DataStream:
-        node = self._new_node("source", name, source)
+        node = self.graph.add_node("source", name, source)
         node.parallelism = parallelism
         return DataStream(self, node)
 
@@ -148,11 +126,12 @@ class StreamExecutionEnvironment:
 
     # -- running ----------------------------------------------------------------------------------
     def _master(self, job_name: str | None, job_id: str | None) -> JobMaster:
-        if not self._nodes:
+        nodes = self.graph.nodes
+        if not nodes:
             raise InvalidArgumentError("no operators defined in this job")
-        if not any(n.kind == "source" for n in self._nodes):
+        if not any(n.is_source for n in nodes):
             raise InvalidArgumentError("a job needs a source")
-        return JobMaster(self, job_name or "fstate job", job_id or uuid.uuid4().hex, self._nodes)
+        return JobMaster(self, job_name or "fstate job", job_id or uuid.uuid4().hex, nodes)
 
     def execute_async(self, job_name: str | None = None, *, job_id: str | None = None) -> JobClient:
         master = self._master(job_name, job_id)

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .callables import call_of
+from .events import IDLE, MAX_WATERMARK, MIN_WATERMARK, Timestamped, Watermark
+
 if TYPE_CHECKING:  # pragma: no cover
-    from .operators import FunctionInitializationContext, FunctionSnapshotContext, RuntimeContext
+    from .context import FunctionInitializationContext, FunctionSnapshotContext, RuntimeContext
 
 
 class Function:
@@ -128,51 +131,8 @@ class CheckpointListener:
         pass
 
 
-# ---------------------------------------------------------------------------------------------
-# stream elements a source may yield
-
-class Timestamped:
-    __slots__ = ("value", "timestamp")
-
-    def __init__(self, value: Any, timestamp: int):
-        self.value = value
-        self.timestamp = timestamp
-
-    def __repr__(self) -> str:
-        return f"Timestamped({self.value!r}, {self.timestamp})"
-
-
-class Watermark:
-    __slots__ = ("timestamp",)
-
-    def __init__(self, timestamp: int):
-        self.timestamp = timestamp
-
-    def __repr__(self) -> str:
-        return f"Watermark({self.timestamp})"
-
-
-class _Idle:
-    def __repr__(self) -> str:
-        return "IDLE"
-
-
-IDLE = _Idle()
-
-MIN_WATERMARK = -(1 << 63)
-MAX_WATERMARK = (1 << 63) - 1
-
-
-# ---------------------------------------------------------------------------------------------
-# adapting plain callables
-
-
-def call_of(fn: Any, method: str):
-    """The callable to invoke for ``fn``: its ``method`` if it is a Function, else ``fn`` itself."""
-    if isinstance(fn, Function) or hasattr(fn, method):
-        m = getattr(fn, method, None)
-        if m is not None:
-            return m
-    if callable(fn):
-        return fn
-    raise TypeError(f"{fn!r} is neither callable nor has a {method}() method")
+__all__ = [
+    "AggregateFunction", "CheckpointListener", "CheckpointedFunction", "FilterFunction", "FlatMapFunction", "Function",
+    "IDLE", "KeyedProcessFunction", "MAX_WATERMARK", "MIN_WATERMARK", "MapFunction", "ProcessFunction",
+    "ReduceFunction", "SinkFunction", "SourceFunction", "Timestamped", "Watermark", "call_of",
+]

@@ -20,11 +20,15 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 from ..savepoint.errors import FStateError
-from ..savepoint.types.hashing import default_max_parallelism
+from ..savepoint.loader import Savepoint
 from .config import CheckpointingMode, RestartStrategies
-from .coordinator import CheckpointCoordinator, CheckpointFailureReason, CheckpointStats, CompletedCheckpoint
-from .datastream import FORWARD, REBALANCE, StreamNode
-from .operators import OperatorInfo, create_operator
+from .context import OperatorInfo
+from .coordinator import CheckpointCoordinator, CheckpointStats, CompletedCheckpoint
+from .events import (AnsweredRequest, CancelRequest, CheckpointDeclined, CheckpointFailureReason, CheckpointReady,
+                     CheckpointRequest, ClientRequest, FinishSource, JobEvent, JobFailure, KillRequest, ResumeSource,
+                     SavepointRequest, SourceExhausted, StopWithSavepointRequest, TaskFailed, TaskFinished, TaskMail)
+from .graph import Partitioning, StreamNode, build_chains
+from .operators import create_operator
 from .restore import OperatorTarget, plan_restore, read_max_parallelism
 from .task import InputGate, RecordWriter, Task
 
@@ -69,64 +73,6 @@ class JobExecutionException(RuntimeError):
         self.result = result
 
 
-@dataclass(eq=False)
-class Chain:
-    id: int
-    nodes: list[StreamNode]
-
-    @property
-    def head(self) -> StreamNode:
-        return self.nodes[0]
-
-    @property
-    def tail(self) -> StreamNode:
-        return self.nodes[-1]
-
-    @property
-    def parallelism(self) -> int:
-        return self.head.resolved_parallelism
-
-    @property
-    def is_source(self) -> bool:
-        return self.head.kind == "source"
-
-    @property
-    def name(self) -> str:
-        return " -> ".join(n.name for n in self.nodes)
-
-
-def build_chains(nodes: list[StreamNode], default_parallelism: int, env_max_parallelism: int | None) -> list[Chain]:
-    for n in nodes:
-        n.resolved_parallelism = n.parallelism or default_parallelism
-        maxp = n.max_parallelism or env_max_parallelism or default_max_parallelism(n.resolved_parallelism)
-        if n.resolved_parallelism > maxp:
-            raise FStateError(f"operator {n.display}: parallelism {n.resolved_parallelism} exceeds its max "
-                              f"parallelism {maxp}")
-        n.resolved_max_parallelism = maxp
-    for n in nodes:
-        for e in n.outputs:
-            if e.partitioning == FORWARD and e.source.resolved_parallelism != e.target.resolved_parallelism:
-                e.partitioning = REBALANCE
-    chains: list[Chain] = []
-    chain_of: dict[int, Chain] = {}
-    for n in nodes:  # nodes are in creation order: inputs come first
-        prev = None
-        if len(n.inputs) == 1 and n.kind != "source":
-            e = n.inputs[0]
-            up = e.source
-            if (e.partitioning == FORWARD and len(up.outputs) == 1 and up.chaining and n.chaining
-                    and up.resolved_parallelism == n.resolved_parallelism):
-                prev = chain_of[up.id]
-        if prev is not None and prev.tail is n.inputs[0].source:
-            prev.nodes.append(n)
-            chain_of[n.id] = prev
-        else:
-            c = Chain(len(chains), [n])
-            chains.append(c)
-            chain_of[n.id] = c
-    return chains
-
-
 class Attempt:
     """One execution attempt of the whole job (a global failover starts a new one)."""
 
@@ -144,11 +90,11 @@ class Attempt:
         if task.is_source:
             self.sources.append(task)
 
-    def post_sources(self, msg: tuple) -> None:
+    def post_sources(self, msg: TaskMail) -> None:
         for t in self.sources:
             t.post(msg)
 
-    def post_all(self, msg: tuple) -> None:
+    def post_all(self, msg: TaskMail) -> None:
         for t in self.tasks.values():
             t.post(msg)
 
@@ -198,8 +144,6 @@ class JobMaster:
         self._adopt_max_parallelism()
         first_id = 1
         if self.initial_restore:
-            from ..savepoint.loader import Savepoint
-
             first_id = Savepoint.open(self.initial_restore).metadata.checkpoint_id + 1
         self.coordinator = CheckpointCoordinator(self, cc, env.savepoint_dir, self.clock, self.injector, first_id)
         self.coordinator.listener = self
@@ -214,7 +158,7 @@ class JobMaster:
         self._status_lock = threading.Lock()
 
     # ------------------------------------------------------------------------------------------
-    def post(self, event: tuple) -> None:
+    def post(self, event: JobEvent) -> None:
         self.events.put(event)
 
     def start(self) -> None:
@@ -255,8 +199,8 @@ class JobMaster:
                 ev = self.events.get_nowait()
             except queue.Empty:
                 return
-            if ev[0].startswith("client_") and len(ev) > 1 and isinstance(ev[1], Future) and not ev[1].done():
-                ev[1].set_exception(RuntimeError(f"job {self.job_id} is not running ({self.status.value})"))
+            if isinstance(ev, AnsweredRequest) and not ev.future.done():
+                ev.future.set_exception(RuntimeError(f"job {self.job_id} is not running ({self.status.value})"))
 
     def _result(self, t0: float) -> JobExecutionResult:
         return JobExecutionResult(self.job_id, self.job_name, self.status, int((time.monotonic() - t0) * 1000),
@@ -343,7 +287,7 @@ class JobMaster:
             for i in range(c.parallelism):
                 n = 0
                 for e in c.head.inputs:
-                    if e.partitioning == FORWARD:
+                    if e.partitioning == Partitioning.FORWARD:
                         channel[(id(e), i, i)] = n
                         n += 1
                     else:
@@ -356,7 +300,7 @@ class JobMaster:
                 writers = []
                 for e in c.tail.outputs:
                     down = chain_of[e.target.id]
-                    if e.partitioning == FORWARD:
+                    if e.partitioning == Partitioning.FORWARD:
                         targets = [(gates[(down.id, j)], channel[(id(e), j, j)])]
                     else:
                         targets = [(gates[(down.id, i)], channel[(id(e), j, i)]) for i in range(down.parallelism)]
@@ -399,40 +343,40 @@ class JobMaster:
             if self._need_final:
                 self._trigger_final()
 
-    def _handle(self, ev: tuple, a: Attempt):
-        kind = ev[0]
-        if kind.startswith("client_"):
+    def _handle(self, ev: JobEvent, a: Attempt):
+        if isinstance(ev, ClientRequest):
             return self._handle_client(ev)
-        if ev[1] != a.number:
+        if ev.attempt != a.number:
             return None  # from an earlier attempt
-        if kind == "task_failed":
-            _, _, name, exc, tb = ev
-            log.warning("%s switched from RUNNING to FAILED (attempt %d): %s: %s", name, a.number,
-                        type(exc).__name__, exc)
-            log.debug("%s", tb)
-            return "failed", exc
-        if kind == "job_failure":
-            log.warning("Job %s fails: %s: %s", self.job_id, type(ev[2]).__name__, ev[2])
-            return "failed", ev[2]
-        if kind == "task_finished":
-            a.finished.add(ev[2])
-            if len(a.finished) == len(a.tasks):
-                return "finished", None
-        elif kind == "source_exhausted":
-            a.exhausted.add(ev[2])
-            if len(a.exhausted) == len(a.sources) and not self._finishing:
-                self._finishing = True
-                if self.checkpointing:
-                    self.coordinator.periodic_stopped = True
-                    self._need_final = True
-                    self._trigger_final()
-                else:
-                    a.post_sources(("finish",))
-        elif kind == "checkpoint_ready":
-            self.coordinator.finalize(ev[2])
-        elif kind == "checkpoint_declined":
-            _, _, cid, reason, cause, task_name = ev
-            self.coordinator.on_declined(cid, reason, cause, task_name)
+        match ev:
+            case TaskFailed(task_name=name, error=exc, traceback=tb):
+                log.warning("%s switched from RUNNING to FAILED (attempt %d): %s: %s", name, a.number,
+                            type(exc).__name__, exc)
+                log.debug("%s", tb)
+                return "failed", exc
+            case JobFailure(error=exc):
+                log.warning("Job %s fails: %s: %s", self.job_id, type(exc).__name__, exc)
+                return "failed", exc
+            case TaskFinished(task=task):
+                a.finished.add(task)
+                if len(a.finished) == len(a.tasks):
+                    return "finished", None
+            case SourceExhausted(task=task):
+                a.exhausted.add(task)
+                if len(a.exhausted) == len(a.sources) and not self._finishing:
+                    self._finishing = True
+                    if self.checkpointing:
+                        self.coordinator.periodic_stopped = True
+                        self._need_final = True
+                        self._trigger_final()
+                    else:
+                        a.post_sources(FinishSource())
+            case CheckpointReady(checkpoint_id=cid):
+                self.coordinator.finalize(cid)
+            case CheckpointDeclined(checkpoint_id=cid, reason=reason, cause=cause, task_name=task_name):
+                self.coordinator.on_declined(cid, reason, cause, task_name)
+            case _:
+                raise TypeError(f"unknown job event {ev!r}")
         return None
 
     def _trigger_final(self) -> None:
@@ -445,27 +389,31 @@ class JobMaster:
         except Exception as e:  # noqa: BLE001 - retried on the next tick
             log.debug("final checkpoint not triggered yet: %s", e)
 
-    def _handle_client(self, ev: tuple):
-        kind = ev[0]
-        if kind == "client_cancel":
+    def _handle_client(self, request: ClientRequest):
+        if isinstance(request, CancelRequest):
             return "canceled", None
-        if kind == "client_kill":
+        if isinstance(request, KillRequest):
             return "killed", None
-        fut: Future = ev[1]
+        if not isinstance(request, AnsweredRequest):
+            raise TypeError(f"unknown client request {request!r}")
+        future = request.future
         try:
-            if kind == "client_savepoint":
-                self.coordinator.trigger("savepoint", directory=ev[2], future=fut)
-            elif kind == "client_checkpoint":
-                self.coordinator.trigger("checkpoint", future=fut)
-            elif kind == "client_stop":
-                self.coordinator.periodic_stopped = True
-                self._stop = (fut,)
-                self.coordinator.trigger("sync-savepoint", directory=ev[2], drain=ev[3], future=fut)
+            match request:
+                case SavepointRequest(directory=directory):
+                    self.coordinator.trigger("savepoint", directory=directory, future=future)
+                case CheckpointRequest():
+                    self.coordinator.trigger("checkpoint", future=future)
+                case StopWithSavepointRequest(directory=directory, drain=drain):
+                    self.coordinator.periodic_stopped = True
+                    self._stop = (future,)
+                    self.coordinator.trigger("sync-savepoint", directory=directory, drain=drain, future=future)
+                case _:
+                    raise TypeError(f"unknown client request {request!r}")
         except Exception as e:  # noqa: BLE001
-            if kind == "client_stop" and not self._finishing:
+            if isinstance(request, StopWithSavepointRequest) and not self._finishing:
                 self.coordinator.periodic_stopped = False
-            if not fut.done():
-                fut.set_exception(e)
+            if not future.done():
+                future.set_exception(e)
         return None
 
     # coordinator listener ---------------------------------------------------------------------
@@ -474,7 +422,7 @@ class JobMaster:
             if p.kind == "sync-savepoint":
                 self.savepoint_path = c.path
             self.coordinator.periodic_stopped = True
-            self.attempt.post_sources(("finish",))
+            self.attempt.post_sources(FinishSource())
 
     def checkpoint_aborted(self, p, reason) -> None:
         if self.attempt is None or p.attempt != self.attempt.number:
@@ -482,7 +430,7 @@ class JobMaster:
         if p.final and reason != CheckpointFailureReason.JOB_FAILOVER_REGION:
             self._need_final = True
         if p.kind == "sync-savepoint":
-            self.attempt.post_sources(("resume",))
+            self.attempt.post_sources(ResumeSource())
             if not self._finishing:
                 self.coordinator.periodic_stopped = False
 
@@ -503,31 +451,30 @@ class JobClient:
     def get_job_status(self) -> JobStatus:
         return self._m.status
 
-    def _request(self, event: tuple, timeout: float | None) -> str:
+    def _request(self, request: AnsweredRequest, timeout: float | None) -> str:
         if self._m.result.done():
             raise RuntimeError(f"job {self._m.job_id} is not running ({self._m.status.value})")
-        fut: Future = Future()
-        self._m.post((event[0], fut, *event[1:]))
+        self._m.post(request)
         if self._m.result.done():  # ended while posting
             self._m._reject_client_requests()
         try:
-            return fut.result(timeout)
+            return request.future.result(timeout)
         except FutureTimeout:
-            raise TimeoutError(f"{event[0][len('client_'):]} did not complete within {timeout} s") from None
+            raise TimeoutError(f"{request.operation} did not complete within {timeout} s") from None
 
     def trigger_savepoint(self, directory: str | None = None, timeout: float | None = 60) -> str:
         """Take a savepoint (the job keeps running); returns its path."""
-        return self._request(("client_savepoint", directory), timeout)
+        return self._request(SavepointRequest(Future(), directory), timeout)
 
     def trigger_checkpoint(self, timeout: float | None = 60) -> str:
         """Take a checkpoint now; returns its ``chk-<n>`` path."""
-        return self._request(("client_checkpoint",), timeout)
+        return self._request(CheckpointRequest(Future()), timeout)
 
     def stop_with_savepoint(self, directory: str | None = None, drain: bool = False,
                             timeout: float | None = 60) -> str:
         """Stop the sources, take a savepoint, commit, and finish the job. With ``drain`` the
         sources first emit the final watermark (every event-time timer fires)."""
-        path = self._request(("client_stop", directory, drain), timeout)
+        path = self._request(StopWithSavepointRequest(Future(), directory, drain), timeout)
         try:
             self._m.result.result(timeout)
         except Exception:  # noqa: BLE001 - reported by get_job_execution_result
@@ -535,7 +482,7 @@ class JobClient:
         return path
 
     def cancel(self, timeout: float | None = 60) -> None:
-        self._m.post(("client_cancel",))
+        self._m.post(CancelRequest())
         try:
             self._m.result.result(timeout)
         except Exception:  # noqa: BLE001
@@ -544,7 +491,7 @@ class JobClient:
     def kill(self, timeout: float | None = 60) -> None:
         """Test hook: end the job the way a crashed process would (no retention clean-up, no
         final commit); restore a new job from what is on disk."""
-        self._m.post(("client_kill",))
+        self._m.post(KillRequest())
         try:
             self._m.result.result(timeout)
         except Exception:  # noqa: BLE001

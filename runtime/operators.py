@@ -10,134 +10,15 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..savepoint.metadata import SubtaskState
-from .functions import (MAX_WATERMARK, MIN_WATERMARK, CheckpointedFunction, CheckpointListener, Function,
-                        call_of)
-from .state import (AggregatingStateDescriptor, KeyedStateBackend, KeyedStateStore, ListStateDescriptor,
-                    MapStateDescriptor, OperatorStateBackend, ReducingStateDescriptor, ValueStateDescriptor)
-
-
-@dataclass
-class OperatorInfo:
-    job_id: str
-    job_name: str
-    name: str
-    uid: str
-    subtask: int
-    parallelism: int
-    max_parallelism: int
-    attempt: int
-    clock: Any
-    checkpointing: bool = False
-
-    @property
-    def where(self) -> str:
-        return f"{self.name} ({self.subtask + 1}/{self.parallelism})"
-
-
-# =============================================================================================
-# contexts handed to user functions
-
-
-class RuntimeContext:
-    def __init__(self, info: OperatorInfo, keyed: KeyedStateBackend | None):
-        self._info = info
-        self._keyed = keyed
-
-    # task information ----------------------------------------------------------------------
-    def get_index_of_this_subtask(self) -> int:
-        return self._info.subtask
-
-    def get_number_of_parallel_subtasks(self) -> int:
-        return self._info.parallelism
-
-    def get_max_number_of_parallel_subtasks(self) -> int:
-        return self._info.max_parallelism
-
-    def get_task_name(self) -> str:
-        return self._info.name
-
-    def get_attempt_number(self) -> int:
-        return self._info.attempt
-
-    def get_job_id(self) -> str:
-        return self._info.job_id
-
-    def is_checkpointing_enabled(self) -> bool:
-        return self._info.checkpointing
-
-    def current_processing_time(self) -> int:
-        return self._info.clock.now_ms()
-
-    index_of_this_subtask = property(get_index_of_this_subtask)
-    number_of_parallel_subtasks = property(get_number_of_parallel_subtasks)
-    attempt_number = property(get_attempt_number)
-
-    # keyed state -------------------------------------------------------------------------------
-    def _backend(self) -> KeyedStateBackend:
-        if self._keyed is None:
-            raise RuntimeError("Keyed state can only be used on a 'keyed stream', i.e., after a 'key_by()' operation "
-                               f"({self._info.where})")
-        return self._keyed
-
-    def get_state(self, desc: ValueStateDescriptor):
-        return self._backend().get_state(desc)
-
-    def get_list_state(self, desc: ListStateDescriptor):
-        return self._backend().get_state(desc)
-
-    def get_map_state(self, desc: MapStateDescriptor):
-        return self._backend().get_state(desc)
-
-    def get_reducing_state(self, desc: ReducingStateDescriptor):
-        return self._backend().get_state(desc)
-
-    def get_aggregating_state(self, desc: AggregatingStateDescriptor):
-        return self._backend().get_state(desc)
-
-
-class FunctionInitializationContext:
-    def __init__(self, restored_checkpoint_id: int | None, operator_store: OperatorStateBackend,
-                 keyed: KeyedStateBackend | None, where: str):
-        self._restored = restored_checkpoint_id
-        self._ops = operator_store
-        self._keyed = keyed
-        self._where = where
-
-    def is_restored(self) -> bool:
-        return self._restored is not None
-
-    def get_restored_checkpoint_id(self) -> int | None:
-        return self._restored
-
-    def get_operator_state_store(self) -> OperatorStateBackend:
-        return self._ops
-
-    def get_keyed_state_store(self) -> KeyedStateStore:
-        if self._keyed is None:
-            raise RuntimeError(f"{self._where}: keyed state is only available after key_by()")
-        return KeyedStateStore(self._keyed)
-
-    # Flink's shorter aliases
-    get_operator_state = get_operator_state_store
-    get_keyed_state = get_keyed_state_store
-
-
-class FunctionSnapshotContext:
-    __slots__ = ("checkpoint_id", "checkpoint_timestamp")
-
-    def __init__(self, checkpoint_id: int, timestamp: int):
-        self.checkpoint_id = checkpoint_id
-        self.checkpoint_timestamp = timestamp
-
-    def get_checkpoint_id(self) -> int:
-        return self.checkpoint_id
-
-    def get_checkpoint_timestamp(self) -> int:
-        return self.checkpoint_timestamp
+from .callables import call_of
+from .context import FunctionInitializationContext, FunctionSnapshotContext, OperatorInfo, RuntimeContext
+from .events import MAX_WATERMARK, MIN_WATERMARK
+from .functions import CheckpointedFunction, CheckpointListener, Function
+from .graph import StreamNode
+from .state import KeyedStateBackend, OperatorStateBackend, StateMigrationError, ValueStateDescriptor
 
 
 # =============================================================================================
@@ -148,7 +29,7 @@ class StreamOperator:
     keyed = False
     chainable_head = True
 
-    def __init__(self, node):
+    def __init__(self, node: StreamNode):
         self.node = node
         self.function = node.function
         self.emit: Callable[[Any, Any], None] = _no_output
@@ -166,8 +47,6 @@ class StreamOperator:
     def initialize_state(self, restore, restored_checkpoint_id: int | None) -> None:
         where = f"operator {self.node.display} ({self.info.subtask + 1}/{self.info.parallelism})"
         if restore is not None and restore.keyed is not None and not self.keyed:
-            from .state import StateMigrationError
-
             raise StateMigrationError(f"{where}: the snapshot holds keyed state for this operator, but it is "
                                       "not keyed (no key_by before it)")
         self.operator_backend = OperatorStateBackend(where, restore.operator_state if restore else None)
@@ -562,7 +441,7 @@ OPERATORS = {
 }
 
 
-def create_operator(node) -> StreamOperator:
+def create_operator(node: StreamNode) -> StreamOperator:
     cls = OPERATORS[node.kind]
     op = cls(node)
     if node.key_selector is not None and not op.keyed:

@@ -15,12 +15,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..savepoint import keyed as K
-from ..savepoint import metainfo as M
-from ..savepoint import operator as O
+from ..savepoint import keyed
+from ..savepoint import metainfo
+from ..savepoint import operator
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import OperatorView, Savepoint
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import typeinfo
 from ..savepoint.types.hashing import operator_index_for_key_group
 
 log = logging.getLogger("fstate.runtime.restore")
@@ -32,16 +32,16 @@ class RestoreError(FStateError):
 
 @dataclass
 class KeyedRestore:
-    key_type: T.TypeInfo
+    key_type: typeinfo.TypeInfo
     #: name -> (meta, key group -> key -> value)
-    states: dict[str, tuple[M.StateMetaInfo, dict[int, dict]]] = field(default_factory=dict)
+    states: dict[str, tuple[metainfo.StateMetaInfo, dict[int, dict]]] = field(default_factory=dict)
     #: 'event' / 'processing' -> key group -> {(timestamp, key)}
     timers: dict[str, dict[int, set]] = field(default_factory=dict)
 
 
 @dataclass
 class SubtaskRestore:
-    operator_state: dict[str, tuple[M.StateMetaInfo, Any]] = field(default_factory=dict)
+    operator_state: dict[str, tuple[metainfo.StateMetaInfo, Any]] = field(default_factory=dict)
     keyed: KeyedRestore | None = None
 
 
@@ -111,7 +111,7 @@ def plan_restore(path: str, targets: list[OperatorTarget], allow_non_restored_st
         if not has_state:
             continue
         op = OperatorView(sp, st)
-        with T.trusted_pickles():
+        with typeinfo.trusted_pickles():
             _plan_operator_state(op, target, subtasks)
             _plan_keyed_state(op, target, subtasks)
     kind = sp.metadata.snapshot_kind
@@ -127,20 +127,21 @@ def _sub(subtasks, target: OperatorTarget, i: int) -> SubtaskRestore:
 
 
 def _plan_operator_state(op: OperatorView, target: OperatorTarget, subtasks) -> None:
-    metas: dict[str, M.StateMetaInfo] = {}
+    metas: dict[str, metainfo.StateMetaInfo] = {}
     values: dict[str, dict[int, Any]] = {}
     for old, h in op.operator_handles():
         if h.delegate is None:
             continue
         buf = op.savepoint.read_stream(h.delegate)
         src = op.savepoint.stream_source(h.delegate).label
-        meta = O.read_operator_proxy(buf, src)
+        meta = operator.read_operator_proxy(buf, src)
         for s in meta.states:
             metas.setdefault(s.name, s)
             if s.kind == "BROADCAST":
-                v: Any = dict(O.read_broadcast_state(buf, h, meta, s.name, src)) if s.name in h.states else {}
+                v: Any = (dict(operator.read_broadcast_state(buf, h, meta, s.name, src)) if s.name in h.states
+                          else {})
             else:
-                v = O.read_list_state(buf, h, meta, s.name, src) if s.name in h.states else []
+                v = operator.read_list_state(buf, h, meta, s.name, src) if s.name in h.states else []
             values.setdefault(s.name, {})[old] = v
     new_p = target.parallelism
     old_p = op.parallelism
@@ -185,7 +186,7 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
     for _, h in handles:
         buf = op.savepoint.read_stream(h.delegate)
         src = op.savepoint.stream_source(h.delegate).label
-        meta = K.read_keyed_proxy(buf, src)
+        meta = keyed.read_keyed_proxy(buf, src)
         if not restores:  # every new subtask gets the key type and all state metas, even without entries
             restores = [KeyedRestore(meta.key_type) for _ in range(new_p)]
             for i, r in enumerate(restores):
@@ -200,16 +201,16 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
         names = [meta.states[sid].name for sid in value_ids]
         for sid in value_ids:
             s = meta.states[sid]
-            if s.namespace_type != T.VOID_NAMESPACE:
+            if s.namespace_type != typeinfo.VOID_NAMESPACE:
                 raise RestoreError(f"operator {target.display}: state '{s.name}' is scoped by namespace "
                                    f"{s.namespace_type.name} (window state), which the runtime does not run", src)
         if value_ids:
-            for kg, key, _ns, vals in K.keyed_rows(buf, h, meta, maxp, value_ids, source=src):
+            for kg, key, _ns, vals in keyed.keyed_rows(buf, h, meta, maxp, value_ids, source=src):
                 r = restores[operator_index_for_key_group(kg, new_p, maxp)]
                 for name, v in zip(names, vals):
                     if v is not None:
                         r.states[name][1].setdefault(kg, {})[key] = v
-        for service, kind, ts, key, _ns, kg in K.timer_rows(buf, h, meta, maxp, source=src):
+        for service, kind, ts, key, _ns, kg in keyed.timer_rows(buf, h, meta, maxp, source=src):
             if service != "user-timers":
                 raise RestoreError(f"operator {target.display}: timers of service '{service}' (windows) are not "
                                    "supported by the runtime", src)

@@ -8,7 +8,8 @@ import os
 import time
 from typing import Any, Iterable
 
-from .functions import IDLE, CheckpointedFunction, SourceFunction
+from .events import IDLE
+from .functions import CheckpointedFunction, SourceFunction
 from .state import ListStateDescriptor
 from .types import Types
 

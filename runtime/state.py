@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..savepoint import handles as H
-from ..savepoint import keyed as K
-from ..savepoint import metainfo as M
-from ..savepoint import operator as O
+from ..savepoint import handles
+from ..savepoint import keyed
+from ..savepoint import metainfo
+from ..savepoint import operator
 from ..savepoint.builder import write_stream
 from ..savepoint.errors import FStateError
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import typeinfo
 from ..savepoint.types.hashing import key_group_for_hash
-from .functions import call_of
+from .callables import call_of
 from .types import check_encodable, infer_key_type, or_pickled
 
 
@@ -30,7 +30,7 @@ class StateMigrationError(FStateError):
 class StateDescriptor:
     kind = "VALUE"
 
-    def __init__(self, name: str, type_info: T.TypeInfo | None = None):
+    def __init__(self, name: str, type_info: typeinfo.TypeInfo | None = None):
         if not name or not isinstance(name, str):
             raise ValueError("a state needs a name")
         self.name = name
@@ -40,7 +40,7 @@ class StateDescriptor:
     def fully_typed(self) -> bool:
         return self.type_info is not None
 
-    def meta_value_type(self) -> T.TypeInfo:
+    def meta_value_type(self) -> typeinfo.TypeInfo:
         """The type ``value_state_meta`` wants: element for LIST, MapType for MAP, else the value."""
         return or_pickled(self.type_info)
 
@@ -61,7 +61,8 @@ class ListStateDescriptor(StateDescriptor):
 class MapStateDescriptor(StateDescriptor):
     kind = "MAP"
 
-    def __init__(self, name: str, key_type: T.TypeInfo | None = None, value_type: T.TypeInfo | None = None):
+    def __init__(self, name: str, key_type: typeinfo.TypeInfo | None = None,
+                 value_type: typeinfo.TypeInfo | None = None):
         super().__init__(name, None)
         self.key_type = key_type
         self.value_type = value_type
@@ -70,14 +71,14 @@ class MapStateDescriptor(StateDescriptor):
     def fully_typed(self) -> bool:
         return self.key_type is not None and self.value_type is not None
 
-    def meta_value_type(self) -> T.TypeInfo:
-        return T.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
+    def meta_value_type(self) -> typeinfo.TypeInfo:
+        return typeinfo.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
 
 
 class ReducingStateDescriptor(StateDescriptor):
     kind = "REDUCING"
 
-    def __init__(self, name: str, reduce_function: Any, type_info: T.TypeInfo | None = None):
+    def __init__(self, name: str, reduce_function: Any, type_info: typeinfo.TypeInfo | None = None):
         super().__init__(name, type_info)
         self.reduce = call_of(reduce_function, "reduce")
 
@@ -87,7 +88,7 @@ class AggregatingStateDescriptor(StateDescriptor):
 
     kind = "AGGREGATING"
 
-    def __init__(self, name: str, aggregate_function: Any, accumulator_type: T.TypeInfo | None = None):
+    def __init__(self, name: str, aggregate_function: Any, accumulator_type: typeinfo.TypeInfo | None = None):
         super().__init__(name, accumulator_type)
         self.function = aggregate_function
 
@@ -96,17 +97,18 @@ class AggregatingStateDescriptor(StateDescriptor):
 # compatibility with restored state
 
 
-def resolve_keyed_meta(desc: StateDescriptor, restored: M.StateMetaInfo | None, where: str) -> M.StateMetaInfo:
+def resolve_keyed_meta(desc: StateDescriptor, restored: metainfo.StateMetaInfo | None,
+                       where: str) -> metainfo.StateMetaInfo:
     """The meta info a registered keyed state is written with: the descriptor's, or the restored
     one when the descriptor leaves types open. Incompatible declarations raise."""
-    wanted = K.value_state_meta(desc.name, desc.kind, desc.meta_value_type())
+    wanted = keyed.value_state_meta(desc.name, desc.kind, desc.meta_value_type())
     if restored is None:
         check_encodable(wanted.value_type, f"{where}: state '{desc.name}'")
         return wanted
     if restored.kind != desc.kind:
         raise StateMigrationError(f"{where}: state '{desc.name}' was restored as {restored.kind} state but is "
                                   f"registered as {desc.kind} state")
-    if restored.namespace_type != T.VOID_NAMESPACE:
+    if restored.namespace_type != typeinfo.VOID_NAMESPACE:
         raise StateMigrationError(f"{where}: state '{desc.name}' is scoped by namespace "
                                   f"{restored.namespace_type.name} (window state), which the runtime does not run")
     if desc.fully_typed and wanted.value_type != restored.value_type:
@@ -117,13 +119,13 @@ def resolve_keyed_meta(desc: StateDescriptor, restored: M.StateMetaInfo | None, 
     return restored
 
 
-def resolve_operator_meta(name: str, mode: str, element: T.TypeInfo | None, key: T.TypeInfo | None,
-                          restored: M.StateMetaInfo | None, where: str) -> M.StateMetaInfo:
+def resolve_operator_meta(name: str, mode: str, element: typeinfo.TypeInfo | None, key: typeinfo.TypeInfo | None,
+                          restored: metainfo.StateMetaInfo | None, where: str) -> metainfo.StateMetaInfo:
     if mode == "BROADCAST":
-        wanted = O.broadcast_state_meta(name, or_pickled(key), or_pickled(element))
+        wanted = operator.broadcast_state_meta(name, or_pickled(key), or_pickled(element))
         typed = key is not None and element is not None
     else:
-        wanted = O.list_state_meta(name, or_pickled(element), mode)
+        wanted = operator.list_state_meta(name, or_pickled(element), mode)
         typed = element is not None
     if restored is None:
         for t in wanted.serializers.values():
@@ -150,7 +152,7 @@ class StateTable:
 
     __slots__ = ("meta", "data")
 
-    def __init__(self, meta: M.StateMetaInfo, data: dict[int, dict] | None = None):
+    def __init__(self, meta: metainfo.StateMetaInfo, data: dict[int, dict] | None = None):
         self.meta = meta
         self.data: dict[int, dict] = data if data is not None else {}
 
@@ -160,8 +162,8 @@ class KeyedStateBackend:
 
     KEY_CACHE = 1 << 16
 
-    def __init__(self, where: str, key_type: T.TypeInfo | None, max_parallelism: int, key_groups: tuple[int, int],
-                 restored=None):
+    def __init__(self, where: str, key_type: typeinfo.TypeInfo | None, max_parallelism: int,
+                 key_groups: tuple[int, int], restored=None):
         self.where = where
         self.explicit_key_type = key_type
         self.key_type = key_type
@@ -175,7 +177,7 @@ class KeyedStateBackend:
         self.current_key: Any = None
         self.current_kg = -1
         self._kg_cache: dict[Any, int] = {}
-        self._restored_key_type: T.TypeInfo | None = None
+        self._restored_key_type: typeinfo.TypeInfo | None = None
         if restored is not None:
             self._restore(restored)
 
@@ -242,17 +244,17 @@ class KeyedStateBackend:
         return state
 
     # -- snapshot ------------------------------------------------------------------------------
-    def snapshot(self, location: str) -> H.KeyGroupsHandle | None:
+    def snapshot(self, location: str) -> handles.KeyGroupsHandle | None:
         if self.key_type is None:
             return None  # no key seen and nothing restored: nothing to write
         tables = list(self.tables.values())
         metas = [t.meta for t in tables]
         timer_kinds = [k for k in ("event", "processing") if self.uses_timers]
-        metas += [K.timer_state_meta(k, self.key_type) for k in timer_kinds]
-        meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, self.key_type, metas)
+        metas += [keyed.timer_state_meta(k, self.key_type) for k in timer_kinds]
+        meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, self.key_type, metas)
         pairs_by_kg: dict[int, dict[int, list]] = {}
         for sid, table in enumerate(tables):
-            enc = K.PairEncoder(meta, sid, self.max_parallelism)
+            enc = keyed.PairEncoder(meta, sid, self.max_parallelism)
             for kg, m in table.data.items():
                 if not m:
                     continue
@@ -265,14 +267,14 @@ class KeyedStateBackend:
                         out.extend(p)
         for i, kind in enumerate(timer_kinds):
             sid = len(tables) + i
-            enc = K.PairEncoder(meta, sid, self.max_parallelism)
+            enc = keyed.PairEncoder(meta, sid, self.max_parallelism)
             for kg, timers in self.timers[kind].items():
                 if timers:
                     out = pairs_by_kg.setdefault(kg, {}).setdefault(sid, [])
                     for ts, key in timers:
                         out.extend(enc.pairs(kg, key, ts))
-        data, offsets = K.encode_canonical_stream(meta, self.start, self.end, pairs_by_kg)
-        return H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, self.start, offsets, write_stream(location, data))
+        data, offsets = keyed.encode_canonical_stream(meta, self.start, self.end, pairs_by_kg)
+        return handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, self.start, offsets, write_stream(location, data))
 
 
 class _KeyedState:
@@ -504,13 +506,13 @@ class OperatorStateBackend:
     """List, union and broadcast state of one operator subtask. Restored states a function does
     not register again are kept and written to the next snapshots unchanged."""
 
-    def __init__(self, where: str, restored: dict[str, tuple[M.StateMetaInfo, Any]] | None = None):
+    def __init__(self, where: str, restored: dict[str, tuple[metainfo.StateMetaInfo, Any]] | None = None):
         self.where = where
         #: name -> (meta, list or dict)
-        self.states: dict[str, tuple[M.StateMetaInfo, Any]] = dict(restored or {})
+        self.states: dict[str, tuple[metainfo.StateMetaInfo, Any]] = dict(restored or {})
         self._handles: dict[str, Any] = {}
 
-    def _register(self, name: str, mode: str, element: T.TypeInfo | None, key: T.TypeInfo | None):
+    def _register(self, name: str, mode: str, element: typeinfo.TypeInfo | None, key: typeinfo.TypeInfo | None):
         h = self._handles.get(name)
         if h is not None:
             meta = self.states[name][0]
@@ -540,11 +542,11 @@ class OperatorStateBackend:
     def get_registered_broadcast_state_names(self) -> set[str]:
         return {n for n, (m, _) in self.states.items() if m.kind == "BROADCAST"}
 
-    def snapshot(self, location: str) -> H.OperatorStreamHandle | None:
+    def snapshot(self, location: str) -> handles.OperatorStreamHandle | None:
         if not self.states:
             return None
-        data, offsets = O.encode_operator_stream(list(self.states.values()))
-        return H.OperatorStreamHandle(offsets, write_stream(location, data))
+        data, offsets = operator.encode_operator_stream(list(self.states.values()))
+        return handles.OperatorStreamHandle(offsets, write_stream(location, data))
 
 
 class KeyedStateStore:

@@ -16,36 +16,25 @@ import queue
 import threading
 import traceback
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 from ..savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
-from .datastream import BROADCAST, FORWARD, HASH, REBALANCE, Edge
+from .events import (BARRIER, DATA, EOS, IDLE, MAX_WATERMARK, MIN_WATERMARK, WAKE, WATERMARK, CheckpointBarrier,
+                     CheckpointFailureReason, FinishSource, NotifyCheckpointAborted, NotifyCheckpointComplete,
+                     ResumeSource, SourceExhausted, TaskFailed, TaskFinished, TaskMail, Timestamped,
+                     TriggerCheckpoint, TriggerStopWithSavepoint, Watermark)
 from .failures import InjectedFailure
-from .functions import IDLE, MAX_WATERMARK, MIN_WATERMARK, Timestamped, Watermark
+from .graph import Edge, Partitioning
 from .types import infer_key_type
 
 log = logging.getLogger("fstate.runtime.task")
 
-DATA, BARRIER, WATERMARK, EOS, WAKE = 0, 1, 2, 3, 4
 _WAKE_ITEM = (-1, WAKE, None)
 POLL_S = 0.05
 
 
 class TaskCancelled(Exception):
     pass
-
-
-@dataclass(frozen=True)
-class CheckpointBarrier:
-    checkpoint_id: int
-    timestamp: int
-    location: str  # directory the task writes its state files into
-    kind: str = "checkpoint"  # checkpoint | savepoint | sync-savepoint
-
-    @property
-    def is_savepoint(self) -> bool:
-        return self.kind != "checkpoint"
 
 
 class InputGate:
@@ -88,7 +77,7 @@ class RecordWriter:
         flush = self._flush
         n = len(bufs)
         kind = self.edge.partitioning
-        if kind == FORWARD or n == 1:
+        if kind == Partitioning.FORWARD or n == 1:
             def emit_one(ts, v):
                 b = bufs[0]
                 b.append((ts, v))
@@ -96,7 +85,7 @@ class RecordWriter:
                     flush(0)
 
             return emit_one
-        if kind == REBALANCE:
+        if kind == Partitioning.REBALANCE:
             pos = [subtask % n]
 
             def emit_rr(ts, v):
@@ -108,7 +97,7 @@ class RecordWriter:
                     flush(i)
 
             return emit_rr
-        if kind == BROADCAST:
+        if kind == Partitioning.BROADCAST:
             def emit_all(ts, v):
                 for i, b in enumerate(bufs):
                     b.append((ts, v))
@@ -116,7 +105,7 @@ class RecordWriter:
                         flush(i)
 
             return emit_all
-        if kind == HASH:
+        if kind == Partitioning.HASH:
             select = self.edge.key_selector
             key_type = self.edge.key_type
             maxp = self.edge.target.resolved_max_parallelism
@@ -199,7 +188,7 @@ class Task:
     def start(self) -> None:
         self.thread.start()
 
-    def post(self, msg: tuple) -> None:
+    def post(self, msg: TaskMail) -> None:
         self.mail.put(msg)
         if self.gate is not None:
             try:
@@ -215,12 +204,12 @@ class Task:
             else:
                 self._run_input()
             self._end_of_input()
-            self.master.post(("task_finished", self.attempt.number, self.key))
+            self.master.post(TaskFinished(self.attempt.number, self.key))
         except TaskCancelled:
             pass
         except BaseException as e:  # noqa: BLE001 - any failure of user code fails the task
             if not self.cancelled.is_set():
-                self.master.post(("task_failed", self.attempt.number, self.name, e, traceback.format_exc()))
+                self.master.post(TaskFailed(self.attempt.number, self.name, e, traceback.format_exc()))
         finally:
             for op in self.operators:
                 try:
@@ -271,7 +260,7 @@ class Task:
     # ------------------------------------------------------------------------------------------
     # mail: checkpoint triggers (sources), notifications, lifecycle
 
-    def _process_mail(self, first: tuple | None = None) -> None:
+    def _process_mail(self, first: TaskMail | None = None) -> None:
         msg = first
         while True:
             if msg is None:
@@ -279,30 +268,30 @@ class Task:
                     msg = self.mail.get_nowait()
                 except queue.Empty:
                     return
-            kind = msg[0]
-            if kind == "complete":
-                cid = msg[1]
-                if self.master.injector:
-                    self.master.injector.check("notify", self.name, self.attempt.number, f"checkpoint {cid}")
-                for op in self.operators:
-                    op.notify_checkpoint_complete(cid)
-            elif kind == "abort":
-                cid = msg[1]
-                if self._aligning is not None and self._aligning.checkpoint_id == cid:
-                    self._release_alignment(cid)
-                for op in self.operators:
-                    op.notify_checkpoint_aborted(cid)
-            elif kind == "trigger":
-                self._source_trigger(msg[1])
-            elif kind == "stop":
-                self._suspended = True
-                if msg[2]:  # drain: fire every event-time timer before the savepoint
-                    self.operators[0].emit_watermark(MAX_WATERMARK)
-                self._source_trigger(msg[1])
-            elif kind == "resume":
-                self._suspended = False
-            elif kind == "finish":
-                self._finish_requested = True
+            match msg:
+                case NotifyCheckpointComplete(checkpoint_id=cid):
+                    if self.master.injector:
+                        self.master.injector.check("notify", self.name, self.attempt.number, f"checkpoint {cid}")
+                    for op in self.operators:
+                        op.notify_checkpoint_complete(cid)
+                case NotifyCheckpointAborted(checkpoint_id=cid):
+                    if self._aligning is not None and self._aligning.checkpoint_id == cid:
+                        self._release_alignment(cid)
+                    for op in self.operators:
+                        op.notify_checkpoint_aborted(cid)
+                case TriggerCheckpoint(barrier=barrier):
+                    self._source_trigger(barrier)
+                case TriggerStopWithSavepoint(barrier=barrier, drain=drain):
+                    self._suspended = True
+                    if drain:  # fire every event-time timer before the savepoint
+                        self.operators[0].emit_watermark(MAX_WATERMARK)
+                    self._source_trigger(barrier)
+                case ResumeSource():
+                    self._suspended = False
+                case FinishSource():
+                    self._finish_requested = True
+                case _:
+                    raise TypeError(f"unknown task mail {msg!r}")
             msg = None
 
     def _wait_mail(self, timeout: float) -> None:
@@ -331,11 +320,13 @@ class Task:
         except InjectedFailure:
             raise
         except OSError as e:
-            coordinator.decline(cid, self.attempt.number, self.key, "CHECKPOINT_ASYNC_EXCEPTION", e, self.name)
+            coordinator.decline(cid, self.attempt.number, self.key, CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
+                                e, self.name)
             return
         except Exception as e:  # noqa: BLE001 - user snapshot code: decline, do not fail the task
             log.warning("Could not complete snapshot %d for %s: %r", cid, self.name, e)
-            coordinator.decline(cid, self.attempt.number, self.key, "CHECKPOINT_DECLINED", e, self.name)
+            coordinator.decline(cid, self.attempt.number, self.key, CheckpointFailureReason.CHECKPOINT_DECLINED, e,
+                                self.name)
             return
         coordinator.acknowledge(cid, self.attempt.number, self.key, states)
 
@@ -348,7 +339,7 @@ class Task:
             if current is not None:
                 # a newer barrier overtook an unfinished alignment: that checkpoint cannot complete here
                 self.master.coordinator.decline(current.checkpoint_id, self.attempt.number, self.key,
-                                                "CHECKPOINT_DECLINED_SUBSUMED", None, self.name)
+                                                CheckpointFailureReason.CHECKPOINT_DECLINED_SUBSUMED, None, self.name)
                 self._unblock()
             self._aligning = barrier
             self._seen = set()
@@ -523,7 +514,7 @@ class Task:
                 emit_wm(MAX_WATERMARK)
                 self._idle()
                 log.info("Source %s reached the end of its input.", self.name)
-                self.master.post(("source_exhausted", self.attempt.number, self.key))
+                self.master.post(SourceExhausted(self.attempt.number, self.key))
             elif idle:
                 self._idle()
                 self._wait_mail(0.002)

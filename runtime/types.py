@@ -10,73 +10,73 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import typeinfo
 
 
 class Types:
-    STRING = T.STRING
-    LONG = T.LONG
-    INT = T.INT
-    SHORT = T.SHORT
-    BYTE = T.BYTE
-    BOOLEAN = T.BOOLEAN
-    DOUBLE = T.DOUBLE
-    FLOAT = T.FLOAT
-    CHAR = T.CHAR
-    BIG_DEC = T.BIG_DECIMAL
-    BIG_INT = T.BIG_INTEGER
-    BYTES = T.BYTES
-    LOCAL_DATE = T.LOCAL_DATE
-    LOCAL_TIME = T.LOCAL_TIME
-    LOCAL_DATE_TIME = T.LOCAL_DATE_TIME
-    INSTANT = T.INSTANT
-    SQL_TIMESTAMP = T.SQL_TIMESTAMP
-    PICKLED = T.PICKLED
+    STRING = typeinfo.STRING
+    LONG = typeinfo.LONG
+    INT = typeinfo.INT
+    SHORT = typeinfo.SHORT
+    BYTE = typeinfo.BYTE
+    BOOLEAN = typeinfo.BOOLEAN
+    DOUBLE = typeinfo.DOUBLE
+    FLOAT = typeinfo.FLOAT
+    CHAR = typeinfo.CHAR
+    BIG_DEC = typeinfo.BIG_DECIMAL
+    BIG_INT = typeinfo.BIG_INTEGER
+    BYTES = typeinfo.BYTES
+    LOCAL_DATE = typeinfo.LOCAL_DATE
+    LOCAL_TIME = typeinfo.LOCAL_TIME
+    LOCAL_DATE_TIME = typeinfo.LOCAL_DATE_TIME
+    INSTANT = typeinfo.INSTANT
+    SQL_TIMESTAMP = typeinfo.SQL_TIMESTAMP
+    PICKLED = typeinfo.PICKLED
 
     @staticmethod
-    def TUPLE(*fields: T.TypeInfo) -> T.TypeInfo:
+    def TUPLE(*fields: typeinfo.TypeInfo) -> typeinfo.TypeInfo:
         """``Types.TUPLE(Types.LONG, Types.STRING)`` (or one list argument): Flink's TupleN."""
         if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
             fields = tuple(fields[0])
-        return T.TupleType(tuple(fields))
+        return typeinfo.TupleType(tuple(fields))
 
     @staticmethod
-    def LIST(element: T.TypeInfo) -> T.TypeInfo:
-        return T.ListType(element)
+    def LIST(element: typeinfo.TypeInfo) -> typeinfo.TypeInfo:
+        return typeinfo.ListType(element)
 
     @staticmethod
-    def MAP(key: T.TypeInfo, value: T.TypeInfo) -> T.TypeInfo:
-        return T.MapType(key, value)
+    def MAP(key: typeinfo.TypeInfo, value: typeinfo.TypeInfo) -> typeinfo.TypeInfo:
+        return typeinfo.MapType(key, value)
 
     @staticmethod
-    def ROW(*fields: T.TypeInfo) -> T.TypeInfo:
+    def ROW(*fields: typeinfo.TypeInfo) -> typeinfo.TypeInfo:
         if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
             fields = tuple(fields[0])
-        return T.RowType(tuple(fields))
+        return typeinfo.RowType(tuple(fields))
 
 
-def or_pickled(t: T.TypeInfo | None) -> T.TypeInfo:
-    return T.PICKLED if t is None else t
+def or_pickled(t: typeinfo.TypeInfo | None) -> typeinfo.TypeInfo:
+    return typeinfo.PICKLED if t is None else t
 
 
-def infer_key_type(key: Any) -> T.TypeInfo:
+def infer_key_type(key: Any) -> typeinfo.TypeInfo:
     """The key type used when ``key_by`` got none: str → String, int → Long, float → Double,
     bool → Boolean, a tuple of those → TupleN; anything else is pickled. (Pass ``key_type`` to
     match a Flink job whose keys are Integer, Short, ...)"""
     if isinstance(key, bool):
-        return T.BOOLEAN
+        return typeinfo.BOOLEAN
     if isinstance(key, int):
-        return T.LONG
+        return typeinfo.LONG
     if isinstance(key, str):
-        return T.STRING
+        return typeinfo.STRING
     if isinstance(key, float):
-        return T.DOUBLE
+        return typeinfo.DOUBLE
     if isinstance(key, tuple) and key and all(isinstance(x, (bool, int, str, float)) for x in key):
-        return T.TupleType(tuple(infer_key_type(x) for x in key))
-    return T.PICKLED
+        return typeinfo.TupleType(tuple(infer_key_type(x) for x in key))
+    return typeinfo.PICKLED
 
 
-def check_encodable(t: T.TypeInfo, what: str) -> None:
+def check_encodable(t: typeinfo.TypeInfo, what: str) -> None:
     from ..savepoint.errors import UnsupportedSerializerError
 
     if not t.fully_decodable:

@@ -7,7 +7,7 @@ import io
 import re
 from pathlib import Path
 
-README = Path(__file__).resolve().parent.parent / "runtime" / "README.md"
+README = Path(__file__).resolve().parents[2] / "runtime" / "README.md"
 
 
 def test_readme_example_runs():

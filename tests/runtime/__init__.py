@@ -1,0 +1,1 @@
+"""Tests of fstate's stream runtime (fstate.runtime)."""
