@@ -208,7 +208,10 @@ public class KeyedStateJob implements Oracle.JobDef {
                 // SST generation, the kept one adds exactly one more (two level-0 files never
                 // trigger a compaction), whatever the machine's speed or the number of checkpoints.
                 emitAtomically(ctx, Math.min(pauseAt, n));
-                // a checkpoint completed after the first half holds exactly the first half
+                // A checkpoint completed after the first half holds exactly the first half. The
+                // coordinator notified every task of its completion before it triggered the next
+                // checkpoint (one sender, ordered messages; a task runs that mail before the next
+                // barrier), so every RocksDB backend reuses the first half's uploaded SSTs.
                 long mark = Oracle.SOURCE_SNAPSHOT_MAX.get();
                 while (running && Oracle.COMPLETED.higher(mark) == null) {
                     Thread.sleep(20);
@@ -222,8 +225,10 @@ public class KeyedStateJob implements Oracle.JobDef {
                     Oracle.count("src");
                 }
             }
-            synchronized (ctx.getCheckpointLock()) {
-                ctx.emitWatermark(new Watermark(WATERMARK));
+            if (pauseAt < 0) {
+                synchronized (ctx.getCheckpointLock()) {
+                    ctx.emitWatermark(new Watermark(WATERMARK));
+                }
             }
             while (running) {
                 Thread.sleep(20);
@@ -237,6 +242,10 @@ public class KeyedStateJob implements Oracle.JobDef {
                     ctx.collectWithTimestamp(emitted, ts(emitted));
                     emitted++;
                     Oracle.count("src");
+                }
+                if (emitted == n) {
+                    // with the last record, so no checkpoint holds the records without the watermark
+                    ctx.emitWatermark(new Watermark(WATERMARK));
                 }
             }
         }
