@@ -9,7 +9,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
-import java.util.TreeSet;
 
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
@@ -304,7 +303,7 @@ public class SqlJob implements InternalStateOracle.Job {
 
     @Override
     public Map<String, Object> describe(StreamNode node, Oracle.Params p) {
-        return SqlJobState.describe(node.getOperatorName(), records(p));
+        return SqlJobState.describe(node.getOperatorName(), String.valueOf(node.getOperatorDescription()), records(p));
     }
 
     @Override
@@ -354,13 +353,5 @@ public class SqlJob implements InternalStateOracle.Job {
         public void cancel() {
             running = false;
         }
-    }
-
-    static TreeSet<String> names(Map<?, ?> m) {
-        TreeSet<String> s = new TreeSet<>();
-        for (Object k : m.keySet()) {
-            s.add(String.valueOf(k));
-        }
-        return s;
     }
 }
