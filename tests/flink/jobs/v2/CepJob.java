@@ -187,6 +187,9 @@ public class CepJob implements InternalStateOracle.Job {
         m.put("kind", "cep");
         m.put("pattern", "a next b next c within 1 h (processing time, no skip)");
         m.put("event_fields", Arrays.asList("key", "type", "seq"));
+        // the names Flink 2.3's CepOperator registers (read once off a savepoint's meta data)
+        m.put("state_names", Arrays.asList("nfaStateName", "eventQueuesStateName", "sharedBuffer-events",
+                "sharedBuffer-events-count", "sharedBuffer-entries-with-lockable-edges"));
         List<Object> keys = new ArrayList<>();
         for (Map.Entry<String, List<List<List<Object>>>[]> e : simulate().entrySet()) {
             Map<String, Object> k = new LinkedHashMap<>();
