@@ -86,7 +86,7 @@ def test_sql_operators_and_plan(variant):
     assert len(res.dump["output"]["window"]) == 3 * 6
     join = by_kind["join"]["expected"]
     assert [k for k, _ in join["left"]] == ["k0", "k2", "k4"]
-    assert ["k2", [["k2", "L2"], 2]] in join["right"]
+    assert ["k2", [[["k2", "L2"], 2]]] in join["right"]
     assert res.dump["args"].get("ttl") == (None if uids else "1h")
 
 
