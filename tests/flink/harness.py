@@ -56,6 +56,10 @@ DEFAULT_VERSION = "2.3.0"
 #: Versions known to run on this machine's Java 17 (see VERSIONS.md).
 SUPPORTED_VERSIONS = ("2.3.0", "2.0.0", "1.20.1", "1.15.4")
 JOBS_NAMES = ("OperatorStateJob", "KeyedStateJob", "TypesJob")
+#: Jobs whose state lives inside Flink's own operators (SQL, CEP): dump.json holds the state derived
+#: from their input plus every operator of the job graph (see VERSIONS.md). Flink 2.x (jobs/v2)
+#: and savepoints only; not part of JOBS_NAMES, whose dumps mirror state functions wrote.
+INTERNAL_STATE_JOBS = ("SqlJob", "CepJob")
 
 #: Bump when the way outputs are generated changes without the Java sources changing.
 GENERATION_FORMAT = 1
@@ -490,6 +494,8 @@ def generate(
     again. ``force`` always re-runs.
     """
     args = variant_args(backend, snapshot, extra_args)
+    if job in INTERNAL_STATE_JOBS and (snapshot != "savepoint" or api_flavour(version) != "v2"):
+        raise ValueError(f"{job} takes savepoints on Flink 2.x only, not a {snapshot} on {version}")
     key = hashlib.sha256(
         json.dumps([GENERATION_FORMAT, job, version, args, job_hash(job, version)]).encode()
     ).hexdigest()[:12]
