@@ -64,8 +64,10 @@ INTERNAL_STATE_JOBS = ("SqlJob", "CepJob")
 #: Bump when the way outputs are generated changes without the Java sources changing.
 GENERATION_FORMAT = 1
 
-#: JVM-side watchdog (seconds): the job prints a thread dump and halts after this.
-DEFAULT_JOB_TIMEOUT = 100
+#: JVM-side watchdog (seconds): the job prints a thread dump and halts after this. A job takes
+#: 4-6 s on a quiet machine but was seen to need over 90 s just to start on a 2-core machine under
+#: a load of 20; the watchdog only has to catch a hung job, so it is generous.
+DEFAULT_JOB_TIMEOUT = 300
 #: Extra seconds Python waits for the JVM beyond the watchdog before killing it.
 KILL_GRACE = 25
 

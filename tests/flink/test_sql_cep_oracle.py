@@ -23,7 +23,7 @@ pytestmark = pytest.mark.flink
 
 VERSION = "2.3.0"
 #: SQL jobs start slowly (planner) and the machine may be shared: a generous watchdog.
-TIMEOUT = 240
+TIMEOUT = harness.DEFAULT_JOB_TIMEOUT
 
 VARIANTS = {
     "sql-uids": ("SqlJob", ("--uids", "true")),
