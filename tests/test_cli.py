@@ -196,3 +196,17 @@ def test_read_and_sql_output_json(tmp_path):
     assert res.returncode == 0, res.stderr
     result = json.loads(res.stdout)
     assert result and all(r["added"] == r["removed"] == r["changed"] == 0 for r in result)
+
+
+@pytest.mark.spark
+def test_modify_with_spark_then_deps(tmp_path):
+    base = _sample("keyed-hashmap-savepoint")
+    out = tmp_path / "rescaled"
+    res = runner.invoke(app, ["modify", base, "--out", str(out), "--max-parallelism", "keyed=256",
+                              "--master", "local[2]"])
+    assert res.exit_code == 0, res.output
+    assert "wrote savepoint" in res.stderr
+    info = _json(["info", str(out), "--allow-external-paths", "--json"])
+    assert {o["uid"]: o["max_parallelism"] for o in info["operators"]}["keyed"] == 256
+    deps = _json(["--output", "json", "deps", str(out)])
+    assert deps["path"] == str(out) and isinstance(deps["dependencies"], dict)
