@@ -16,7 +16,8 @@ OVERWRITE = typer.Option(False, "--overwrite", help="Replace an existing savepoi
 
 def bootstrap(
     context: typer.Context,
-    spec: str = typer.Option(..., "--spec", metavar="FILE", help="YAML spec: operators, their states and data sources."),
+    spec: str = typer.Option(..., "--spec", metavar="FILE",
+                             help="YAML spec: operators, their states and data sources."),
     out_dir: str = OUT_DIR,
     overwrite: bool = OVERWRITE,
     master: Optional[str] = MASTER,
@@ -54,7 +55,8 @@ def modify(
     parallelism: Optional[list[str]] = typer.Option(None, "--parallelism", metavar="UID=N",
                                                     help="UID=N: split/merge operator list state over N subtasks."),
     transform: Optional[list[str]] = typer.Option(
-        None, "--transform", metavar="UID:STATE=SQL", help="UID:STATE=SQL over the view `state` (columns key and STATE)."),
+        None, "--transform", metavar="UID:STATE=SQL",
+        help="UID:STATE=SQL over the view `state` (columns key and STATE)."),
     spec: Optional[str] = typer.Option(None, "--add", metavar="FILE",
                                        help="A bootstrap YAML spec of operators to add or replace."),
     deep: bool = typer.Option(False, "--deep", help="Copy BASE's files instead of pointing at them."),
