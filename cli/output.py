@@ -1,62 +1,46 @@
-"""Rendering results: rich tables for people, JSON (--json) for programs."""
+"""How results are shown: one ``Output`` per invocation, chosen by ``--output`` (``--json`` for short).
+
+Every command hands its results to the Output's method for that kind of result; no command formats
+tables or JSON itself. ``TableOutput`` draws rich tables for people, ``JsonOutput`` prints JSON for
+programs. Status lines ("wrote savepoint ...") and warnings go to stderr in every format, so stdout holds
+only the result.
+
+Adding a format: subclass ``Output`` (every abstract method; a missing one fails when the class is
+instantiated) and add it to ``OUTPUTS``, which is what ``--output`` accepts.
+"""
 
 from __future__ import annotations
 
 import base64
-import datetime as dt
+import datetime
 import json
+from abc import ABC, abstractmethod
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from rich.table import Table
 from rich.text import Text
 
-from .console import out
+from .console import err, out
 
 
-def to_jsonable(v: Any) -> Any:
+def to_jsonable(value: Any) -> Any:
     """Python/Spark values → JSON-friendly values (bytes as base64, dates ISO, structs as dicts)."""
-    if v is None or isinstance(v, (bool, int, float, str)):
-        return v
-    if isinstance(v, (bytes, bytearray)):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(v, Decimal):
-        return str(v)
-    if isinstance(v, (dt.datetime, dt.date, dt.time)):
-        return v.isoformat()
-    if hasattr(v, "asDict"):
-        return {k: to_jsonable(x) for k, x in v.asDict(recursive=False).items()}
-    if isinstance(v, dict):
-        return {str(to_jsonable(k)) if not isinstance(k, str) else k: to_jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [to_jsonable(x) for x in v]
-    return str(v)
-
-
-def print_json(data: Any) -> None:
-    out.print_json(json.dumps(to_jsonable(data), ensure_ascii=False))
-
-
-def _cell(v: Any) -> Text:
-    if v is None:
-        return Text("null", style="dim")
-    if isinstance(v, (bytes, bytearray)):
-        return Text("0x" + bytes(v).hex() if len(v) <= 32 else "0x" + bytes(v[:32]).hex() + "…")
-    if isinstance(v, (str, int, float, bool)):
-        return Text(str(v))
-    return Text(json.dumps(to_jsonable(v), ensure_ascii=False))
-
-
-def print_rows(columns: list[str], rows: Iterable[Iterable[Any]], title: str | None = None) -> int:
-    table = Table(title=title, show_lines=False, header_style="bold")
-    for c in columns:
-        table.add_column(c, overflow="fold")
-    n = 0
-    for r in rows:
-        table.add_row(*(_cell(v) for v in r))
-        n += 1
-    out.print(table)
-    return n
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if hasattr(value, "asDict"):
+        return {k: to_jsonable(x) for k, x in value.asDict(recursive=False).items()}
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(to_jsonable(k)): to_jsonable(x) for k, x in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(x) for x in value]
+    return str(value)
 
 
 def human_bytes(n: int) -> str:
@@ -65,3 +49,178 @@ def human_bytes(n: int) -> str:
             return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+class Output(ABC):
+    """One method per kind of result the commands produce."""
+
+    @abstractmethod
+    def summary(self, data: dict) -> None:
+        """`fstate info`: the dict of ``savepoint.summary.summarize``."""
+
+    @abstractmethod
+    def views(self, path: str, views: list[dict]) -> None:
+        """`fstate views`: dicts with view, table, operator, uid_hash, state."""
+
+    @abstractmethod
+    def dependencies(self, path: str, dependencies: dict[str, int]) -> None:
+        """`fstate deps`: directory outside ``path`` → number of file handles pointing into it."""
+
+    @abstractmethod
+    def verify_report(self, report) -> None:
+        """`fstate verify`: a ``savepoint.verify.VerifyReport``."""
+
+    @abstractmethod
+    def diff(self, old: str, new: str, result: list[dict]) -> None:
+        """`fstate diff`: one dict per state (``readers.views.diff``)."""
+
+    @abstractmethod
+    def rows(self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
+             limit: int | None = None) -> None:
+        """Rows of a state table or query (`fstate read`, `fstate sql`); ``limit`` is how many were asked
+        for, so that a format may say when there may be more."""
+
+    @abstractmethod
+    def registered_views(self, registered: dict[str, str]) -> None:
+        """`fstate sql --views`: view name → what it holds (shown before the query's rows)."""
+
+    def message(self, text: str) -> None:
+        """A status line (rich markup allowed), on stderr."""
+        err.print(text)
+
+    def warning(self, text: str) -> None:
+        err.print(f"[yellow]warning:[/] {text}")
+
+
+def _cell(value: Any) -> Text:
+    if value is None:
+        return Text("null", style="dim")
+    if isinstance(value, (bytes, bytearray)):
+        shown = bytes(value[:32]).hex()
+        return Text("0x" + shown + ("…" if len(value) > 32 else ""))
+    if isinstance(value, (str, int, float, bool)):
+        return Text(str(value))
+    return Text(json.dumps(to_jsonable(value), ensure_ascii=False))
+
+
+class TableOutput(Output):
+    """Rich tables and coloured marks on the terminal."""
+
+    @staticmethod
+    def table(columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None) -> int:
+        table = Table(title=title, show_lines=False, header_style="bold")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        count = 0
+        for row in rows:
+            table.add_row(*(_cell(v) for v in row))
+            count += 1
+        out.print(table)
+        return count
+
+    def summary(self, data: dict) -> None:
+        kind = data["kind"] + (f" ({data['format'].lower()})" if data["format"] else "")
+        out.print(f"[bold]{data['path']}[/]")
+        out.print(f"  {kind}, checkpoint id {data['checkpoint_id']}, metadata version {data['metadata_version']} "
+                  f"(Flink {data['flink_versions']}), {len(data['operators'])} operators, "
+                  f"{human_bytes(data['total_state_bytes'])} of state")
+        operators = []
+        for operator in data["operators"]:
+            storage = ", ".join(f"{v} {k}" for k, v in operator["storage"].items() if v) or "-"
+            keyed = "-"
+            if operator["keyed_state_bytes"]:
+                layout = operator["keyed_layout"]
+                keyed = human_bytes(operator["keyed_state_bytes"]) + (f" ({layout})" if layout else "")
+            operator_bytes = operator["operator_state_bytes"]
+            operators.append((operator["uid"] or "-", operator["name"] or "-", operator["uid_hash"],
+                              str(operator["parallelism"]), str(operator["max_parallelism"]), keyed,
+                              human_bytes(operator_bytes) if operator_bytes else "-", storage))
+        self.table(("uid", "name", "uid hash", "par", "max par", "keyed state", "operator state", "storage"),
+                   operators, title="Operators")
+        self.table(("operator", "state", "backend", "kind", "type", "key type", "namespace"),
+                   [(operator["uid"] or operator["uid_hash"], s["name"], s["backend"], s["kind"], s["type"],
+                     s["key_type"] or "-", s["namespace"] or "-")
+                    for operator in data["operators"] for s in operator["states"]], title="States")
+        for warning in data["warnings"]:
+            self.warning(warning)
+        for directory, count in sorted(data.get("dependencies", {}).items()):
+            self.message(f"[yellow]depends on[/] {directory} ({count} file handles): deleting it breaks this savepoint")
+
+    def views(self, path: str, views: list[dict]) -> None:
+        self.table(("view", "table", "operator", "state"),
+                   [(v["view"], v["table"], v["operator"] or "-", v["state"] or "-") for v in views])
+
+    def dependencies(self, path: str, dependencies: dict[str, int]) -> None:
+        if not dependencies:
+            out.print("self-contained: no files outside the savepoint directory")
+        else:
+            self.table(("directory", "handles"), sorted(dependencies.items()), title="depends on")
+
+    def verify_report(self, report) -> None:
+        for problem in report.problems:
+            out.print(f"[red]✗[/] {problem}")
+        for operator in report.operators:
+            mark = "[green]✓[/]" if operator.ok else "[red]✗[/]"
+            out.print(f"{mark} {operator.operator} ({len(operator.checked)} checks)")
+            for problem in operator.problems:
+                out.print(f"    [red]•[/] {problem}")
+        external = sorted(set(report.external))
+        if external:
+            out.print(f"[yellow]handles outside the savepoint directory:[/] {len(external)} file(s), "
+                      f"e.g. {external[0]}")
+        out.print("[green]OK[/]" if report.ok else "[red]PROBLEMS FOUND[/]")
+
+    def diff(self, old: str, new: str, result: list[dict]) -> None:
+        self.table(("operator", "state", "table", "added", "removed", "changed", "examples"),
+                   [(r["operator"], r["state"], r["table"], r["added"], r["removed"], r["changed"],
+                     r["note"] or json.dumps(r["examples"][:2], ensure_ascii=False, default=str))
+                    for r in result], title=f"{old} → {new}")
+
+    def rows(self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
+             limit: int | None = None) -> None:
+        shown = self.table(columns, rows, title=title)
+        if limit is not None and shown == limit:
+            err.print(f"(first {limit} rows; --limit to see more, --out to write all)")
+
+    def registered_views(self, registered: dict[str, str]) -> None:
+        self.table(("view", "holds"), sorted(registered.items()), title="views")
+
+
+class JsonOutput(Output):
+    """JSON on stdout: one document per command, or one object per line for rows (`read`, `sql`)."""
+
+    @staticmethod
+    def document(data: Any) -> None:
+        out.print_json(json.dumps(to_jsonable(data), ensure_ascii=False))
+
+    @staticmethod
+    def line(data: Any) -> None:
+        out.print(json.dumps(to_jsonable(data), ensure_ascii=False), soft_wrap=True, markup=False)
+
+    def summary(self, data: dict) -> None:
+        self.document(data)
+
+    def views(self, path: str, views: list[dict]) -> None:
+        self.document({"path": path, "views": views})
+
+    def dependencies(self, path: str, dependencies: dict[str, int]) -> None:
+        self.document({"path": path, "dependencies": dependencies})
+
+    def verify_report(self, report) -> None:
+        self.document(report.to_dict())
+
+    def diff(self, old: str, new: str, result: list[dict]) -> None:
+        self.document(result)
+
+    def rows(self, columns: Sequence[str], rows: Iterable[Sequence[Any]], title: str | None = None,
+             limit: int | None = None) -> None:
+        for row in rows:
+            self.line(dict(zip(columns, row)))
+
+    def registered_views(self, registered: dict[str, str]) -> None:
+        # stdout carries only the query's rows (one JSON object each); the view list goes beside them
+        err.print(json.dumps({"views": registered}, ensure_ascii=False), soft_wrap=True, markup=False)
+
+
+# What --output accepts. The first is the default.
+OUTPUTS: dict[str, type[Output]] = {"table": TableOutput, "json": JsonOutput}

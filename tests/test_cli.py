@@ -110,3 +110,103 @@ def test_bootstrap_from_spec(tmp_path):
     res = _run("bootstrap", "--spec", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "sp2"))
     assert res.returncode == 2 and "unknown type 'LONGG'" in res.stderr and "Traceback" not in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml", "counts.json", "sp", "spec.yaml"]
+
+
+def test_version():
+    from importlib.metadata import version
+
+    res = runner.invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.strip() == f"fstate {version('fstate')}"
+
+
+def _json(args):
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+@pytest.mark.parametrize("command", ["info", "views", "deps", "verify"])
+def test_output_json_and_json_alias(command):
+    path = _sample("operator-state-hashmap-savepoint")
+    data = _json(["--output", "json", command, path])
+    # --json is the same, before the command (global) and after it (as the commands had it)
+    assert _json(["--json", command, path]) == data == _json([command, path, "--json"])
+    table = runner.invoke(app, [command, path])
+    assert table.exit_code == 0 and not table.stdout.lstrip().startswith("{")
+    if command == "info":
+        assert {o["uid"] for o in data["operators"]} >= {"lists", "bcast"}
+    elif command == "views":
+        views = {v["view"]: v for v in data["views"]}
+        assert views["lists__union_marks"]["table"] == "list" and views["lists__union_marks"]["operator"] == "lists"
+        assert views["bcast__rules"]["state"] == "rules" and len(views["bcast__rules"]["uid_hash"]) == 32
+    elif command == "deps":
+        assert data == {"path": path, "dependencies": {}}
+    else:
+        assert data["ok"] is True and data["operators"]
+
+
+def test_unknown_output_format_is_a_usage_error():
+    res = runner.invoke(app, ["--output", "yaml", "info", _sample("operator-state-hashmap-savepoint")])
+    assert res.exit_code == 2 and "yaml" in res.output
+
+
+def test_every_output_format_shows_every_result():
+    from fstate.cli.output import OUTPUTS, Output
+
+    assert list(OUTPUTS) == ["table", "json"]
+    for output_class in OUTPUTS.values():
+        assert issubclass(output_class, Output)
+        output_class()  # abstract methods left out would fail here
+
+
+def _commands():
+    import typer.main
+
+    return list(typer.main.get_command(app).commands)
+
+
+@pytest.mark.parametrize("command", [None, *_commands()])
+def test_help_reads_conventionally(command):
+    res = runner.invoke(app, ([command] if command else []) + ["--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    text = res.output
+    assert "<bool>" not in text and "<str>" not in text and "<int>" not in text
+    assert "{" not in text.split("Usage:")[1].splitlines()[0]
+    if command in ("info", "read", "views", "deps", "verify", "relocate"):
+        assert f"Usage: fstate {command} [OPTIONS] PATH" in text
+    if command is None:
+        assert "--output" in text and "--version" in text and "--install-completion" in text
+
+
+@pytest.mark.spark
+def test_read_and_sql_output_json(tmp_path):
+    path = _sample("operator-state-hashmap-savepoint")
+    res = _run("--output", "json", "read", path, "--uid", "lists", "--state", "tuples", "-n", "3")
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(rows) == 3 and set(rows[0]) == {"subtask", "index", "value"}
+    assert _run("--json", "read", path, "--uid", "lists", "--state", "tuples", "-n", "3").stdout == res.stdout
+    res = _run("--output", "json", "sql", "--views", path, "SELECT view, holds FROM (SELECT 1 AS view, 2 AS holds)")
+    assert res.returncode == 0, res.stderr
+    assert [json.loads(line) for line in res.stdout.splitlines()] == [{"view": 1, "holds": 2}]
+    assert "lists__union_marks" in json.loads(res.stderr.strip().splitlines()[-1])["views"]
+    res = _run("sql", path, "SELECT count(*) AS n FROM lists__tuples", "--json")
+    assert res.returncode == 0 and json.loads(res.stdout)["n"] > 3, res.stderr
+    res = _run("--output", "json", "diff", path, path, "--uid", "lists")
+    assert res.returncode == 0, res.stderr
+    result = json.loads(res.stdout)
+    assert result and all(r["added"] == r["removed"] == r["changed"] == 0 for r in result)
+
+
+@pytest.mark.spark
+def test_modify_with_spark_then_deps(tmp_path):
+    base = _sample("keyed-hashmap-savepoint")
+    out = tmp_path / "rescaled"
+    res = runner.invoke(app, ["modify", base, "--out", str(out), "--max-parallelism", "keyed=256",
+                              "--master", "local[2]"])
+    assert res.exit_code == 0, res.output
+    assert "wrote savepoint" in res.stderr
+    info = _json(["info", str(out), "--allow-external-paths", "--json"])
+    assert {o["uid"]: o["max_parallelism"] for o in info["operators"]}["keyed"] == 256
+    deps = _json(["--output", "json", "deps", str(out)])
+    assert deps["path"] == str(out) and isinstance(deps["dependencies"], dict)

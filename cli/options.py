@@ -1,0 +1,92 @@
+"""Options and argument parsing shared by several commands, and the per-invocation Output."""
+
+from __future__ import annotations
+
+import typer
+
+from ..savepoint.errors import InvalidArgumentError
+from .console import progress
+from .output import OUTPUTS, Output
+
+ALLOW_EXTERNAL = typer.Option(
+    False, "--allow-external-paths",
+    help="Follow state handles that point outside the savepoint directory (absolute paths, '..'): "
+         "shallow copies made by `fstate modify`, RocksDB incremental checkpoints' shared files.")
+CHECKPOINT_BASE_DIR = typer.Option(
+    None, "--checkpoint-base-dir", metavar="DIR",
+    help="New location of the job's checkpoint directory (the one holding shared/ and chk-N/) when it was "
+         "moved: RocksDB incremental checkpoints refer to shared/ files by absolute paths.")
+FS_OPTION = typer.Option(
+    None, "--fs-option", metavar="KEY=VALUE",
+    help="File-system option KEY=VALUE for s3://, s3a://, gs://, hdfs:// paths (repeatable): endpoint, region, "
+         "path_style, access_key, secret_key, session_token, profile, anonymous, retries, ... (Flink/Hadoop "
+         "spellings such as s3.endpoint or fs.s3a.path.style.access work too).")
+FS_CONFIG = typer.Option(
+    None, "--fs-config", metavar="FILE",
+    help="YAML file of file-system options (as --fs-option; nested keys join with '.').")
+MASTER = typer.Option(None, "--master", metavar="URL", help="Spark master (default local[*]).")
+CONF = typer.Option(None, "--conf", metavar="KEY=VALUE", help="Spark configuration key=value (repeatable).")
+JSON = typer.Option(False, "--json", help="Print JSON (the same as `fstate --output json`).")
+
+_OUTPUT_KEY = "fstate.output"
+
+
+def choose_output(context: typer.Context, name: str) -> None:
+    """Called once, by the top-level options: which Output this invocation uses."""
+    context.meta[_OUTPUT_KEY] = name
+
+
+def output(context: typer.Context, json_alias: bool = False) -> Output:
+    """The invocation's Output: --output (default table), or JSON when a command's own --json is given."""
+    chosen = context.meta.get(_OUTPUT_KEY, "table")
+    if isinstance(chosen, Output):
+        return chosen
+    instance = OUTPUTS["json" if json_alias else chosen]()
+    context.meta[_OUTPUT_KEY] = instance
+    return instance
+
+
+def apply_fs_options(fs_option: list[str] | None, fs_config: str | None) -> tuple:
+    """Make --fs-config/--fs-option the process defaults (also for the Spark processes started later)."""
+    from ..savepoint.io import load_fs_config, parse_fs_option_args, resolve_fs_options, set_default_fs_options
+
+    options = dict(load_fs_config(fs_config)) if fs_config else {}
+    options.update(parse_fs_option_args(fs_option))
+    if options:
+        set_default_fs_options(options, export_env=True)
+    return resolve_fs_options()
+
+
+def start_spark(master: str | None, conf_map: dict[str, str]):
+    """The active SparkSession, or a new one for --master/--conf, with a spinner while it starts."""
+    with progress("starting Spark"):
+        from ..readers.session import get_spark
+
+        return get_spark(master, conf_map)
+
+
+def parse_conf(conf: list[str] | None) -> dict[str, str]:
+    result = {}
+    for item in conf or []:
+        key, separator, value = item.partition("=")
+        if not separator or not key:
+            raise InvalidArgumentError(f"--conf expects key=value, got '{item}'")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def parse_pairs(items: list[str] | None, what: str, separator: str = "=") -> list[tuple[str, str]]:
+    pairs = []
+    for item in items or []:
+        left, found, right = item.partition(separator)
+        if not found or not left or not right:
+            raise InvalidArgumentError(f"{what} expects A{separator}B, got '{item}'")
+        pairs.append((left.strip(), right.strip()))
+    return pairs
+
+
+def parse_int(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidArgumentError(f"{what} expects a number, got '{text}'") from None

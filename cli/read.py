@@ -1,0 +1,177 @@
+"""Commands that read state with Spark: read, sql, diff."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from .console import progress, user_errors
+from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, FS_CONFIG, FS_OPTION, JSON, MASTER,
+                      apply_fs_options, output, parse_conf, start_spark)
+from .output import Output
+
+FORMATS = ("parquet", "csv", "json")
+FORMAT = typer.Option("parquet", "--format", "-f", metavar="FORMAT", help="parquet, csv or json (with --out).")
+
+
+def read(
+    context: typer.Context,
+    path: str = typer.Argument(..., help="Savepoint or checkpoint directory, its _metadata file, or a file: URI."),
+    uid: str = typer.Option(..., "--uid", "-u", metavar="UID",
+                            help="Operator uid (as in .uid()) or 32-hex-digit uid hash."),
+    state: Optional[str] = typer.Option(None, "--state", "-s", metavar="NAME",
+                                        help="State name (comma-separated keyed states narrow the keyed table)."),
+    table: Optional[str] = typer.Option(None, "--table", "-t", metavar="TABLE",
+                                        help="list, broadcast, keyed or timers (default: keyed when the operator "
+                                             "has keyed state, else the kind of --state)."),
+    flat: bool = typer.Option(False, "--flat", help="Keyed: one row per list element or map entry (one --state)."),
+    flatten: bool = typer.Option(False, "--flatten", help="Keyed: composite keys as key_f0, key_f1, ... columns."),
+    limit: int = typer.Option(20, "--limit", "-n", metavar="N", help="Rows to show (without --out)."),
+    out_dir: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                          help="Write the table to this directory."),
+    file_format: str = FORMAT,
+    json_alias: bool = typer.Option(False, "--json", help="Print rows as JSON lines instead of a table "
+                                                          "(the same as `fstate --output json`)."),
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
+    allow_external_paths: bool = ALLOW_EXTERNAL,
+    checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
+) -> None:
+    """State as a table: operator list/union/broadcast state, the keyed table of an operator, or timers."""
+    with user_errors():
+        shown = output(context, json_alias)
+        fs_options = apply_fs_options(fs_option, fs_config)
+        from ..readers.datasource import FORMAT as SOURCE_FORMAT
+        from ..readers.datasource import build_table
+        from ..savepoint.errors import InvalidArgumentError
+
+        if file_format not in FORMATS:
+            raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
+        options = {"path": path, "uid": uid, "allowExternalPaths": str(allow_external_paths).lower(),
+                   "flat": str(flat).lower(), "flatten": str(flatten).lower()}
+        if state:
+            options["state"] = state
+        if checkpoint_base_dir:
+            options["checkpointBaseDir"] = checkpoint_base_dir
+        if table:
+            options["table"] = table
+        if fs_options:
+            options["fsOptions"] = json.dumps(dict(fs_options))
+        # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
+        planned = build_table(options)
+        options["table"] = planned.kind
+        conf_map = parse_conf(conf)
+        spark = start_spark(master, conf_map)
+        frame = spark.read.format(SOURCE_FORMAT).options(**options).load()
+        if out_dir:
+            with progress(f"writing {file_format} to {out_dir}"):
+                write_frame(frame, out_dir, file_format)
+            shown.message(f"wrote {planned.name} ({', '.join(frame.columns)}) as {file_format} to {out_dir}")
+            return
+        show_frame(shown, frame, limit, title=planned.name)
+
+
+def sql(
+    context: typer.Context,
+    args: list[str] = typer.Argument(..., metavar="[ALIAS=]PATH... QUERY",
+                                     help="[ALIAS=]PATH ... then the query. With aliases, views are "
+                                          "named ALIAS_<view>."),
+    out_dir: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                          help="Write the result to this directory."),
+    file_format: str = FORMAT,
+    limit: int = typer.Option(50, "--limit", "-n", metavar="N", help="Rows to show (without --out)."),
+    json_alias: bool = typer.Option(False, "--json", help="Print rows as JSON lines "
+                                                          "(the same as `fstate --output json`)."),
+    show_views: bool = typer.Option(False, "--views", help="List the registered views first."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
+) -> None:
+    """Spark SQL over all state tables of one or more savepoints (see `fstate views`)."""
+    with user_errors():
+        shown = output(context, json_alias)
+        apply_fs_options(fs_option, fs_config)
+        from ..readers.views import register_views
+        from ..savepoint.errors import InvalidArgumentError
+
+        if len(args) < 2:
+            raise InvalidArgumentError("give at least one savepoint path and a query")
+        *paths, query = args
+        conf_map = parse_conf(conf)
+        spark = start_spark(master, conf_map)
+        registered = {}
+        for item in paths:
+            alias, equals, savepoint_path = item.partition("=")
+            if not equals or "/" in alias or not alias:
+                alias, savepoint_path = None, item
+            registered.update(register_views(spark, savepoint_path, alias, allow_external_paths=allow_external_paths))
+        if show_views:
+            shown.registered_views(registered)
+        frame = spark.sql(query)
+        if out_dir:
+            write_frame(frame, out_dir, file_format)
+            shown.message(f"wrote {file_format} to {out_dir}")
+            return
+        show_frame(shown, frame, limit)
+
+
+def diff(
+    context: typer.Context,
+    old: str = typer.Argument(..., help="The older savepoint."),
+    new: str = typer.Argument(..., help="The newer savepoint."),
+    uid: Optional[str] = typer.Option(None, "--uid", "-u", metavar="UID", help="Only this operator."),
+    json_alias: bool = JSON,
+    allow_external_paths: bool = ALLOW_EXTERNAL,
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
+) -> None:
+    """Per state: rows added, removed and changed from OLD to NEW, with examples."""
+    with user_errors():
+        shown = output(context, json_alias)
+        apply_fs_options(fs_option, fs_config)
+        from ..readers.views import diff as diff_savepoints
+
+        conf_map = parse_conf(conf)
+        spark = start_spark(master, conf_map)
+        with progress("comparing"):
+            result = diff_savepoints(spark, old, new, uid, allow_external_paths=allow_external_paths)
+        shown.diff(old, new, result)
+
+
+def show_frame(shown: Output, frame, limit: int, title: str | None = None) -> None:
+    """The first ``limit`` rows of a DataFrame."""
+    shown.rows(frame.columns, frame.limit(limit).collect(), title=title, limit=limit)
+
+
+def write_frame(frame, out_dir: str, file_format: str) -> None:
+    """A DataFrame as parquet, csv or json files in a new directory."""
+    from pyspark.sql import functions as spark_functions
+    from pyspark.sql import types as spark_types
+
+    from ..savepoint.errors import InvalidArgumentError
+    from ..savepoint.io import io_for, strip_file_scheme
+
+    if io_for(out_dir).exists(out_dir if "://" in out_dir else strip_file_scheme(out_dir)):
+        raise InvalidArgumentError(f"output directory {out_dir} already exists")
+    if file_format == "csv":
+        # CSV holds no nested values: complex columns become JSON text, binary becomes base64.
+        columns = []
+        for field in frame.schema.fields:
+            column = spark_functions.col(field.name)
+            if isinstance(field.dataType, (spark_types.StructType, spark_types.ArrayType, spark_types.MapType)):
+                column = spark_functions.to_json(column).alias(field.name)
+            elif isinstance(field.dataType, spark_types.BinaryType):
+                column = spark_functions.base64(column).alias(field.name)
+            columns.append(column)
+        frame = frame.select(*columns)
+        frame.write.option("header", "true").csv(out_dir)
+    else:
+        frame.write.format(file_format).save(out_dir)

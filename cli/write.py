@@ -1,0 +1,128 @@
+"""Commands that write savepoints: bootstrap, modify, relocate."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from .console import progress, user_errors
+from .options import (CONF, FS_CONFIG, FS_OPTION, MASTER, apply_fs_options, output, parse_conf, parse_int,
+                      parse_pairs, start_spark)
+
+OUT_DIR = typer.Option(..., "--out", "-o", metavar="DIR", help="Directory of the new savepoint.")
+OVERWRITE = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out.")
+
+
+def bootstrap(
+    context: typer.Context,
+    spec: str = typer.Option(..., "--spec", metavar="FILE",
+                             help="YAML spec: operators, their states and data sources."),
+    out_dir: str = OUT_DIR,
+    overwrite: bool = OVERWRITE,
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
+) -> None:
+    """A new savepoint from DataFrames (Parquet/CSV/JSON files or Spark SQL), restorable by Flink."""
+    with user_errors():
+        shown = output(context)
+        apply_fs_options(fs_option, fs_config)
+        from ..savepoint.builder import ensure_writable_target
+        from ..writers.bootstrap import load_spec, writer_from_spec
+
+        spec_data = load_spec(spec)
+        ensure_writable_target(out_dir, overwrite)
+        conf_map = parse_conf(conf)
+        spark = start_spark(master, conf_map)
+        writer = writer_from_spec(spec_data, spec, spark)
+        with progress(f"writing savepoint {out_dir}"):
+            path = writer.write(out_dir, overwrite=overwrite)
+        shown.message(f"wrote savepoint {path}")
+
+
+def modify(
+    context: typer.Context,
+    base: str = typer.Argument(..., help="The savepoint to derive from (never changed)."),
+    out_dir: str = OUT_DIR,
+    remove: Optional[list[str]] = typer.Option(None, "--remove", metavar="UID",
+                                               help="Drop an operator's state (uid or hash)."),
+    rename: Optional[list[str]] = typer.Option(None, "--rename", metavar="OLD=NEW",
+                                               help="OLD=NEW: state of uid/hash OLD under uid NEW."),
+    max_parallelism: Optional[list[str]] = typer.Option(None, "--max-parallelism", metavar="UID=N",
+                                                        help="UID=N: re-assign keyed state to N key groups."),
+    parallelism: Optional[list[str]] = typer.Option(None, "--parallelism", metavar="UID=N",
+                                                    help="UID=N: split/merge operator list state over N subtasks."),
+    transform: Optional[list[str]] = typer.Option(
+        None, "--transform", metavar="UID:STATE=SQL",
+        help="UID:STATE=SQL over the view `state` (columns key and STATE)."),
+    spec: Optional[str] = typer.Option(None, "--add", metavar="FILE",
+                                       help="A bootstrap YAML spec of operators to add or replace."),
+    deep: bool = typer.Option(False, "--deep", help="Copy BASE's files instead of pointing at them."),
+    overwrite: bool = OVERWRITE,
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
+) -> None:
+    """A new savepoint derived from BASE; untouched operators are shallow copies of BASE's state."""
+    with user_errors():
+        shown = output(context)
+        apply_fs_options(fs_option, fs_config)
+        from ..savepoint.builder import ensure_writable_target
+        from ..savepoint.errors import InvalidArgumentError
+        from ..writers.modify import SavepointModifier, dependencies
+
+        ensure_writable_target(out_dir, overwrite)
+        conf_map = parse_conf(conf)
+        modifier = SavepointModifier(base)
+        for uid in remove or []:
+            modifier.remove_operator(uid)
+        for old, new in parse_pairs(rename, "--rename"):
+            modifier.rename_uid(old, new)
+        for uid, n in parse_pairs(max_parallelism, "--max-parallelism"):
+            modifier.set_max_parallelism(uid, parse_int(n, "--max-parallelism"))
+        for uid, n in parse_pairs(parallelism, "--parallelism"):
+            modifier.set_parallelism(uid, parse_int(n, "--parallelism"))
+        for item in transform or []:
+            target, has_sql, query = item.partition("=")
+            uid, has_state, state = target.partition(":")
+            if not (has_sql and has_state and uid and state and query):
+                raise InvalidArgumentError(f"--transform expects UID:STATE=SQL, got '{item}'")
+            modifier.transform_state(uid, state, sql=query)
+        if max_parallelism or transform or spec:
+            # the session started here (--master/--conf) is the active one the modifier then takes
+            start_spark(master, conf_map)
+            spark = modifier.spark
+        if spec:
+            from ..writers.bootstrap import load_spec, writer_from_spec
+
+            added = writer_from_spec(load_spec(spec), spec, spark)
+            modifier.writer._ops.update(added._ops)
+        with progress(f"writing savepoint {out_dir}"):
+            path = modifier.write(out_dir, deep=deep, overwrite=overwrite)
+        shown.message(f"wrote savepoint {path}")
+        referenced = dependencies(path)
+        if referenced:
+            shown.message("[yellow]it refers to files of:[/] " + ", ".join(sorted(referenced))
+                          + " — deleting those breaks it (use --deep for a self-contained copy)")
+
+
+def relocate(
+    context: typer.Context,
+    path: str = typer.Argument(..., help="Savepoint or checkpoint whose _metadata to rewrite."),
+    old: str = typer.Option(..., "--from", metavar="PREFIX", help="Path prefix as recorded in _metadata."),
+    new: str = typer.Option(..., "--to", metavar="PREFIX", help="Where those files are now."),
+    backup: bool = typer.Option(True, "--backup/--no-backup", help="Keep _metadata.before-relocate."),
+    fs_option: Optional[list[str]] = FS_OPTION,
+    fs_config: Optional[str] = FS_CONFIG,
+) -> None:
+    """Rewrite absolute paths in _metadata after files were moved (another directory or bucket)."""
+    with user_errors():
+        shown = output(context)
+        apply_fs_options(fs_option, fs_config)
+        from ..writers.modify import relocate as relocate_paths
+
+        count = relocate_paths(path, old, new, backup=backup)
+        shown.message(f"rewrote {count} path(s)" if count else f"no path starts with {old}: nothing changed")
