@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import TypeInfo
 from ..savepoint.types.hashing import key_group_range, operator_id_for_uid
 from .functions import call_of
 
@@ -25,7 +25,7 @@ class Edge:
     target: "StreamNode"
     partitioning: str  # forward | rebalance | hash | broadcast
     key_selector: Callable | None = None
-    key_type: T.TypeInfo | None = None
+    key_type: TypeInfo | None = None
 
 
 @dataclass(eq=False)
@@ -38,8 +38,8 @@ class StreamNode:
     max_parallelism: int | None = None
     uid: str | None = None
     key_selector: Callable | None = None
-    key_type: T.TypeInfo | None = None
-    output_type: T.TypeInfo | None = None
+    key_type: TypeInfo | None = None
+    output_type: TypeInfo | None = None
     chaining: bool = True
     inputs: list[Edge] = field(default_factory=list)
     outputs: list[Edge] = field(default_factory=list)
@@ -111,7 +111,7 @@ class DataStream:
         ds._partitioning = BROADCAST
         return ds
 
-    def key_by(self, key_selector: Callable, key_type: T.TypeInfo | None = None) -> "KeyedStream":
+    def key_by(self, key_selector: Callable, key_type: TypeInfo | None = None) -> "KeyedStream":
         """Partition by key. ``key_type`` fixes the key serializer (and with it the key groups);
         without it the type is inferred from the keys (str → String, int → Long, ...)."""
         sel = call_of(key_selector, "get_key")
@@ -126,16 +126,16 @@ class DataStream:
         self.env._connect(self.node, node, self._edge_kind())
         return DataStream(self.env, node)
 
-    def map(self, func: Any, output_type: T.TypeInfo | None = None) -> "DataStream":
+    def map(self, func: Any, output_type: TypeInfo | None = None) -> "DataStream":
         return self._add("map", "Map", func, output_type)
 
-    def flat_map(self, func: Any, output_type: T.TypeInfo | None = None) -> "DataStream":
+    def flat_map(self, func: Any, output_type: TypeInfo | None = None) -> "DataStream":
         return self._add("flat_map", "Flat Map", func, output_type)
 
     def filter(self, func: Any) -> "DataStream":
         return self._add("filter", "Filter", func)
 
-    def process(self, func: Any, output_type: T.TypeInfo | None = None) -> "DataStream":
+    def process(self, func: Any, output_type: TypeInfo | None = None) -> "DataStream":
         return self._add("process", "Process", func, output_type)
 
     def assign_timestamps_and_watermarks(self, strategy: "WatermarkStrategy") -> "DataStream":
@@ -159,7 +159,7 @@ class DataStream:
 
 
 class KeyedStream(DataStream):
-    def __init__(self, env, node: StreamNode, key_selector: Callable, key_type: T.TypeInfo | None):
+    def __init__(self, env, node: StreamNode, key_selector: Callable, key_type: TypeInfo | None):
         super().__init__(env, node)
         self.key_selector = key_selector
         self.key_type = key_type
@@ -171,10 +171,10 @@ class KeyedStream(DataStream):
         self.env._connect(self.node, node, HASH, self.key_selector, self.key_type)
         return DataStream(self.env, node)
 
-    def process(self, func: Any, output_type: T.TypeInfo | None = None) -> DataStream:
+    def process(self, func: Any, output_type: TypeInfo | None = None) -> DataStream:
         return self._add("keyed_process", "KeyedProcess", func, output_type)
 
-    def reduce(self, func: Any, value_type: T.TypeInfo | None = None) -> DataStream:
+    def reduce(self, func: Any, value_type: TypeInfo | None = None) -> DataStream:
         """Running reduction per key (state ``_op_state`` of ``value_type``, pickled when None)."""
         return self._add("reduce", "Keyed Reduce", func, value_type)
 

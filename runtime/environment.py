@@ -6,7 +6,7 @@ import uuid
 from typing import Any, Iterable
 
 from ..savepoint.errors import InvalidArgumentError
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import TypeInfo
 from .clock import Clock, SystemClock
 from .config import (CheckpointConfig, CheckpointingMode, Configuration, HashMapStateBackend,
                      RestartStrategyConfiguration, StateBackend, _strip_file_uri)
@@ -109,7 +109,7 @@ class StreamExecutionEnvironment:
         return self
 
     # -- graph ----------------------------------------------------------------------------------
-    def _new_node(self, kind: str, name: str, function: Any, output_type: T.TypeInfo | None = None) -> StreamNode:
+    def _new_node(self, kind: str, name: str, function: Any, output_type: TypeInfo | None = None) -> StreamNode:
         node = StreamNode(len(self._nodes), kind, name, function, output_type=output_type)
         self._nodes.append(node)
         return node

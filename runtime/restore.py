@@ -20,7 +20,7 @@ from ..savepoint import metainfo as M
 from ..savepoint import operator as O
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import OperatorView, Savepoint
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import VOID_NAMESPACE, TypeInfo, trusted_pickles
 from ..savepoint.types.hashing import operator_index_for_key_group
 
 log = logging.getLogger("fstate.runtime.restore")
@@ -32,7 +32,7 @@ class RestoreError(FStateError):
 
 @dataclass
 class KeyedRestore:
-    key_type: T.TypeInfo
+    key_type: TypeInfo
     #: name -> (meta, key group -> key -> value)
     states: dict[str, tuple[M.StateMetaInfo, dict[int, dict]]] = field(default_factory=dict)
     #: 'event' / 'processing' -> key group -> {(timestamp, key)}
@@ -111,7 +111,7 @@ def plan_restore(path: str, targets: list[OperatorTarget], allow_non_restored_st
         if not has_state:
             continue
         op = OperatorView(sp, st)
-        with T.trusted_pickles():
+        with trusted_pickles():
             _plan_operator_state(op, target, subtasks)
             _plan_keyed_state(op, target, subtasks)
     kind = sp.metadata.snapshot_kind
@@ -200,7 +200,7 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
         names = [meta.states[sid].name for sid in value_ids]
         for sid in value_ids:
             s = meta.states[sid]
-            if s.namespace_type != T.VOID_NAMESPACE:
+            if s.namespace_type != VOID_NAMESPACE:
                 raise RestoreError(f"operator {target.display}: state '{s.name}' is scoped by namespace "
                                    f"{s.namespace_type.name} (window state), which the runtime does not run", src)
         if value_ids:

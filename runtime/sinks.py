@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import TypeInfo
 from .functions import CheckpointedFunction, CheckpointListener, SinkFunction
 from .state import ListStateDescriptor
 from .types import Types
@@ -29,7 +29,7 @@ class TwoPhaseCommitSinkFunction(SinkFunction, CheckpointedFunction, CheckpointL
 
     STATE = "state"
 
-    def __init__(self, transaction_type: T.TypeInfo = Types.PICKLED):
+    def __init__(self, transaction_type: TypeInfo = Types.PICKLED):
         self.transaction_type = transaction_type
         self._txn: Any = None
         self._pending: dict[int, Any] = {}

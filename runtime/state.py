@@ -13,7 +13,7 @@ from ..savepoint import metainfo as M
 from ..savepoint import operator as O
 from ..savepoint.builder import write_stream
 from ..savepoint.errors import FStateError
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import VOID_NAMESPACE, MapType, TypeInfo
 from ..savepoint.types.hashing import key_group_for_hash
 from .functions import call_of
 from .types import check_encodable, infer_key_type, or_pickled
@@ -30,7 +30,7 @@ class StateMigrationError(FStateError):
 class StateDescriptor:
     kind = "VALUE"
 
-    def __init__(self, name: str, type_info: T.TypeInfo | None = None):
+    def __init__(self, name: str, type_info: TypeInfo | None = None):
         if not name or not isinstance(name, str):
             raise ValueError("a state needs a name")
         self.name = name
@@ -40,7 +40,7 @@ class StateDescriptor:
     def fully_typed(self) -> bool:
         return self.type_info is not None
 
-    def meta_value_type(self) -> T.TypeInfo:
+    def meta_value_type(self) -> TypeInfo:
         """The type ``value_state_meta`` wants: element for LIST, MapType for MAP, else the value."""
         return or_pickled(self.type_info)
 
@@ -61,7 +61,7 @@ class ListStateDescriptor(StateDescriptor):
 class MapStateDescriptor(StateDescriptor):
     kind = "MAP"
 
-    def __init__(self, name: str, key_type: T.TypeInfo | None = None, value_type: T.TypeInfo | None = None):
+    def __init__(self, name: str, key_type: TypeInfo | None = None, value_type: TypeInfo | None = None):
         super().__init__(name, None)
         self.key_type = key_type
         self.value_type = value_type
@@ -70,14 +70,14 @@ class MapStateDescriptor(StateDescriptor):
     def fully_typed(self) -> bool:
         return self.key_type is not None and self.value_type is not None
 
-    def meta_value_type(self) -> T.TypeInfo:
-        return T.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
+    def meta_value_type(self) -> TypeInfo:
+        return MapType(or_pickled(self.key_type), or_pickled(self.value_type))
 
 
 class ReducingStateDescriptor(StateDescriptor):
     kind = "REDUCING"
 
-    def __init__(self, name: str, reduce_function: Any, type_info: T.TypeInfo | None = None):
+    def __init__(self, name: str, reduce_function: Any, type_info: TypeInfo | None = None):
         super().__init__(name, type_info)
         self.reduce = call_of(reduce_function, "reduce")
 
@@ -87,7 +87,7 @@ class AggregatingStateDescriptor(StateDescriptor):
 
     kind = "AGGREGATING"
 
-    def __init__(self, name: str, aggregate_function: Any, accumulator_type: T.TypeInfo | None = None):
+    def __init__(self, name: str, aggregate_function: Any, accumulator_type: TypeInfo | None = None):
         super().__init__(name, accumulator_type)
         self.function = aggregate_function
 
@@ -106,7 +106,7 @@ def resolve_keyed_meta(desc: StateDescriptor, restored: M.StateMetaInfo | None, 
     if restored.kind != desc.kind:
         raise StateMigrationError(f"{where}: state '{desc.name}' was restored as {restored.kind} state but is "
                                   f"registered as {desc.kind} state")
-    if restored.namespace_type != T.VOID_NAMESPACE:
+    if restored.namespace_type != VOID_NAMESPACE:
         raise StateMigrationError(f"{where}: state '{desc.name}' is scoped by namespace "
                                   f"{restored.namespace_type.name} (window state), which the runtime does not run")
     if desc.fully_typed and wanted.value_type != restored.value_type:
@@ -117,7 +117,7 @@ def resolve_keyed_meta(desc: StateDescriptor, restored: M.StateMetaInfo | None, 
     return restored
 
 
-def resolve_operator_meta(name: str, mode: str, element: T.TypeInfo | None, key: T.TypeInfo | None,
+def resolve_operator_meta(name: str, mode: str, element: TypeInfo | None, key: TypeInfo | None,
                           restored: M.StateMetaInfo | None, where: str) -> M.StateMetaInfo:
     if mode == "BROADCAST":
         wanted = O.broadcast_state_meta(name, or_pickled(key), or_pickled(element))
@@ -160,7 +160,7 @@ class KeyedStateBackend:
 
     KEY_CACHE = 1 << 16
 
-    def __init__(self, where: str, key_type: T.TypeInfo | None, max_parallelism: int, key_groups: tuple[int, int],
+    def __init__(self, where: str, key_type: TypeInfo | None, max_parallelism: int, key_groups: tuple[int, int],
                  restored=None):
         self.where = where
         self.explicit_key_type = key_type
@@ -175,7 +175,7 @@ class KeyedStateBackend:
         self.current_key: Any = None
         self.current_kg = -1
         self._kg_cache: dict[Any, int] = {}
-        self._restored_key_type: T.TypeInfo | None = None
+        self._restored_key_type: TypeInfo | None = None
         if restored is not None:
             self._restore(restored)
 
@@ -510,7 +510,7 @@ class OperatorStateBackend:
         self.states: dict[str, tuple[M.StateMetaInfo, Any]] = dict(restored or {})
         self._handles: dict[str, Any] = {}
 
-    def _register(self, name: str, mode: str, element: T.TypeInfo | None, key: T.TypeInfo | None):
+    def _register(self, name: str, mode: str, element: TypeInfo | None, key: TypeInfo | None):
         h = self._handles.get(name)
         if h is not None:
             meta = self.states[name][0]

@@ -24,7 +24,7 @@ from fstate.runtime.config import (ExponentialDelayRestartBackoffTimeStrategy, F
                                    FixedDelayRestartBackoffTimeStrategy, NoRestartBackoffTimeStrategy,
                                    parse_duration_ms)
 from fstate.savepoint.loader import Savepoint
-from fstate.savepoint.types import typeinfo as T
+from fstate.savepoint.types import PICKLED, STRING, MapType, OpaquePickle
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_checkpoint_and_savepoint_read_by_fstate(tmp_path):
             total, extra, events, hist, sm, avg = rows[k]
             assert (total, events, hist, sm, avg) == (e["total"], e["events"] or None, e["hist"], e["sum"], e["avg"])
             # fstate decodes plain data from the pickle, and never instantiates a class from a file
-            assert isinstance(extra, T.OpaquePickle)
+            assert isinstance(extra, OpaquePickle)
         timers = sorted(TB.timers_table(op).rows())
         assert timers == sorted((k, t, "event", "user-timers") for k, e in exp.items() for t in e["timers"])
         seen = list(TB.list_state_table(op, "seen").rows())  # union state: what each subtask processed
@@ -274,7 +274,7 @@ def test_checkpoint_and_savepoint_read_by_fstate(tmp_path):
 
 def _subtask_of(key):
     from fstate.savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
-    return operator_index_for_key_group(key_group_for_hash(T.STRING.java_hash(key), 128), 2, 128)
+    return operator_index_for_key_group(key_group_for_hash(STRING.java_hash(key), 128), 2, 128)
 
 
 def _retained_checkpoint(tmp_path, n=30, keys=3) -> str:
@@ -307,12 +307,12 @@ def test_pickled_values_are_binary_for_spark():
 
     from fstate.readers.schema import converter, spark_type
 
-    assert spark_type(T.PICKLED) == st.BinaryType()
-    assert spark_type(T.MapType(T.STRING, T.PICKLED)) == st.MapType(st.StringType(), st.BinaryType(), True)
-    conv = converter(T.PICKLED)
+    assert spark_type(PICKLED) == st.BinaryType()
+    assert spark_type(MapType(STRING, PICKLED)) == st.MapType(st.StringType(), st.BinaryType(), True)
+    conv = converter(PICKLED)
     assert pickle.loads(conv({"a": [1, 2]})) == {"a": [1, 2]}
     raw = pickle.dumps(Point(1), protocol=4)
-    assert conv(T.OpaquePickle(raw)) == raw
+    assert conv(OpaquePickle(raw)) == raw
 
 
 @pytest.mark.spark
