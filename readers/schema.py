@@ -14,10 +14,9 @@ from pyspark.sql import types as spark_types
 
 from ..savepoint.errors import FStateError
 from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
-                               NullableType, OpaquePickle, OpaqueType, PickledType,
-                               PojoType, RowType, Scalar, SetType, TimeWindowType,
-                               TimerType, TtlType, TupleType, TypeInfo,
-                               TypeInfoVisitor, visit)
+                               NullableType, OpaquePickle, OpaqueType, PickledType, PojoType, RowType, Scalar,
+                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
+                               visit)
 from ..savepoint.types.visitor import MissingVisitorBranchError
 
 DECIMAL = spark_types.DecimalType(38, 18)

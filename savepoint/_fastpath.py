@@ -24,9 +24,8 @@ from . import metainfo
 from .compression import decompress_framed
 from .errors import CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
-                    OpaqueType, PickledType, PojoType, RowType, Scalar, SetType,
-                    TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
-                    visit)
+                    OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
+                    TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 
 ABI = 2  # the interface version of _speedups.c this module speaks
 

@@ -16,8 +16,7 @@ from typing import Any
 from fstate.readers import tables as TB
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, PojoType,
-                                    RowType, Scalar, TtlType, TupleType,
-                                    TypeInfo)
+                                    RowType, Scalar, TtlType, TupleType, TypeInfo)
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)

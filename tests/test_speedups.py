@@ -34,9 +34,8 @@ from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError, FStateError, UnsupportedSerializerError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (BIG_DECIMAL, BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LONG, SHORT, STRING,
-                                    TIME_WINDOW, VOID_NAMESPACE, MapType,
-                                    NullableType, OpaqueType, RowType, TtlType,
-                                    TupleType)
+                                    TIME_WINDOW, VOID_NAMESPACE, MapType, NullableType, OpaqueType, RowType,
+                                    TtlType, TupleType)
 from tests.support import ROOT, sample_dirs, sample_snapshot
 
 speedups = FP._speedups

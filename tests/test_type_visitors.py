@@ -10,9 +10,9 @@ import fstate.savepoint.types.key_hash as key_hash
 import fstate.writers.spec as spec
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, INT, LONG, PICKLED, SCALARS, STRING, TIME_WINDOW,
-                                    VOID_NAMESPACE, ArrayListType, EitherType, EnumType, GenericArrayType, ListType,
-                                    MapType, NullableType, OpaqueType, PojoType, RowType, SetType, TimerType, TtlType,
-                                    TupleType, TypeInfo, TypeInfoVisitor, scalar, visit)
+                                    VOID_NAMESPACE, ArrayListType, EitherType, EnumType, GenericArrayType,
+                                    ListType, MapType, NullableType, OpaqueType, PojoType, RowType, SetType,
+                                    TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, scalar, visit)
 from fstate.savepoint.types import visitor as visitor_module
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
 

@@ -8,12 +8,9 @@ from hypothesis import given, strategies as st
 
 from fstate.savepoint.binary import DataInput, DataOutput
 from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, DOUBLE, FLOAT, INSTANT, INT,
-                                    LOCAL_DATE, LOCAL_DATE_TIME, LONG, SHORT,
-                                    SQL_TIMESTAMP, STRING, TIME_WINDOW,
-                                    VOID_NAMESPACE, EitherType, EnumType,
-                                    GenericArrayType, ListType, MapType,
-                                    NullableType, PojoType, RowType, TimerType,
-                                    TupleType, scalar)
+                                    LOCAL_DATE, LOCAL_DATE_TIME, LONG, SHORT, SQL_TIMESTAMP, STRING, TIME_WINDOW,
+                                    VOID_NAMESPACE, EitherType, EnumType, GenericArrayType, ListType, MapType,
+                                    NullableType, PojoType, RowType, TimerType, TupleType, scalar)
 from fstate.savepoint.types.snapshots import (read_serializer_snapshot, read_versioned_snapshot,
                                               write_serializer_snapshot)
 from fstate.savepoint.errors import UnsupportedSerializerError

@@ -19,13 +19,11 @@ from typing import Any
 
 from ..savepoint.errors import InvalidArgumentError
 from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT,
-                               LOCAL_DATE, LOCAL_DATE_TIME, LOCAL_TIME, LONG, SHORT,
-                               SQL_DATE, SQL_TIME, SQL_TIMESTAMP, STRING,
-                               ArrayListType, EitherType, EnumType,
-                               GenericArrayType, ListType, MapType, NullableType,
-                               OpaqueType, PickledType, PojoType, RowType, Scalar,
-                               SetType, TimeWindowType, TimerType, TtlType,
-                               TupleType, TypeInfo, TypeInfoVisitor, scalar, visit)
+                               LOCAL_DATE, LOCAL_DATE_TIME, LOCAL_TIME, LONG, SHORT, SQL_DATE, SQL_TIME,
+                               SQL_TIMESTAMP, STRING, ArrayListType, EitherType, EnumType, GenericArrayType,
+                               ListType, MapType, NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
+                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
+                               scalar, visit)
 
 #: The scalar type names: the canonical name (what :func:`type_name` writes) first, then aliases.
 SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = (
