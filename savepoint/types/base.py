@@ -108,7 +108,6 @@ class TypeInfo:
         return all(n.decodable for n in self.walk())
 
 
-
 def as_fields(v: Any, names: tuple[str, ...]) -> tuple:
     """A struct-like value (tuple, dict by field name, or a Spark Row) as a tuple in field order."""
     if isinstance(v, dict):

@@ -91,7 +91,6 @@ class TupleType(Composite):
         return hashing.to_int32(h)
 
 
-
 ROW_KINDS = ("INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE")
 
 
