@@ -1,119 +1,218 @@
-"""TypeInfo → Spark SQL types, and the per-value adjustments Spark needs.
+"""TypeInfo → Spark SQL types, and the per-value adjustments Spark needs: two visitors.
 
 The TypeInfo tree is the source of truth; this module is the only place that knows Spark's types.
 """
 
 from __future__ import annotations
 
-import pickle
 import decimal
+import pickle
 from decimal import Decimal
 from typing import Any, Callable
 
-from pyspark.sql import types as st
+from pyspark.sql import types as spark_types
 
 from ..savepoint.errors import FStateError
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
+                               NullableType, OpaquePickle, OpaqueType, PickledType, PojoType, RowType, Scalar,
+                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
+                               visit)
+from ..savepoint.types.visitor import MissingVisitorBranchError
 
-DECIMAL = st.DecimalType(38, 18)
-BIG_INTEGER = st.DecimalType(38, 0)
+DECIMAL = spark_types.DecimalType(38, 18)
+BIG_INTEGER = spark_types.DecimalType(38, 0)
 
-_SCALARS: dict[str, st.DataType] = {
-    "String": st.StringType(), "Long": st.LongType(), "Integer": st.IntegerType(), "Short": st.ShortType(),
-    "Byte": st.ByteType(), "Boolean": st.BooleanType(), "Double": st.DoubleType(), "Float": st.FloatType(),
-    "Character": st.StringType(), "BigDecimal": DECIMAL, "BigInteger": BIG_INTEGER,
-    "Void": st.StringType(), "Date": st.TimestampType(), "SqlDate": st.DateType(), "SqlTime": st.TimeType(6),
-    "SqlTimestamp": st.TimestampType(), "LocalDate": st.DateType(), "LocalTime": st.TimeType(6),
-    "LocalDateTime": st.TimestampNTZType(), "Instant": st.TimestampType(), "byte[]": st.BinaryType(),
-    "int[]": st.ArrayType(st.IntegerType(), False), "long[]": st.ArrayType(st.LongType(), False),
-    "short[]": st.ArrayType(st.ShortType(), False), "float[]": st.ArrayType(st.FloatType(), False),
-    "double[]": st.ArrayType(st.DoubleType(), False), "char[]": st.ArrayType(st.StringType(), False),
-    "boolean[]": st.ArrayType(st.BooleanType(), False), "String[]": st.ArrayType(st.StringType(), True),
-    "VoidNamespace": st.StringType(), "GlobalWindow": st.StringType(), "Tuple0": st.StringType(),
+#: The Spark type of each scalar kind (``Scalar.kind``).
+SCALAR_TYPES: dict[str, spark_types.DataType] = {
+    "String": spark_types.StringType(), "Long": spark_types.LongType(), "Integer": spark_types.IntegerType(),
+    "Short": spark_types.ShortType(), "Byte": spark_types.ByteType(), "Boolean": spark_types.BooleanType(),
+    "Double": spark_types.DoubleType(), "Float": spark_types.FloatType(), "Character": spark_types.StringType(),
+    "BigDecimal": DECIMAL, "BigInteger": BIG_INTEGER, "Void": spark_types.StringType(),
+    "Date": spark_types.TimestampType(), "SqlDate": spark_types.DateType(), "SqlTime": spark_types.TimeType(6),
+    "SqlTimestamp": spark_types.TimestampType(), "LocalDate": spark_types.DateType(),
+    "LocalTime": spark_types.TimeType(6), "LocalDateTime": spark_types.TimestampNTZType(),
+    "Instant": spark_types.TimestampType(), "byte[]": spark_types.BinaryType(),
+    "int[]": spark_types.ArrayType(spark_types.IntegerType(), False),
+    "long[]": spark_types.ArrayType(spark_types.LongType(), False),
+    "short[]": spark_types.ArrayType(spark_types.ShortType(), False),
+    "float[]": spark_types.ArrayType(spark_types.FloatType(), False),
+    "double[]": spark_types.ArrayType(spark_types.DoubleType(), False),
+    "char[]": spark_types.ArrayType(spark_types.StringType(), False),
+    "boolean[]": spark_types.ArrayType(spark_types.BooleanType(), False),
+    "String[]": spark_types.ArrayType(spark_types.StringType(), True),
+    "VoidNamespace": spark_types.StringType(), "GlobalWindow": spark_types.StringType(),
+    "Tuple0": spark_types.StringType(),
 }
 
 
-def spark_type(t: T.TypeInfo) -> st.DataType:
-    if isinstance(t, T.Scalar):
-        return _SCALARS[t.kind]
-    if isinstance(t, T.NullableType):
-        return spark_type(t.inner)
-    if isinstance(t, T.TtlType):
-        return spark_type(t.value)
-    if isinstance(t, (T.TupleType, T.RowType, T.EitherType)):
-        return st.StructType([st.StructField(n, spark_type(c), True) for n, c in zip(t.field_names, t.children)])
-    if isinstance(t, T.PojoType):
-        if not t.decodable:
-            return st.BinaryType()
-        return st.StructType([st.StructField(n, spark_type(c), True) for n, _, c in t.fields])
-    if isinstance(t, T.TimeWindowType):
-        return st.StructType([st.StructField("start", st.LongType(), False),
-                              st.StructField("end", st.LongType(), False)])
-    if isinstance(t, (T.ListType, T.GenericArrayType)):
-        return st.ArrayType(spark_type(t.children[0]), True)
-    if isinstance(t, T.MapType):
-        return st.MapType(spark_type(t.key), spark_type(t.value), True)
-    if isinstance(t, T.EnumType):
-        return st.StringType()
-    if isinstance(t, T.PickledType):
-        return st.BinaryType()  # the pickle bytes (protocol 4) of fstate's runtime
-    if isinstance(t, T.TimerType):
-        return st.StructType([st.StructField("timestamp", st.LongType()),
-                              st.StructField("key", spark_type(t.key)),
-                              st.StructField("namespace", spark_type(t.namespace))])
-    if not t.decodable:
-        return st.BinaryType()
-    raise FStateError(f"no Spark type for Flink type {t.name}")
+def _struct(names, children, visitor) -> spark_types.StructType:
+    return spark_types.StructType([spark_types.StructField(n, visit(c, visitor), True)
+                                   for n, c in zip(names, children)])
+
+
+class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
+    """The Spark SQL type of a TypeInfo's values (as decoded, after :class:`SparkConverterVisitor`)."""
+
+    def visit_scalar(self, node: Scalar) -> spark_types.DataType:
+        try:
+            return SCALAR_TYPES[node.kind]
+        except KeyError:
+            raise MissingVisitorBranchError(f"SparkTypeVisitor has no Spark type for scalar kind {node.kind!r}: "
+                                            "add it to readers.schema.SCALAR_TYPES") from None
+
+    def visit_time_window(self, node: TimeWindowType) -> spark_types.DataType:
+        return spark_types.StructType([spark_types.StructField("start", spark_types.LongType(), False),
+                                       spark_types.StructField("end", spark_types.LongType(), False)])
+
+    def visit_tuple(self, node: TupleType) -> spark_types.DataType:
+        return _struct(node.field_names, node.children, self)
+
+    def visit_row(self, node: RowType) -> spark_types.DataType:
+        return _struct(node.field_names, node.children, self)
+
+    def visit_either(self, node: EitherType) -> spark_types.DataType:
+        return _struct(node.field_names, node.children, self)
+
+    def visit_pojo(self, node: PojoType) -> spark_types.DataType:
+        if not node.decodable:
+            return spark_types.BinaryType()
+        return _struct([n for n, _, _ in node.fields], [t for _, _, t in node.fields], self)
+
+    def visit_list(self, node: ListType) -> spark_types.DataType:
+        return spark_types.ArrayType(visit(node.element, self), True)
+
+    def visit_array_list(self, node: ArrayListType) -> spark_types.DataType:
+        return self.visit_list(node)
+
+    def visit_set(self, node: SetType) -> spark_types.DataType:
+        return self.visit_list(node)
+
+    def visit_generic_array(self, node: GenericArrayType) -> spark_types.DataType:
+        return spark_types.ArrayType(visit(node.children[0], self), True)
+
+    def visit_map(self, node: MapType) -> spark_types.DataType:
+        return spark_types.MapType(visit(node.key, self), visit(node.value, self), True)
+
+    def visit_nullable(self, node: NullableType) -> spark_types.DataType:
+        return visit(node.inner, self)
+
+    def visit_ttl(self, node: TtlType) -> spark_types.DataType:
+        return visit(node.value, self)
+
+    def visit_enum(self, node: EnumType) -> spark_types.DataType:
+        return spark_types.StringType()
+
+    def visit_pickled(self, node: PickledType) -> spark_types.DataType:
+        return spark_types.BinaryType()  # the pickle bytes (protocol 4) of fstate's runtime
+
+    def visit_timer(self, node: TimerType) -> spark_types.DataType:
+        return spark_types.StructType([spark_types.StructField("timestamp", spark_types.LongType()),
+                                       spark_types.StructField("key", visit(node.key, self)),
+                                       spark_types.StructField("namespace", visit(node.namespace, self))])
+
+    def visit_opaque(self, node: OpaqueType) -> spark_types.DataType:
+        return spark_types.BinaryType()  # the raw value bytes
+
+
+def spark_type(t: TypeInfo) -> spark_types.DataType:
+    return visit(t, SparkTypeVisitor())
 
 
 # ---------------------------------------------------------------------------------------------
 # value conversion: only where Python values differ from what Spark accepts
 
+Converter = Callable[[Any], Any]
 
-def converter(t: T.TypeInfo) -> Callable[[Any], Any] | None:
+
+def _struct_converter(children, visitor) -> Converter | None:
+    convs = [visit(c, visitor) for c in children]
+    if not any(convs):
+        return None
+
+    def conv_struct(v):
+        if v is None:
+            return None
+        return tuple(v if c is None or x is None else c(x) for c, x in zip(convs, v))
+
+    return conv_struct
+
+
+class SparkConverterVisitor(TypeInfoVisitor["Converter | None"]):
     """A function fixing up a decoded value for Spark, or None when the value is already fine."""
-    if isinstance(t, T.Scalar):
-        if t.kind == "BigDecimal":
+
+    def visit_scalar(self, node: Scalar) -> Converter | None:
+        if node.kind == "BigDecimal":
             return _check_decimal(18, "BigDecimal")
-        if t.kind == "BigInteger":
+        if node.kind == "BigInteger":
             return _bigint_to_decimal
         return None
-    if isinstance(t, T.NullableType):
-        return converter(t.inner)
-    if isinstance(t, T.TtlType):
-        return converter(t.value)
-    if isinstance(t, T.PickledType):
-        return _repickle
-    if isinstance(t, (T.TupleType, T.RowType, T.EitherType, T.PojoType)):
-        if isinstance(t, T.PojoType) and not t.decodable:
-            return None
-        convs = [converter(c) for c in (t.children if not isinstance(t, T.PojoType) else [f[2] for f in t.fields])]
-        if not any(convs):
-            return None
 
-        def conv_struct(v):
-            if v is None:
-                return None
-            return tuple(v if c is None or x is None else c(x) for c, x in zip(convs, v))
+    def visit_time_window(self, node: TimeWindowType) -> Converter | None:
+        return None
 
-        return conv_struct
-    if isinstance(t, (T.ListType, T.GenericArrayType)):
-        c = converter(t.children[0])
+    def visit_tuple(self, node: TupleType) -> Converter | None:
+        return _struct_converter(node.children, self)
+
+    def visit_row(self, node: RowType) -> Converter | None:
+        return _struct_converter(node.children, self)
+
+    def visit_either(self, node: EitherType) -> Converter | None:
+        return _struct_converter(node.children, self)
+
+    def visit_pojo(self, node: PojoType) -> Converter | None:
+        if not node.decodable:
+            return None
+        return _struct_converter([t for _, _, t in node.fields], self)
+
+    def visit_list(self, node: ListType) -> Converter | None:
+        c = visit(node.children[0], self)
         if c is None:
             return None
         return lambda v: None if v is None else [None if x is None else c(x) for x in v]
-    if isinstance(t, T.MapType):
-        ck, cv = converter(t.key), converter(t.value)
+
+    def visit_array_list(self, node: ArrayListType) -> Converter | None:
+        return self.visit_list(node)
+
+    def visit_set(self, node: SetType) -> Converter | None:
+        return self.visit_list(node)
+
+    def visit_generic_array(self, node: GenericArrayType) -> Converter | None:
+        return self.visit_list(node)
+
+    def visit_map(self, node: MapType) -> Converter | None:
+        ck, cv = visit(node.key, self), visit(node.value, self)
         if ck is None and cv is None:
             return None
         ck = ck or (lambda x: x)
         cv = cv or (lambda x: x)
         return lambda v: None if v is None else {ck(k): (None if x is None else cv(x)) for k, x in v.items()}
-    return None
+
+    def visit_nullable(self, node: NullableType) -> Converter | None:
+        return visit(node.inner, self)
+
+    def visit_ttl(self, node: TtlType) -> Converter | None:
+        return visit(node.value, self)
+
+    def visit_pickled(self, node: PickledType) -> Converter | None:
+        return _repickle
+
+    def visit_enum(self, node: EnumType) -> Converter | None:
+        return None
+
+    def visit_timer(self, node: TimerType) -> Converter | None:
+        return None
+
+    def visit_opaque(self, node: OpaqueType) -> Converter | None:
+        return None
+
+
+def converter(t: TypeInfo) -> Converter | None:
+    """A function fixing up a decoded value for Spark, or None when the value is already fine."""
+    return visit(t, SparkConverterVisitor())
 
 
 def _repickle(v):
-    return bytes(v) if isinstance(v, T.OpaquePickle) else pickle.dumps(v, protocol=T.PickledType.PROTOCOL)
+    return bytes(v) if isinstance(v, OpaquePickle) else pickle.dumps(v, protocol=PickledType.PROTOCOL)
 
 
 def _check_decimal(scale: int, what: str):

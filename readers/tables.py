@@ -17,13 +17,14 @@ from ..savepoint import operator as O
 from ..savepoint import rocksdb as RX
 from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
 from ..savepoint.loader import OperatorView, Savepoint
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, ListType, MapType, PojoType,
+                               TimerType, TypeInfo)
 from ..savepoint.types.hashing import key_group_for_hash
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
 SPLIT_BYTES = 32 * 1024 * 1024
 
-Column = tuple[str, T.TypeInfo, bool]  # name, type, nullable
+Column = tuple[str, TypeInfo, bool]  # name, type, nullable
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ def list_state_table(op: OperatorView, state: str) -> Table:
     parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths)
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states]
-    cols = [("subtask", T.INT, False), ("index", T.INT, False), ("value", info.value_type, True)]
+    cols = [("subtask", INT, False), ("index", INT, False), ("value", info.value_type, True)]
     return Table("list", f"{op.display_name}/{state}", cols, parts)
 
 
@@ -142,7 +143,7 @@ def _split_handle(h: H.KeyGroupsHandle, src: H.StreamSource):
 
 
 def _namespace_columns(states: list) -> tuple[str, list[Column]]:
-    ns_types = {s.namespace_type for s in states if s.namespace_type != T.VOID_NAMESPACE}
+    ns_types = {s.namespace_type for s in states if s.namespace_type != VOID_NAMESPACE}
     if not ns_types:
         return "void", []
     if len(ns_types) > 1:
@@ -150,14 +151,14 @@ def _namespace_columns(states: list) -> tuple[str, list[Column]]:
             f"states of this operator use different namespaces ({', '.join(t.name for t in ns_types)}); "
             "select one state")
     (ns,) = ns_types
-    if ns == T.TIME_WINDOW:
-        return "window", [("window_start", T.LONG, True), ("window_end", T.LONG, True)]
+    if ns == TIME_WINDOW:
+        return "window", [("window_start", LONG, True), ("window_end", LONG, True)]
     return "namespace", [("namespace", ns, True)]
 
 
-def _key_columns(key_type: T.TypeInfo, flatten: bool) -> list[Column]:
+def _key_columns(key_type: TypeInfo, flatten: bool) -> list[Column]:
     if flatten and hasattr(key_type, "field_names") and key_type.children:
-        fields = key_type.fields if isinstance(key_type, T.PojoType) else list(
+        fields = key_type.fields if isinstance(key_type, PojoType) else list(
             zip(key_type.field_names, [None] * len(key_type.children), key_type.children))
         return [(f"key_{n}", t, True) for n, _, t in fields]
     return [("key", key_type, False)]
@@ -185,8 +186,8 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
         s = selected[0]
         vt = s.value_type
         if s.kind == "LIST":
-            cols += [("index", T.INT, False), ("value", s.element_type, True)]
-        elif s.kind == "MAP" and isinstance(vt, T.MapType):
+            cols += [("index", INT, False), ("value", s.element_type, True)]
+        elif s.kind == "MAP" and isinstance(vt, MapType):
             cols += [("map_key", vt.key, False), ("map_value", vt.value, True)]
         else:
             cols += [("value", vt, True)]
@@ -194,7 +195,7 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
         for s in selected:
             if s.name in {c[0] for c in cols}:
                 raise InvalidArgumentError(f"state name '{s.name}' clashes with a key/namespace column")
-            cols.append((s.name, s.value_type if s.kind != "LIST" else T.ListType(s.element_type), True))
+            cols.append((s.name, s.value_type if s.kind != "LIST" else ListType(s.element_type), True))
     kgs = _key_groups_for(km.key_type, keys, op.max_parallelism)
     options = (("ns", ns_mode), ("flat", flat), ("flatten", cols[0][0] != "key"))
     parts = _key_partitions(op, "keyed", tuple(s.name for s in selected), kgs, options)
@@ -204,22 +205,22 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
 def timers_table(op: OperatorView, *, flatten_key: bool = False) -> Table:
     km = _keyed_meta(op)
     timers = [s for _, s in km.timer_states]
-    ns_types = {t.value_type.namespace for t in timers if isinstance(t.value_type, T.TimerType)}
-    ns_type = next(iter(ns_types)) if len(ns_types) == 1 else T.VOID_NAMESPACE
+    ns_types = {t.value_type.namespace for t in timers if isinstance(t.value_type, TimerType)}
+    ns_type = next(iter(ns_types)) if len(ns_types) == 1 else VOID_NAMESPACE
     ns_col: list[Column] = []
     ns_mode = "void"
-    if ns_type == T.TIME_WINDOW:
-        ns_col, ns_mode = [("window_start", T.LONG, True), ("window_end", T.LONG, True)], "window"
-    elif ns_type != T.VOID_NAMESPACE:
+    if ns_type == TIME_WINDOW:
+        ns_col, ns_mode = [("window_start", LONG, True), ("window_end", LONG, True)], "window"
+    elif ns_type != VOID_NAMESPACE:
         ns_col, ns_mode = [("namespace", ns_type, True)], "namespace"
-    cols = (_key_columns(km.key_type, flatten_key) + [("timestamp", T.LONG, False)] + ns_col
-            + [("kind", T.STRING, False), ("service", T.STRING, False)])
+    cols = (_key_columns(km.key_type, flatten_key) + [("timestamp", LONG, False)] + ns_col
+            + [("kind", STRING, False), ("service", STRING, False)])
     options = (("ns", ns_mode), ("flat", False), ("flatten", cols[0][0] != "key"))
     parts = _key_partitions(op, "timers", tuple(t.name for t in timers), None, options) if timers else []
     return Table("timers", f"{op.display_name}/timers", cols, parts)
 
 
-def _key_groups_for(key_type: T.TypeInfo, keys: list[Any] | None, max_parallelism: int) -> set[int] | None:
+def _key_groups_for(key_type: TypeInfo, keys: list[Any] | None, max_parallelism: int) -> set[int] | None:
     if keys is None:
         return None
     try:

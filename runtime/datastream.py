@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from ..savepoint.types import typeinfo
+from ..savepoint import types as savepoint_types
 from .callables import call_of
 from .graph import Partitioning, StreamGraph, StreamNode
 
@@ -65,7 +65,7 @@ class DataStream:
         ds._partitioning = Partitioning.BROADCAST
         return ds
 
-    def key_by(self, key_selector: Callable, key_type: typeinfo.TypeInfo | None = None) -> "KeyedStream":
+    def key_by(self, key_selector: Callable, key_type: savepoint_types.TypeInfo | None = None) -> "KeyedStream":
         """Partition by key. ``key_type`` fixes the key serializer (and with it the key groups);
         without it the type is inferred from the keys (str → String, int → Long, ...)."""
         sel = call_of(key_selector, "get_key")
@@ -80,16 +80,16 @@ class DataStream:
         self.env.graph.connect(self.node, node, self._edge_kind())
         return DataStream(self.env, node)
 
-    def map(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> "DataStream":
+    def map(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> "DataStream":
         return self._add("map", "Map", func, output_type)
 
-    def flat_map(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> "DataStream":
+    def flat_map(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> "DataStream":
         return self._add("flat_map", "Flat Map", func, output_type)
 
     def filter(self, func: Any) -> "DataStream":
         return self._add("filter", "Filter", func)
 
-    def process(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> "DataStream":
+    def process(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> "DataStream":
         return self._add("process", "Process", func, output_type)
 
     def assign_timestamps_and_watermarks(self, strategy: "WatermarkStrategy") -> "DataStream":
@@ -114,7 +114,7 @@ class DataStream:
 
 class KeyedStream(DataStream):
     def __init__(self, env: GraphOwner, node: StreamNode, key_selector: Callable,
-                 key_type: typeinfo.TypeInfo | None):
+                 key_type: savepoint_types.TypeInfo | None):
         super().__init__(env, node)
         self.key_selector = key_selector
         self.key_type = key_type
@@ -126,10 +126,10 @@ class KeyedStream(DataStream):
         self.env.graph.connect(self.node, node, Partitioning.HASH, self.key_selector, self.key_type)
         return DataStream(self.env, node)
 
-    def process(self, func: Any, output_type: typeinfo.TypeInfo | None = None) -> DataStream:
+    def process(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> DataStream:
         return self._add("keyed_process", "KeyedProcess", func, output_type)
 
-    def reduce(self, func: Any, value_type: typeinfo.TypeInfo | None = None) -> DataStream:
+    def reduce(self, func: Any, value_type: savepoint_types.TypeInfo | None = None) -> DataStream:
         """Running reduction per key (state ``_op_state`` of ``value_type``, pickled when None)."""
         return self._add("reduce", "Keyed Reduce", func, value_type)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..savepoint.errors import FStateError, InvalidArgumentError
-from ..savepoint.types import typeinfo
+from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import default_max_parallelism, key_group_range, operator_id_for_uid
 
 
@@ -31,7 +31,7 @@ class Edge:
     target: "StreamNode"
     partitioning: Partitioning
     key_selector: Callable | None = None
-    key_type: typeinfo.TypeInfo | None = None
+    key_type: savepoint_types.TypeInfo | None = None
 
 
 @dataclass(eq=False)
@@ -44,8 +44,8 @@ class StreamNode:
     max_parallelism: int | None = None
     uid: str | None = None
     key_selector: Callable | None = None
-    key_type: typeinfo.TypeInfo | None = None
-    output_type: typeinfo.TypeInfo | None = None
+    key_type: savepoint_types.TypeInfo | None = None
+    output_type: savepoint_types.TypeInfo | None = None
     chaining: bool = True
     inputs: list[Edge] = field(default_factory=list)
     outputs: list[Edge] = field(default_factory=list)
@@ -82,7 +82,7 @@ class StreamGraph:
         self._uids: dict[str, StreamNode] = {}
 
     def add_node(self, kind: str, name: str, function: Any,
-                 output_type: typeinfo.TypeInfo | None = None) -> StreamNode:
+                 output_type: savepoint_types.TypeInfo | None = None) -> StreamNode:
         node = StreamNode(len(self.nodes), kind, name, function, output_type=output_type)
         self.nodes.append(node)
         return node

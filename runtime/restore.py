@@ -20,7 +20,7 @@ from ..savepoint import metainfo
 from ..savepoint import operator
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import OperatorView, Savepoint
-from ..savepoint.types import typeinfo
+from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import operator_index_for_key_group
 
 log = logging.getLogger("fstate.runtime.restore")
@@ -32,7 +32,7 @@ class RestoreError(FStateError):
 
 @dataclass
 class KeyedRestore:
-    key_type: typeinfo.TypeInfo
+    key_type: savepoint_types.TypeInfo
     #: name -> (meta, key group -> key -> value)
     states: dict[str, tuple[metainfo.StateMetaInfo, dict[int, dict]]] = field(default_factory=dict)
     #: 'event' / 'processing' -> key group -> {(timestamp, key)}
@@ -111,7 +111,7 @@ def plan_restore(path: str, targets: list[OperatorTarget], allow_non_restored_st
         if not has_state:
             continue
         op = OperatorView(sp, st)
-        with typeinfo.trusted_pickles():
+        with savepoint_types.trusted_pickles():
             _plan_operator_state(op, target, subtasks)
             _plan_keyed_state(op, target, subtasks)
     kind = sp.metadata.snapshot_kind
@@ -201,7 +201,7 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
         names = [meta.states[sid].name for sid in value_ids]
         for sid in value_ids:
             s = meta.states[sid]
-            if s.namespace_type != typeinfo.VOID_NAMESPACE:
+            if s.namespace_type != savepoint_types.VOID_NAMESPACE:
                 raise RestoreError(f"operator {target.display}: state '{s.name}' is scoped by namespace "
                                    f"{s.namespace_type.name} (window state), which the runtime does not run", src)
         if value_ids:

@@ -8,7 +8,7 @@ import os
 import threading
 from typing import Any, Callable
 
-from ..savepoint.types import typeinfo
+from ..savepoint import types as savepoint_types
 from .functions import CheckpointedFunction, CheckpointListener, SinkFunction
 from .state import ListStateDescriptor
 from .types import Types
@@ -29,7 +29,7 @@ class TwoPhaseCommitSinkFunction(SinkFunction, CheckpointedFunction, CheckpointL
 
     STATE = "state"
 
-    def __init__(self, transaction_type: typeinfo.TypeInfo = Types.PICKLED):
+    def __init__(self, transaction_type: savepoint_types.TypeInfo = Types.PICKLED):
         self.transaction_type = transaction_type
         self._txn: Any = None
         self._pending: dict[int, Any] = {}

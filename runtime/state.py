@@ -13,7 +13,7 @@ from ..savepoint import metainfo
 from ..savepoint import operator
 from ..savepoint.builder import write_stream
 from ..savepoint.errors import FStateError
-from ..savepoint.types import typeinfo
+from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import key_group_for_hash
 from .callables import call_of
 from .types import check_encodable, infer_key_type, or_pickled
@@ -30,7 +30,7 @@ class StateMigrationError(FStateError):
 class StateDescriptor:
     kind = "VALUE"
 
-    def __init__(self, name: str, type_info: typeinfo.TypeInfo | None = None):
+    def __init__(self, name: str, type_info: savepoint_types.TypeInfo | None = None):
         if not name or not isinstance(name, str):
             raise ValueError("a state needs a name")
         self.name = name
@@ -40,7 +40,7 @@ class StateDescriptor:
     def fully_typed(self) -> bool:
         return self.type_info is not None
 
-    def meta_value_type(self) -> typeinfo.TypeInfo:
+    def meta_value_type(self) -> savepoint_types.TypeInfo:
         """The type ``value_state_meta`` wants: element for LIST, MapType for MAP, else the value."""
         return or_pickled(self.type_info)
 
@@ -61,8 +61,8 @@ class ListStateDescriptor(StateDescriptor):
 class MapStateDescriptor(StateDescriptor):
     kind = "MAP"
 
-    def __init__(self, name: str, key_type: typeinfo.TypeInfo | None = None,
-                 value_type: typeinfo.TypeInfo | None = None):
+    def __init__(self, name: str, key_type: savepoint_types.TypeInfo | None = None,
+                 value_type: savepoint_types.TypeInfo | None = None):
         super().__init__(name, None)
         self.key_type = key_type
         self.value_type = value_type
@@ -71,14 +71,14 @@ class MapStateDescriptor(StateDescriptor):
     def fully_typed(self) -> bool:
         return self.key_type is not None and self.value_type is not None
 
-    def meta_value_type(self) -> typeinfo.TypeInfo:
-        return typeinfo.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
+    def meta_value_type(self) -> savepoint_types.TypeInfo:
+        return savepoint_types.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
 
 
 class ReducingStateDescriptor(StateDescriptor):
     kind = "REDUCING"
 
-    def __init__(self, name: str, reduce_function: Any, type_info: typeinfo.TypeInfo | None = None):
+    def __init__(self, name: str, reduce_function: Any, type_info: savepoint_types.TypeInfo | None = None):
         super().__init__(name, type_info)
         self.reduce = call_of(reduce_function, "reduce")
 
@@ -88,7 +88,7 @@ class AggregatingStateDescriptor(StateDescriptor):
 
     kind = "AGGREGATING"
 
-    def __init__(self, name: str, aggregate_function: Any, accumulator_type: typeinfo.TypeInfo | None = None):
+    def __init__(self, name: str, aggregate_function: Any, accumulator_type: savepoint_types.TypeInfo | None = None):
         super().__init__(name, accumulator_type)
         self.function = aggregate_function
 
@@ -108,7 +108,7 @@ def resolve_keyed_meta(desc: StateDescriptor, restored: metainfo.StateMetaInfo |
     if restored.kind != desc.kind:
         raise StateMigrationError(f"{where}: state '{desc.name}' was restored as {restored.kind} state but is "
                                   f"registered as {desc.kind} state")
-    if restored.namespace_type != typeinfo.VOID_NAMESPACE:
+    if restored.namespace_type != savepoint_types.VOID_NAMESPACE:
         raise StateMigrationError(f"{where}: state '{desc.name}' is scoped by namespace "
                                   f"{restored.namespace_type.name} (window state), which the runtime does not run")
     if desc.fully_typed and wanted.value_type != restored.value_type:
@@ -119,7 +119,7 @@ def resolve_keyed_meta(desc: StateDescriptor, restored: metainfo.StateMetaInfo |
     return restored
 
 
-def resolve_operator_meta(name: str, mode: str, element: typeinfo.TypeInfo | None, key: typeinfo.TypeInfo | None,
+def resolve_operator_meta(name: str, mode: str, element: savepoint_types.TypeInfo | None, key: savepoint_types.TypeInfo | None,
                           restored: metainfo.StateMetaInfo | None, where: str) -> metainfo.StateMetaInfo:
     if mode == "BROADCAST":
         wanted = operator.broadcast_state_meta(name, or_pickled(key), or_pickled(element))
@@ -162,7 +162,7 @@ class KeyedStateBackend:
 
     KEY_CACHE = 1 << 16
 
-    def __init__(self, where: str, key_type: typeinfo.TypeInfo | None, max_parallelism: int,
+    def __init__(self, where: str, key_type: savepoint_types.TypeInfo | None, max_parallelism: int,
                  key_groups: tuple[int, int], restored=None):
         self.where = where
         self.explicit_key_type = key_type
@@ -177,7 +177,7 @@ class KeyedStateBackend:
         self.current_key: Any = None
         self.current_kg = -1
         self._kg_cache: dict[Any, int] = {}
-        self._restored_key_type: typeinfo.TypeInfo | None = None
+        self._restored_key_type: savepoint_types.TypeInfo | None = None
         if restored is not None:
             self._restore(restored)
 
@@ -512,7 +512,7 @@ class OperatorStateBackend:
         self.states: dict[str, tuple[metainfo.StateMetaInfo, Any]] = dict(restored or {})
         self._handles: dict[str, Any] = {}
 
-    def _register(self, name: str, mode: str, element: typeinfo.TypeInfo | None, key: typeinfo.TypeInfo | None):
+    def _register(self, name: str, mode: str, element: savepoint_types.TypeInfo | None, key: savepoint_types.TypeInfo | None):
         h = self._handles.get(name)
         if h is not None:
             meta = self.states[name][0]

@@ -20,10 +20,12 @@ from __future__ import annotations
 import os
 from typing import Any, Iterable, Iterator
 
-from . import metainfo as M
+from . import metainfo
 from .compression import decompress_framed
 from .errors import CorruptStateError, UnsupportedSerializerError
-from .types import typeinfo as T
+from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
+                    OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
+                    TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 
 ABI = 2  # the interface version of _speedups.c this module speaks
 
@@ -40,18 +42,22 @@ if _speedups is not None and getattr(_speedups, "ABI", None) != ABI:
 SKIP, VALUE, LIST, LIST_RAW, MAP, TIMER, PY = range(7)
 C_PLAIN, C_LIST, C_MAP = range(3)
 
-# A scalar is decoded in C when its Python decoder is one of these (the same bytes and values).
+# A scalar is decoded in C when its kind is one of these (the C decoder reads the same bytes and
+# makes the same values as the scalar's Python decoder).
 _SCALAR_CODES = {
-    T.read_flink_string: STRING,
-    T._dec_long: LONG,
-    T._dec_int: INT,
-    T._dec_short: SHORT,
-    T._dec_byte: BYTE,
-    T._dec_bool: BOOL,
-    T._dec_double: DOUBLE,
-    T._dec_float: FLOAT,
-    T._dec_char: CHAR,
-    T._dec_zero_byte: ZERO,
+    "String": STRING,
+    "Long": LONG,
+    "Integer": INT,
+    "Short": SHORT,
+    "Byte": BYTE,
+    "Boolean": BOOL,
+    "Double": DOUBLE,
+    "Float": FLOAT,
+    "Character": CHAR,
+    "Void": ZERO,
+    "VoidNamespace": ZERO,
+    "GlobalWindow": ZERO,
+    "Tuple0": ZERO,
 }
 
 
@@ -60,25 +66,72 @@ def available() -> bool:
     return _speedups is not None and os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0")
 
 
-def type_spec(t: T.TypeInfo) -> Any:
-    """The C scanner's description of a type, or None when the scanner cannot decode it."""
-    if isinstance(t, T.Scalar):
-        return _SCALAR_CODES.get(t.decoder())
-    if type(t) is T.TimeWindowType:
+class FastPathSpecVisitor(TypeInfoVisitor[Any]):
+    """The C scanner's description of a type (a type code, or a tuple for Tuple, Nullable and TTL),
+    or None when the scanner cannot decode it."""
+
+    def visit_scalar(self, node: Scalar) -> Any:
+        return _SCALAR_CODES.get(node.kind)
+
+    def visit_time_window(self, node: TimeWindowType) -> Any:
         return WINDOW
-    if type(t) is T.TupleType:
-        kids = tuple(type_spec(c) for c in t.children)
+
+    def visit_tuple(self, node: TupleType) -> Any:
+        kids = tuple(visit(c, self) for c in node.children)
         return None if any(k is None for k in kids) else (TUPLE, kids)
-    if type(t) is T.NullableType:
-        inner = type_spec(t.inner)
-        return None if inner is None else (NULLABLE, t.padding, inner)
-    if type(t) is T.TtlType:
-        inner = type_spec(t.value)
+
+    def visit_nullable(self, node: NullableType) -> Any:
+        inner = visit(node.inner, self)
+        return None if inner is None else (NULLABLE, node.padding, inner)
+
+    def visit_ttl(self, node: TtlType) -> Any:
+        inner = visit(node.value, self)
         return None if inner is None else (TTL, inner)
-    return None
+
+    # Decoded by their Python decoders (called from the C scanner).
+    def visit_row(self, node: RowType) -> Any:
+        return None
+
+    def visit_list(self, node: ListType) -> Any:
+        return None
+
+    def visit_array_list(self, node: ArrayListType) -> Any:
+        return None
+
+    def visit_set(self, node: SetType) -> Any:
+        return None
+
+    def visit_map(self, node: MapType) -> Any:
+        return None
+
+    def visit_either(self, node: EitherType) -> Any:
+        return None
+
+    def visit_generic_array(self, node: GenericArrayType) -> Any:
+        return None
+
+    def visit_timer(self, node: TimerType) -> Any:
+        return None
+
+    def visit_pojo(self, node: PojoType) -> Any:
+        return None
+
+    def visit_enum(self, node: EnumType) -> Any:
+        return None
+
+    def visit_pickled(self, node: PickledType) -> Any:
+        return None
+
+    def visit_opaque(self, node: OpaqueType) -> Any:
+        return None
 
 
-def _opaque_or_spec(t: T.TypeInfo) -> Any:
+def type_spec(t: TypeInfo) -> Any:
+    """The C scanner's description of a type, or None when the scanner cannot decode it."""
+    return visit(t, FastPathSpecVisitor())
+
+
+def _opaque_or_spec(t: TypeInfo) -> Any:
     """Where the Python decoder reads an undecodable type as "the rest of the bytes"."""
     return RAW if not t.fully_decodable else type_spec(t)
 
@@ -98,9 +151,9 @@ def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kin
             raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
 
         return py(unsupported)
-    if info.backend_type == M.PRIORITY_QUEUE:
+    if info.backend_type == metainfo.PRIORITY_QUEUE:
         vt = info.value_type
-        if type(vt) is T.TimerType:
+        if type(vt) is TimerType:
             k, n = type_spec(vt.key), type_spec(vt.namespace)
             if k is not None and n is not None:
                 return (TIMER, k, n, None, None, False, None, column, column_kind)
@@ -114,7 +167,7 @@ def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kin
     vt = info.value_type
     kind = info.kind
     if kind == "LIST":
-        elem = vt.element if isinstance(vt, T.ListType) else vt
+        elem = vt.element if isinstance(vt, ListType) else vt
         if not elem.fully_decodable:
             return (LIST_RAW, k, n, None, None, ambiguous, None, column, column_kind)
         e = type_spec(elem)
@@ -185,10 +238,10 @@ def _grouped(scan, buf, regions, meta, source: str | None, decode_errors: tuple,
 def _canonical_regions(buf, handle, meta, max_parallelism: int, codecs, key_groups, source):
     """The (key group, start, end) iter_entries would read, checked the same way; None for a
     stream in the heap-native layout."""
-    from . import keyed as K
+    from . import keyed
 
-    regions = K._key_group_regions(handle, len(buf))
-    if not K.is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism):
+    regions = keyed._key_group_regions(handle, len(buf))
+    if not keyed.is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism):
         return None
     wanted = None if key_groups is None else set(key_groups)
 
@@ -210,7 +263,7 @@ def keyed_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
     the Python path must do it (compiled path off, or the heap-native layout)."""
     if not available():
         return None
-    from . import keyed as K
+    from . import keyed
 
     regions = _canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
     if regions is None:
@@ -222,7 +275,7 @@ def keyed_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
         scan.rows(data, pos, kg, width, rows)
 
     return ((kg, key, ns, vals)
-            for kg, rows in _grouped(scan, buf, regions, meta, source, K._DECODE_ERRORS, group)
+            for kg, rows in _grouped(scan, buf, regions, meta, source, keyed._DECODE_ERRORS, group)
             for key, ns, vals in rows.values())
 
 
@@ -237,9 +290,9 @@ def table_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
     end, else the namespace) and one value per state. None when the Python path must do it."""
     if not available():
         return None
-    from . import keyed as K
+    from . import keyed
 
-    codecs = K.state_codecs(meta, max_parallelism, source)
+    codecs = keyed.state_codecs(meta, max_parallelism, source)
     regions = _canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
     if regions is None:
         return None
@@ -251,7 +304,7 @@ def table_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
         scan.table(data, pos, kg, width, flatten, mode, rows)
 
     def gen():
-        for _, rows in _grouped(scan, buf, regions, meta, source, K._DECODE_ERRORS, group):
+        for _, rows in _grouped(scan, buf, regions, meta, source, keyed._DECODE_ERRORS, group):
             yield from rows.values()
 
     return gen()

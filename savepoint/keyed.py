@@ -17,7 +17,7 @@ from .compression import decompress_framed
 from .errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
 from .handles import KeyGroupsHandle
 from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
-from .types import typeinfo as T
+from .types import VOID_NAMESPACE, ListType, MapType, TimerType, TypeInfo
 from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
 
 CURRENT_VERSION = 6
@@ -34,7 +34,7 @@ _DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyE
 class KeyedBackendMeta:
     version: int
     compressed: bool
-    key_type: T.TypeInfo
+    key_type: TypeInfo
     states: list[StateMetaInfo]
     header_size: int = 0
 
@@ -142,7 +142,7 @@ def _canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int,
 
     vt = info.value_type
     if kind == "LIST":
-        elem = vt.element if isinstance(vt, T.ListType) else vt
+        elem = vt.element if isinstance(vt, ListType) else vt
         if not elem.fully_decodable:
             def opaque_list(kb, vb):
                 ident, key, ns, _ = split(kb)
@@ -166,7 +166,7 @@ def _canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int,
 
         return list_entry
     if kind == "MAP":
-        if not isinstance(vt, T.MapType):
+        if not isinstance(vt, MapType):
             raise CorruptStateError(f"map state '{info.name}' has value serializer {vt.name}", source)
         dec_uk = vt.key.decoder() if vt.key.fully_decodable else (lambda b, p: (bytes(b[p:]), len(b)))
         dec_uv = vt.value.decoder() if vt.value.fully_decodable else (lambda b, p: (bytes(b[p:]), len(b)))
@@ -536,26 +536,26 @@ def timers_from_entries(entries: Iterable[Entry], meta: KeyedBackendMeta
 # writing the canonical layout (what Flink's savepoints use, readable by every backend)
 
 
-def value_state_meta(name: str, kind: str, value_type: T.TypeInfo,
-                     namespace_type: T.TypeInfo = T.VOID_NAMESPACE) -> StateMetaInfo:
+def value_state_meta(name: str, kind: str, value_type: TypeInfo,
+                     namespace_type: TypeInfo = VOID_NAMESPACE) -> StateMetaInfo:
     """Meta info of a keyed state as Flink registers it. ``value_type`` is the user-visible type:
     the element type for LIST, a MapType for MAP, the value/accumulator type otherwise."""
     kind = kind.upper()
     if kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING"):
         raise ValueError(f"unknown keyed state kind {kind}")
-    if kind == "MAP" and not isinstance(value_type, T.MapType):
+    if kind == "MAP" and not isinstance(value_type, MapType):
         raise ValueError(f"map state '{name}' needs a MapType, got {value_type.name}")
-    stored = T.ListType(value_type) if kind == "LIST" else value_type
+    stored = ListType(value_type) if kind == "LIST" else value_type
     return StateMetaInfo(name, M.KEY_VALUE, {M.KEYED_STATE_TYPE: kind},
                          {M.VALUE_SERIALIZER: stored, M.NAMESPACE_SERIALIZER: namespace_type})
 
 
-def timer_state_meta(kind: str, key_type: T.TypeInfo, namespace_type: T.TypeInfo = T.VOID_NAMESPACE,
+def timer_state_meta(kind: str, key_type: TypeInfo, namespace_type: TypeInfo = VOID_NAMESPACE,
                      service: str = "user-timers") -> StateMetaInfo:
     if kind not in ("event", "processing"):
         raise ValueError(f"timer kind must be 'event' or 'processing', not {kind!r}")
     return StateMetaInfo(f"{M.TIMER_PREFIX}{kind}_{service}", M.PRIORITY_QUEUE, {},
-                         {M.VALUE_SERIALIZER: T.TimerType(key_type, namespace_type)})
+                         {M.VALUE_SERIALIZER: TimerType(key_type, namespace_type)})
 
 
 def _var_len(out: bytearray, n: int) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from .binary import DataInput, DataOutput
 from .errors import CorruptStateError
-from .types import typeinfo as T
+from .types import VOID_NAMESPACE, ListType, TypeInfo
 from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
 
 KEY_VALUE = 0
@@ -30,7 +30,7 @@ class StateMetaInfo:
     name: str
     backend_type: int
     options: dict[str, str] = field(default_factory=dict)
-    serializers: dict[str, T.TypeInfo] = field(default_factory=dict)
+    serializers: dict[str, TypeInfo] = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -43,26 +43,26 @@ class StateMetaInfo:
         return self.options.get(DISTRIBUTION_MODE, "BROADCAST" if self.backend_type == BROADCAST else "SPLIT_DISTRIBUTE")
 
     @property
-    def value_type(self) -> T.TypeInfo:
+    def value_type(self) -> TypeInfo:
         t = self.serializers.get(VALUE_SERIALIZER)
         if t is None:
             raise CorruptStateError(f"state '{self.name}' has no value serializer")
         return t
 
     @property
-    def namespace_type(self) -> T.TypeInfo:
-        return self.serializers.get(NAMESPACE_SERIALIZER, T.VOID_NAMESPACE)
+    def namespace_type(self) -> TypeInfo:
+        return self.serializers.get(NAMESPACE_SERIALIZER, VOID_NAMESPACE)
 
     @property
-    def key_type(self) -> T.TypeInfo | None:
+    def key_type(self) -> TypeInfo | None:
         """Broadcast state's key serializer (keyed state has its key type in the proxy)."""
         return self.serializers.get(KEY_SERIALIZER)
 
     @property
-    def element_type(self) -> T.TypeInfo:
+    def element_type(self) -> TypeInfo:
         """The type one user-visible value has: list element, map value or plain value."""
         t = self.value_type
-        if self.kind == "LIST" and isinstance(t, T.ListType):
+        if self.kind == "LIST" and isinstance(t, ListType):
             return t.element
         return t
 
@@ -73,7 +73,7 @@ class StateMetaInfo:
         return t.name
 
     @property
-    def undecodable(self) -> list[T.TypeInfo]:
+    def undecodable(self) -> list[TypeInfo]:
         """Types in this state whose values fstate cannot decode (read as raw bytes)."""
         return [n for t in self.serializers.values() for n in t.walk() if not n.decodable]
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from fstate.readers import tables as TB
 from fstate.savepoint.loader import Savepoint
-from fstate.savepoint.types import typeinfo as T
+from fstate.savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, PojoType,
+                                    RowType, Scalar, TtlType, TupleType, TypeInfo)
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 _EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -46,15 +47,15 @@ def _epoch_millis(v: dt.datetime) -> int:
     return (d.days * 86400 + d.seconds) * 1000 + d.microseconds // 1000
 
 
-def norm_typed(v: Any, t: T.TypeInfo) -> Any:
+def norm_typed(v: Any, t: TypeInfo) -> Any:
     """A decoded value in the dump's conventions, driven by its TypeInfo (see tests/flink jobs)."""
     if v is None:
         return None
-    if isinstance(t, (T.NullableType,)):
+    if isinstance(t, (NullableType,)):
         return norm_typed(v, t.inner)
-    if isinstance(t, T.TtlType):
+    if isinstance(t, TtlType):
         return norm_typed(v, t.value)
-    if isinstance(t, T.Scalar):
+    if isinstance(t, Scalar):
         k = t.kind
         if k == "BigDecimal":
             return format(v, "f")
@@ -76,19 +77,19 @@ def norm_typed(v: Any, t: T.TypeInfo) -> Any:
         if k in ("SqlTimestamp", "Date"):
             return [_epoch_millis(v), v.microsecond * 1000] if k == "SqlTimestamp" else _epoch_millis(v)
         return norm(v)
-    if isinstance(t, T.PojoType):
+    if isinstance(t, PojoType):
         if not t.decodable:
             return norm(v)
         return {n: norm_typed(x, ft) for (n, _, ft), x in zip(t.fields, v)}
-    if isinstance(t, T.EitherType):
+    if isinstance(t, EitherType):
         left, right = v
         return {"right": norm_typed(right, t.children[1])} if left is None else {"left": norm_typed(left, t.children[0])}
-    if isinstance(t, (T.TupleType, T.RowType)):
+    if isinstance(t, (TupleType, RowType)):
         return [norm_typed(x, c) for x, c in zip(v, t.children)]
-    if isinstance(t, T.MapType):
+    if isinstance(t, MapType):
         items = v.items() if isinstance(v, dict) else v
         return sorted(([norm_typed(k, t.key), norm_typed(x, t.value)] for k, x in items), key=_sort_key)
-    if isinstance(t, (T.ListType, T.GenericArrayType)):
+    if isinstance(t, (ListType, GenericArrayType)):
         return [norm_typed(x, t.children[0]) for x in v]
     if not t.decodable:
         return None  # opaque (Kryo, ...): the dump cannot say what the bytes are

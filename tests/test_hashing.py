@@ -1,7 +1,7 @@
 import pytest
 
 from fstate.savepoint.types import hashing as h
-from fstate.savepoint.types import typeinfo as T
+from fstate.savepoint.types import INT, STRING, TupleType
 
 
 @pytest.mark.parametrize("uid,hexid", [
@@ -39,7 +39,7 @@ def test_java_hash_codes():
     assert h.hash_double(1.0) == 1072693248
     assert h.hash_float(1.0) == 1065353216
     assert h.hash_string("😀") == 0xD83D * 31 + 0xDE00
-    assert T.TupleType((T.INT, T.STRING)).java_hash((1, "x")) == 151
+    assert TupleType((INT, STRING)).java_hash((1, "x")) == 151
 
 
 @pytest.mark.parametrize("m,p,ranges", [

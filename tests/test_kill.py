@@ -22,13 +22,13 @@ WRITER = textwrap.dedent("""
     import sys
     from fstate.savepoint import keyed as K, operator as O, handles as H
     from fstate.savepoint.builder import SavepointBuilder
-    from fstate.savepoint.types import typeinfo as T
+    from fstate.savepoint.types import LONG, STRING
     from fstate.savepoint.types.hashing import key_group_for_hash, key_group_range
 
     target, n = sys.argv[1], int(sys.argv[2])
     maxp, p = 128, 2
-    meta = K.KeyedBackendMeta(6, False, T.STRING, [K.value_state_meta("total", "VALUE", T.LONG),
-                                                   K.value_state_meta("names", "LIST", T.STRING)])
+    meta = K.KeyedBackendMeta(6, False, STRING, [K.value_state_meta("total", "VALUE", LONG),
+                                                   K.value_state_meta("names", "LIST", STRING)])
     enc = [K.PairEncoder(meta, i, maxp) for i in range(2)]
     b = SavepointBuilder(target)
     op = b.operator("keyed", parallelism=p, max_parallelism=maxp)
@@ -37,7 +37,7 @@ WRITER = textwrap.dedent("""
         by = {}
         for i in range(n):
             k = f"key-{i}"
-            kg = key_group_for_hash(T.STRING.java_hash(k), maxp)
+            kg = key_group_for_hash(STRING.java_hash(k), maxp)
             if lo <= kg <= hi:
                 d = by.setdefault(kg, {})
                 d.setdefault(0, []).extend(enc[0].pairs(kg, k, i))
@@ -45,7 +45,7 @@ WRITER = textwrap.dedent("""
         data, offsets = K.encode_canonical_stream(meta, lo, hi, by)
         op.subtask(sub).managed_keyed = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, offsets, b.stream(data))
     src = b.operator("src", parallelism=1, max_parallelism=maxp)
-    data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", T.LONG), list(range(5000)))])
+    data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", LONG), list(range(5000)))])
     src.subtask(0).managed_operator = H.OperatorStreamHandle(offsets, b.stream(data))
     b.commit()
     print("committed")

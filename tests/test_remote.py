@@ -241,11 +241,11 @@ def _big_keyed(target: str, n: int, options) -> None:
     """A keyed savepoint whose two streams are files of a few MB (written without Spark)."""
     from fstate.savepoint import handles as H
     from fstate.savepoint import keyed as K
-    from fstate.savepoint.types import typeinfo as T
+    from fstate.savepoint.types import LONG, STRING
     from fstate.savepoint.types.hashing import key_group_for_hash, key_group_range
 
     maxp, p = 128, 2
-    meta = K.KeyedBackendMeta(6, False, T.STRING, [K.value_state_meta("total", "VALUE", T.LONG)])
+    meta = K.KeyedBackendMeta(6, False, STRING, [K.value_state_meta("total", "VALUE", LONG)])
     enc = K.PairEncoder(meta, 0, maxp)
     b = SavepointBuilder(target, fs_options=options)
     op = b.operator("keyed", parallelism=p, max_parallelism=maxp)
@@ -254,7 +254,7 @@ def _big_keyed(target: str, n: int, options) -> None:
         by: dict = {}
         for i in range(n):
             k = f"key-{i}-" + "x" * 40
-            kg = key_group_for_hash(T.STRING.java_hash(k), maxp)
+            kg = key_group_for_hash(STRING.java_hash(k), maxp)
             if lo <= kg <= hi:
                 by.setdefault(kg, {}).setdefault(0, []).extend(enc.pairs(kg, k, i))
         data, offsets = K.encode_canonical_stream(meta, lo, hi, by)
@@ -327,20 +327,20 @@ def test_verify_remote(s3):
 
 def _operator_stream(n: int) -> bytes:
     from fstate.savepoint import operator as O
-    from fstate.savepoint.types import typeinfo as T
+    from fstate.savepoint.types import LONG
 
-    return O.encode_operator_stream([(O.list_state_meta("offsets", T.LONG), list(range(n)))])
+    return O.encode_operator_stream([(O.list_state_meta("offsets", LONG), list(range(n)))])
 
 
 def _build(target, options, n=5000, overwrite=False, fail=False):
     from fstate.savepoint import handles as H
     from fstate.savepoint import operator as O
-    from fstate.savepoint.types import typeinfo as T
+    from fstate.savepoint.types import LONG
 
     b = SavepointBuilder(target, overwrite=overwrite, fs_options=options)
     src = b.operator("src", parallelism=2, max_parallelism=128)
     for sub in range(2):
-        data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", T.LONG),
+        data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", LONG),
                                                    list(range(sub * n, (sub + 1) * n)))])
         src.subtask(sub).managed_operator = H.OperatorStreamHandle(offsets, b.stream(data))
     if fail:
@@ -363,9 +363,9 @@ def test_builder_writes_files_under_the_prefix_and_metadata_last(s3):
     b = SavepointBuilder(target, fs_options=opts)
     op = b.operator("src", parallelism=1, max_parallelism=128)
     from fstate.savepoint import operator as O
-    from fstate.savepoint.types import typeinfo as T
+    from fstate.savepoint.types import LONG
 
-    data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", T.LONG), list(range(5000)))])
+    data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", LONG), list(range(5000)))])
     op.subtask(0).managed_operator = H.OperatorStreamHandle(offsets, b.stream(data))
     written = s3.keys(target)
     assert len(written) == 1 and "_metadata" not in written  # the state file is there, the savepoint is not

@@ -338,14 +338,14 @@ def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
     with its files as a RocksDBSource: key groups [start, end] of ``max_parallelism``."""
     import rocksdict as R
 
-    from fstate.savepoint.types import typeinfo as T
+    from fstate.savepoint.types import LONG, STRING, MapType
     from fstate.savepoint.types.hashing import key_group_for_hash
 
-    states = [K.value_state_meta("total", "VALUE", T.LONG),
-              K.value_state_meta("tags", "LIST", T.STRING),
-              K.value_state_meta("m", "MAP", T.MapType(T.STRING, T.LONG)),
-              K.timer_state_meta("event", T.STRING)]
-    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, T.STRING, states)
+    states = [K.value_state_meta("total", "VALUE", LONG),
+              K.value_state_meta("tags", "LIST", STRING),
+              K.value_state_meta("m", "MAP", MapType(STRING, LONG)),
+              K.timer_state_meta("event", STRING)]
+    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, STRING, states)
     enc = [K.PairEncoder(meta, i, max_parallelism) for i in range(len(states))]
     expected = {}
     opts = R.Options(raw_mode=True)
@@ -354,7 +354,7 @@ def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
     cfs = [db.create_column_family(s.name, R.Options(raw_mode=True)) for s in states]
     for i in range(400):
         key = f"key-{i}"
-        kg = key_group_for_hash(T.STRING.java_hash(key), max_parallelism)
+        kg = key_group_for_hash(STRING.java_hash(key), max_parallelism)
         if not start <= kg <= end:
             continue
         values = [i, [f"t{i}", "", "é中"], {"a": i, "nul": None}, 1000 + i]

@@ -33,7 +33,9 @@ from fstate.savepoint import keyed as K
 from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError, FStateError, UnsupportedSerializerError
 from fstate.savepoint.loader import Savepoint
-from fstate.savepoint.types import typeinfo as T
+from fstate.savepoint.types import (BIG_DECIMAL, BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LONG, SHORT, STRING,
+                                    TIME_WINDOW, VOID_NAMESPACE, MapType, NullableType, OpaqueType, RowType,
+                                    TtlType, TupleType)
 from tests.support import ROOT, sample_dirs, sample_snapshot
 
 speedups = FP._speedups
@@ -218,15 +220,15 @@ _TEXT = (st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_
          | st.sampled_from(["", "a", "\ud800", "\udc00x", "\U0001f600", "ÿ€\x00", "k" * 200]))
 
 SCALARS = {
-    "String": (T.STRING, _TEXT),
-    "Long": (T.LONG, _I64 | st.sampled_from([-(2 ** 63), 2 ** 63 - 1, 0, -1])),
-    "Integer": (T.INT, st.integers(-(2 ** 31), 2 ** 31 - 1)),
-    "Short": (T.SHORT, st.integers(-(2 ** 15), 2 ** 15 - 1)),
-    "Byte": (T.BYTE, st.integers(-128, 127)),
-    "Boolean": (T.BOOLEAN, st.booleans()),
-    "Double": (T.DOUBLE, st.floats(allow_nan=False)),
-    "Float": (T.FLOAT, st.floats(allow_nan=False, width=32)),
-    "Character": (T.CHAR, st.characters(max_codepoint=0xFFFF, codec=None, exclude_categories=())),
+    "String": (STRING, _TEXT),
+    "Long": (LONG, _I64 | st.sampled_from([-(2 ** 63), 2 ** 63 - 1, 0, -1])),
+    "Integer": (INT, st.integers(-(2 ** 31), 2 ** 31 - 1)),
+    "Short": (SHORT, st.integers(-(2 ** 15), 2 ** 15 - 1)),
+    "Byte": (BYTE, st.integers(-128, 127)),
+    "Boolean": (BOOLEAN, st.booleans()),
+    "Double": (DOUBLE, st.floats(allow_nan=False)),
+    "Float": (FLOAT, st.floats(allow_nan=False, width=32)),
+    "Character": (CHAR, st.characters(max_codepoint=0xFFFF, codec=None, exclude_categories=())),
 }
 KEY_TYPES = ["String", "Long", "Integer", "Short", "Byte", "Boolean", "Double", "Float", "Character"]
 
@@ -241,18 +243,18 @@ def value_types(draw, depth=0):
         return t, s
     if kind == "tuple":
         (a, sa), (b, sb) = draw(value_types(depth + 1)), draw(value_types(depth + 1))
-        return T.TupleType((a, b)), st.tuples(sa, sb)
+        return TupleType((a, b)), st.tuples(sa, sb)
     if kind == "nullable":
         t, s = draw(value_types(depth + 1))
         pad = t.length if t.length > 0 and draw(st.booleans()) else 0
-        return T.NullableType(t, pad), st.none() | s
+        return NullableType(t, pad), st.none() | s
     if kind == "ttl":
         t, s = draw(value_types(depth + 1))
-        return T.TtlType(T.LONG, t), s
+        return TtlType(LONG, t), s
     if kind == "decimal":  # decoded by the Python decoder, called from C
-        return T.BIG_DECIMAL, st.decimals(allow_nan=False, allow_infinity=False, places=3,
+        return BIG_DECIMAL, st.decimals(allow_nan=False, allow_infinity=False, places=3,
                                           min_value=Decimal("-1e9"), max_value=Decimal("1e9"))
-    row = T.RowType((T.LONG, T.STRING))  # Python decoder as well
+    row = RowType((LONG, STRING))  # Python decoder as well
     return row, st.tuples(st.none() | _I64, st.none() | _TEXT)
 
 
@@ -261,13 +263,13 @@ def keyed_streams(draw):
     key_name = draw(st.sampled_from(KEY_TYPES + ["Tuple"]))
     if key_name == "Tuple":
         (a, sa), (b, sb) = SCALARS[draw(st.sampled_from(KEY_TYPES))], SCALARS[draw(st.sampled_from(KEY_TYPES))]
-        key_t, key_s = T.TupleType((a, b)), st.tuples(sa, sb)
+        key_t, key_s = TupleType((a, b)), st.tuples(sa, sb)
     else:
         key_t, key_s = SCALARS[key_name]
     mp = draw(st.sampled_from([128, 4096]))
     compressed = draw(st.booleans())
     ns_choice = draw(st.sampled_from(["void", "void", "window", "string"]))
-    ns_t = {"void": T.VOID_NAMESPACE, "window": T.TIME_WINDOW, "string": T.STRING}[ns_choice]
+    ns_t = {"void": VOID_NAMESPACE, "window": TIME_WINDOW, "string": STRING}[ns_choice]
     ns_s = {"void": st.none(), "window": st.tuples(_I64, _I64), "string": _TEXT}[ns_choice]
     states, strategies = [], []
     for i in range(draw(st.integers(1, 5))):
@@ -282,7 +284,7 @@ def keyed_streams(draw):
             strategies.append(st.lists(s, max_size=4))
         elif kind == "MAP":
             (kt, ks), (vt, vs) = SCALARS[draw(st.sampled_from(KEY_TYPES))], draw(value_types())
-            states.append(K.value_state_meta(f"s{i}", kind, T.MapType(kt, vt), ns_t))
+            states.append(K.value_state_meta(f"s{i}", kind, MapType(kt, vt), ns_t))
             strategies.append(st.dictionaries(ks, st.none() | vs, max_size=3))
         else:
             t, s = draw(value_types())
@@ -392,9 +394,9 @@ def test_generated_table_rows(stream, data, monkeypatch):
     value_ids = [i for i, _ in meta.value_states]
     assume(value_ids)
     ids = data.draw(st.lists(st.sampled_from(value_ids), min_size=1, unique=True))
-    windows = any(s.namespace_type == T.TIME_WINDOW for s in meta.states)
+    windows = any(s.namespace_type == TIME_WINDOW for s in meta.states)
     ns_mode = data.draw(st.sampled_from(["window", "ns"] if windows else ["void", "ns"]))
-    flatten = isinstance(meta.key_type, T.TupleType) and data.draw(st.booleans())
+    flatten = isinstance(meta.key_type, TupleType) and data.draw(st.booleans())
     kgs = data.draw(st.none() | st.lists(st.integers(lo, hi)))
     part = SimpleNamespace(options=(("ns", ns_mode), ("flat", False), ("flatten", flatten)), kind="keyed",
                            source=SimpleNamespace(label=None), state_names=[meta.states[i].name for i in ids])
@@ -548,11 +550,11 @@ def _fstring(text: str) -> bytes:
                                 st.booleans()), max_size=6, unique_by=lambda x: x[0]))
 def test_opaque_values_same_with_both_paths(items, both):
     """Kryo/Avro/unknown values are raw bytes: VALUE, LIST and MAP (key and value) of them."""
-    opaque = T.OpaqueType("com.acme.KryoSerializerSnapshot", 1, b"", "com.acme.Thing")
+    opaque = OpaqueType("com.acme.KryoSerializerSnapshot", 1, b"", "com.acme.Thing")
     states = [K.value_state_meta("v", "VALUE", opaque), K.value_state_meta("l", "LIST", opaque),
-              K.value_state_meta("m", "MAP", T.MapType(opaque, opaque)),
-              K.value_state_meta("n", "MAP", T.MapType(T.STRING, opaque))]
-    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, T.STRING, states)
+              K.value_state_meta("m", "MAP", MapType(opaque, opaque)),
+              K.value_state_meta("n", "MAP", MapType(STRING, opaque))]
+    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, STRING, states)
     meta.header_size = len(K.proxy_bytes(meta))
     pairs: dict = {0: [], 1: [], 2: [], 3: []}
     for key, a, b, null in items:
@@ -572,8 +574,8 @@ def test_opaque_values_same_with_both_paths(items, both):
 def test_opaque_key_and_unsupported_state(both):
     """An opaque key (Python decoder called from C), and a state fstate cannot decode at all
     (UnsupportedSerializerError from both paths when it is read, nothing when it is not)."""
-    opaque = T.OpaqueType("com.acme.KryoSerializerSnapshot", 1, b"", "com.acme.Key")
-    states = [K.value_state_meta("v", "VALUE", T.LONG), K.value_state_meta("m", "MAP", T.MapType(T.STRING, T.LONG))]
+    opaque = OpaqueType("com.acme.KryoSerializerSnapshot", 1, b"", "com.acme.Key")
+    states = [K.value_state_meta("v", "VALUE", LONG), K.value_state_meta("m", "MAP", MapType(STRING, LONG))]
     meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, opaque, states)
     meta.header_size = len(K.proxy_bytes(meta))
     pairs = {0: [(bytes((5,)) + b"raw-key\x00", struct.pack(">q", 42))],

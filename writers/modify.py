@@ -368,9 +368,9 @@ class SavepointModifier:
 
 
 def _list_of(s):
-    from ..savepoint.types import typeinfo as T
+    from ..savepoint.types import ListType
 
-    return T.ListType(s.element_type)
+    return ListType(s.element_type)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,6 +7,9 @@ Type strings: ``LONG``, ``INT``, ``SHORT``, ``BYTE``, ``BOOLEAN``, ``DOUBLE``, `
 ``LIST<T>``, ``MAP<K, V>``, ``TUPLE<T1, …>``, ``ROW<name T, …>``, ``NULLABLE<T>``,
 ``EITHER<L, R>``, ``ENUM<com.acme.Color: RED, GREEN>``, ``POJO<com.acme.Order: amount DECIMAL, …>``
 (POJO fields are sorted by name, as Flink sorts them).
+
+:func:`type_name` is the inverse (a :class:`TypeNameVisitor`); both use one name table,
+:data:`SCALAR_NAMES`, which :func:`from_spark` uses too.
 """
 
 from __future__ import annotations
@@ -15,21 +18,46 @@ import re
 from typing import Any
 
 from ..savepoint.errors import InvalidArgumentError
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT,
+                               LOCAL_DATE, LOCAL_DATE_TIME, LOCAL_TIME, LONG, SHORT, SQL_DATE, SQL_TIME,
+                               SQL_TIMESTAMP, STRING, ArrayListType, EitherType, EnumType, GenericArrayType,
+                               ListType, MapType, NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
+                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
+                               scalar, visit)
 
-_NAMES: dict[str, T.TypeInfo] = {
-    "LONG": T.LONG, "BIGINT_JAVA_LONG": T.LONG, "INT": T.INT, "INTEGER": T.INT, "SHORT": T.SHORT,
-    "SMALLINT": T.SHORT, "BYTE": T.BYTE, "TINYINT": T.BYTE, "BOOLEAN": T.BOOLEAN, "BOOL": T.BOOLEAN,
-    "DOUBLE": T.DOUBLE, "FLOAT": T.FLOAT, "CHAR": T.CHAR, "STRING": T.STRING, "BYTES": T.BYTES,
-    "BYTE[]": T.BYTES, "BINARY": T.BYTES, "DECIMAL": T.BIG_DECIMAL, "BIG_DEC": T.BIG_DECIMAL,
-    "BIGINT": T.BIG_INTEGER, "BIG_INT": T.BIG_INTEGER, "DATE": T.LOCAL_DATE, "LOCAL_DATE": T.LOCAL_DATE,
-    "TIME": T.LOCAL_TIME, "LOCAL_TIME": T.LOCAL_TIME, "TIMESTAMP_NTZ": T.LOCAL_DATE_TIME,
-    "LOCAL_DATE_TIME": T.LOCAL_DATE_TIME, "INSTANT": T.INSTANT, "TIMESTAMP": T.INSTANT,
-    "SQL_DATE": T.SQL_DATE, "SQL_TIME": T.SQL_TIME, "SQL_TIMESTAMP": T.SQL_TIMESTAMP,
-    "INT[]": T.scalar("int[]"), "LONG[]": T.scalar("long[]"), "SHORT[]": T.scalar("short[]"),
-    "FLOAT[]": T.scalar("float[]"), "DOUBLE[]": T.scalar("double[]"), "CHAR[]": T.scalar("char[]"),
-    "BOOLEAN[]": T.scalar("boolean[]"), "STRING[]": T.scalar("String[]"),
-}
+#: The scalar type names: the canonical name (what :func:`type_name` writes) first, then aliases.
+SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = (
+    (LONG, ("LONG", "BIGINT_JAVA_LONG")),
+    (INT, ("INT", "INTEGER")),
+    (SHORT, ("SHORT", "SMALLINT")),
+    (BYTE, ("BYTE", "TINYINT")),
+    (BOOLEAN, ("BOOLEAN", "BOOL")),
+    (DOUBLE, ("DOUBLE",)),
+    (FLOAT, ("FLOAT",)),
+    (CHAR, ("CHAR",)),
+    (STRING, ("STRING",)),
+    (BYTES, ("BYTES", "BYTE[]", "BINARY")),
+    (BIG_DECIMAL, ("DECIMAL", "BIG_DEC")),
+    (BIG_INTEGER, ("BIGINT", "BIG_INT")),
+    (LOCAL_DATE, ("DATE", "LOCAL_DATE")),
+    (LOCAL_TIME, ("TIME", "LOCAL_TIME")),
+    (LOCAL_DATE_TIME, ("TIMESTAMP_NTZ", "LOCAL_DATE_TIME")),
+    (INSTANT, ("INSTANT", "TIMESTAMP")),
+    (SQL_DATE, ("SQL_DATE",)),
+    (SQL_TIME, ("SQL_TIME",)),
+    (SQL_TIMESTAMP, ("SQL_TIMESTAMP",)),
+    (scalar("int[]"), ("INT[]",)),
+    (scalar("long[]"), ("LONG[]",)),
+    (scalar("short[]"), ("SHORT[]",)),
+    (scalar("float[]"), ("FLOAT[]",)),
+    (scalar("double[]"), ("DOUBLE[]",)),
+    (scalar("char[]"), ("CHAR[]",)),
+    (scalar("boolean[]"), ("BOOLEAN[]",)),
+    (scalar("String[]"), ("STRING[]",)),
+)
+
+_NAMES: dict[str, Scalar] = {name: t for t, names in SCALAR_NAMES for name in names}
+_CANONICAL: dict[Scalar, str] = {t: names[0] for t, names in SCALAR_NAMES}
 
 _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.$]*(?:\[\])?|<|>|,|:|\S)")
 
@@ -55,7 +83,7 @@ class _Parser:
         self.i += 1
         return tok
 
-    def parse(self) -> T.TypeInfo:
+    def parse(self) -> TypeInfo:
         t = self.type()
         if self.peek() is not None:
             raise self.fail(f"unexpected '{self.peek()}'")
@@ -72,7 +100,7 @@ class _Parser:
         name = self.take()
         return name, self.type()
 
-    def type(self) -> T.TypeInfo:
+    def type(self) -> TypeInfo:
         name = self.take()
         upper = name.upper()
         if self.peek() != "<":
@@ -81,41 +109,41 @@ class _Parser:
             raise self.fail(f"unknown type '{name}'")
         self.take("<")
         if upper == "LIST" or upper == "ARRAY":
-            t = T.ListType(self.type())
+            t = ListType(self.type())
         elif upper == "MAP":
             k = self.type()
             self.take(",")
-            t = T.MapType(k, self.type())
+            t = MapType(k, self.type())
         elif upper == "TUPLE":
-            t = T.TupleType(tuple(self._list(self.type)))
+            t = TupleType(tuple(self._list(self.type)))
         elif upper == "ROW":
             fields = self._list(self._field)
-            t = T.RowType(tuple(f[1] for f in fields), tuple(f[0] for f in fields))
+            t = RowType(tuple(f[1] for f in fields), tuple(f[0] for f in fields))
         elif upper == "NULLABLE":
             inner = self.type()
-            t = T.NullableType(inner, inner.length if inner.length > 0 else 0)
+            t = NullableType(inner, inner.length if inner.length > 0 else 0)
         elif upper == "EITHER":
             left = self.type()
             self.take(",")
-            t = T.EitherType(left, self.type())
+            t = EitherType(left, self.type())
         elif upper == "ENUM":
             cls = self.take()
             self.take(":")
-            t = T.EnumType(cls, tuple(self._list(self.take)))
+            t = EnumType(cls, tuple(self._list(self.take)))
         elif upper == "POJO":
             cls = self.take()
             self.take(":")
             fields = sorted(self._list(self._field))
-            t = T.PojoType(cls, [(n, cls, ft) for n, ft in fields])
+            t = PojoType(cls, [(n, cls, ft) for n, ft in fields])
         else:
             raise self.fail(f"unknown composite type '{name}'")
         self.take(">")
         return t
 
 
-def parse_type(spec: Any) -> T.TypeInfo:
+def parse_type(spec: Any) -> TypeInfo:
     """A type string (or YAML mapping for POJOs) → TypeInfo."""
-    if isinstance(spec, T.TypeInfo):
+    if isinstance(spec, TypeInfo):
         return spec
     if isinstance(spec, dict):
         if "pojo" in spec or "class" in spec:
@@ -123,7 +151,7 @@ def parse_type(spec: Any) -> T.TypeInfo:
             fields = spec.get("fields") or {}
             if not isinstance(fields, dict) or not fields:
                 raise InvalidArgumentError(f"POJO {cls}: 'fields' must map field names to types")
-            return T.PojoType(cls, [(n, cls, parse_type(fields[n])) for n in sorted(fields)])
+            return PojoType(cls, [(n, cls, parse_type(fields[n])) for n in sorted(fields)])
         raise InvalidArgumentError(f"cannot read a type from {spec!r}")
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgumentError(f"not a type: {spec!r}")
@@ -131,43 +159,105 @@ def parse_type(spec: Any) -> T.TypeInfo:
 
 
 # ---------------------------------------------------------------------------------------------
+# to type strings
+
+
+class TypeNameVisitor(TypeInfoVisitor[str]):
+    """The type string of a TypeInfo (what :func:`parse_type` reads); InvalidArgumentError for types
+    that have none (fstate reads them, but a write spec cannot name them)."""
+
+    @staticmethod
+    def _none(node: TypeInfo) -> str:
+        raise InvalidArgumentError(f"type {node.name} has no type string (write specs cannot name it)")
+
+    def visit_scalar(self, node: Scalar) -> str:
+        name = _CANONICAL.get(node)
+        return self._none(node) if name is None else name
+
+    def visit_tuple(self, node: TupleType) -> str:
+        return "TUPLE<" + ", ".join(visit(c, self) for c in node.children) + ">"
+
+    def visit_row(self, node: RowType) -> str:
+        return "ROW<" + ", ".join(f"{n} {visit(c, self)}" for n, c in zip(node.field_names, node.children)) + ">"
+
+    def visit_list(self, node: ListType) -> str:
+        return f"LIST<{visit(node.element, self)}>"
+
+    def visit_map(self, node: MapType) -> str:
+        return f"MAP<{visit(node.key, self)}, {visit(node.value, self)}>"
+
+    def visit_nullable(self, node: NullableType) -> str:
+        return f"NULLABLE<{visit(node.inner, self)}>"
+
+    def visit_either(self, node: EitherType) -> str:
+        return f"EITHER<{visit(node.children[0], self)}, {visit(node.children[1], self)}>"
+
+    def visit_enum(self, node: EnumType) -> str:
+        return f"ENUM<{node.class_name}: {', '.join(node.constants)}>"
+
+    def visit_pojo(self, node: PojoType) -> str:
+        if not node.decodable:
+            return self._none(node)
+        fields = ", ".join(f"{n} {visit(t, self)}" for n, _, t in node.fields)
+        return f"POJO<{node.class_name}: {fields}>"
+
+    def visit_time_window(self, node: TimeWindowType) -> str:
+        return self._none(node)
+
+    def visit_array_list(self, node: ArrayListType) -> str:
+        return self._none(node)
+
+    def visit_set(self, node: SetType) -> str:
+        return self._none(node)
+
+    def visit_generic_array(self, node: GenericArrayType) -> str:
+        return self._none(node)
+
+    def visit_timer(self, node: TimerType) -> str:
+        return self._none(node)
+
+    def visit_ttl(self, node: TtlType) -> str:
+        return self._none(node)
+
+    def visit_pickled(self, node: PickledType) -> str:
+        return self._none(node)
+
+    def visit_opaque(self, node: OpaqueType) -> str:
+        return self._none(node)
+
+
+def type_name(t: TypeInfo) -> str:
+    """The type string :func:`parse_type` reads back as exactly ``t``."""
+    text = visit(t, TypeNameVisitor())
+    if parse_type(text) != t:  # e.g. a custom tuple class, a Row without row kinds, unsorted POJO fields
+        raise InvalidArgumentError(f"type {t.name} has no exact type string (the nearest is {text})")
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
 # from Spark types
 
+#: Spark atomic types → type names (checked in this order).
+_SPARK_NAMES = (
+    ("StringType", "STRING"), ("LongType", "LONG"), ("IntegerType", "INT"), ("ShortType", "SHORT"),
+    ("ByteType", "BYTE"), ("BooleanType", "BOOLEAN"), ("DoubleType", "DOUBLE"), ("FloatType", "FLOAT"),
+    ("BinaryType", "BYTES"), ("DateType", "DATE"), ("TimestampNTZType", "TIMESTAMP_NTZ"), ("TimestampType", "INSTANT"),
+)
 
-def from_spark(dt) -> T.TypeInfo:
+
+def from_spark(dt) -> TypeInfo:
     """The natural Flink type of a Spark column type."""
-    from pyspark.sql import types as st
+    from pyspark.sql import types as spark_types
 
-    if isinstance(dt, st.StringType):
-        return T.STRING
-    if isinstance(dt, st.LongType):
-        return T.LONG
-    if isinstance(dt, st.IntegerType):
-        return T.INT
-    if isinstance(dt, st.ShortType):
-        return T.SHORT
-    if isinstance(dt, st.ByteType):
-        return T.BYTE
-    if isinstance(dt, st.BooleanType):
-        return T.BOOLEAN
-    if isinstance(dt, st.DoubleType):
-        return T.DOUBLE
-    if isinstance(dt, st.FloatType):
-        return T.FLOAT
-    if isinstance(dt, st.BinaryType):
-        return T.BYTES
-    if isinstance(dt, st.DecimalType):
-        return T.BIG_DECIMAL if dt.scale > 0 else T.BIG_INTEGER
-    if isinstance(dt, st.DateType):
-        return T.LOCAL_DATE
-    if isinstance(dt, st.TimestampNTZType):
-        return T.LOCAL_DATE_TIME
-    if isinstance(dt, st.TimestampType):
-        return T.INSTANT
-    if isinstance(dt, st.ArrayType):
-        return T.ListType(from_spark(dt.elementType))
-    if isinstance(dt, st.MapType):
-        return T.MapType(from_spark(dt.keyType), from_spark(dt.valueType))
-    if isinstance(dt, st.StructType):
-        return T.RowType(tuple(from_spark(f.dataType) for f in dt.fields), tuple(f.name for f in dt.fields))
+    for class_name, type_string in _SPARK_NAMES:
+        if isinstance(dt, getattr(spark_types, class_name)):
+            return _NAMES[type_string]
+    if isinstance(dt, spark_types.DecimalType):
+        return _NAMES["DECIMAL" if dt.scale > 0 else "BIGINT"]
+    if isinstance(dt, spark_types.ArrayType):
+        return ListType(from_spark(dt.elementType))
+    if isinstance(dt, spark_types.MapType):
+        return MapType(from_spark(dt.keyType), from_spark(dt.valueType))
+    if isinstance(dt, spark_types.StructType):
+        return RowType(tuple(from_spark(f.dataType) for f in dt.fields), tuple(f.name for f in dt.fields))
     raise InvalidArgumentError(f"no Flink type for Spark type {dt.simpleString()}; give the type explicitly")

@@ -24,11 +24,12 @@ from ..savepoint import keyed as K
 from ..savepoint import operator as O
 from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, resolve_operator_id,
                                  write_stream)
-from ..savepoint.errors import FStateError, InvalidArgumentError, UnsupportedSerializerError
+from ..savepoint.errors import FStateError, InvalidArgumentError
 from ..savepoint.io import io_for, join
 from ..savepoint.metainfo import StateMetaInfo
-from ..savepoint.types import typeinfo as T
+from ..savepoint.types import ListType, MapType, TypeInfo
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
+from ..savepoint.types.key_hash import has_value_hash
 from .spec import from_spark, parse_type
 
 DEFAULT_MAX_PARALLELISM = 128
@@ -39,7 +40,7 @@ _KINDS = ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING")
 class KeyedStateSpec:
     name: str
     kind: str
-    type: T.TypeInfo  # element type for LIST, MapType for MAP, else the value type
+    type: TypeInfo  # element type for LIST, MapType for MAP, else the value type
     column: str
 
     def meta(self) -> StateMetaInfo:
@@ -62,14 +63,14 @@ def resolve_state_spec(name: str, spec: Any, column_type=None) -> KeyedStateSpec
     else:
         t = parse_type(type_spec)
     if kind is None:
-        kind = "LIST" if isinstance(t, T.ListType) else "MAP" if isinstance(t, T.MapType) else "VALUE"
+        kind = "LIST" if isinstance(t, ListType) else "MAP" if isinstance(t, MapType) else "VALUE"
     if kind not in _KINDS:
         raise InvalidArgumentError(f"state '{name}': unknown kind '{kind}' ({', '.join(_KINDS)})")
     if kind == "LIST":
-        if not isinstance(t, T.ListType):
+        if not isinstance(t, ListType):
             raise InvalidArgumentError(f"state '{name}': a LIST state needs a LIST<...> type, got {t.name}")
         t = t.element
-    if kind == "MAP" and not isinstance(t, T.MapType):
+    if kind == "MAP" and not isinstance(t, MapType):
         raise InvalidArgumentError(f"state '{name}': a MAP state needs a MAP<...> type, got {t.name}")
     return KeyedStateSpec(name, kind, t, column)
 
@@ -78,7 +79,7 @@ def resolve_state_spec(name: str, spec: Any, column_type=None) -> KeyedStateSpec
 class _KeyedPart:
     df: Any
     key: str
-    key_type: T.TypeInfo
+    key_type: TypeInfo
     states: list[KeyedStateSpec]
     event_timers: str | None
     processing_timers: str | None
@@ -151,13 +152,10 @@ class SavepointWriter:
         if key not in fields:
             raise InvalidArgumentError(f"key column '{key}' is not in the DataFrame (columns: {', '.join(fields)})")
         kt = parse_type(key_type) if key_type is not None else from_spark(fields[key])
-        try:
-            kt.java_hash(_sample_value(kt))
-        except UnsupportedSerializerError:
+        if not has_value_hash(kt):
             raise InvalidArgumentError(
                 f"key type {kt.name} has no value-based hashCode in Flink, so its key groups cannot be computed "
-                "(String, Long, Integer, Short, Byte, Boolean, Double, Float, Character, Tuple and Row keys can)"
-            ) from None
+                "(String, Long, Integer, Short, Byte, Boolean, Double, Float, Character, Tuple and Row keys can)")
         timer_cols = {c for c in (event_timers, processing_timers) if c}
         for c in timer_cols:
             if c not in fields:
@@ -206,7 +204,7 @@ class SavepointWriter:
         return self
 
     @staticmethod
-    def _column_type(data, column, type_spec, what) -> T.TypeInfo:
+    def _column_type(data, column, type_spec, what) -> TypeInfo:
         if type_spec is not None:
             return parse_type(type_spec)
         if hasattr(data, "schema"):
@@ -246,17 +244,6 @@ class SavepointWriter:
                                                          O.proxy_version_for_metadata(builder.metadata_version),
                                                          builder.fs_options):
                 b.subtask(subtask).managed_operator = handle
-
-
-def _sample_value(t: T.TypeInfo):
-    samples = {"String": "a", "Character": "a", "Boolean": True, "Double": 1.0, "Float": 1.0}
-    if isinstance(t, T.Scalar):
-        return samples.get(t.kind, 1)
-    if isinstance(t, (T.TupleType, T.RowType)):
-        return tuple(_sample_value(c) for c in t.children)
-    if isinstance(t, T.NullableType):
-        return _sample_value(t.inner)
-    return object()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,30 @@
+"""The TypeInfo tree: one node class per Flink serializer (see :mod:`.base`), and its visitor.
+
+Callers import the nodes from here: ``from fstate.savepoint.types import TupleType, LONG``.
+Modules: :mod:`.base` (the ``TypeInfo`` base), :mod:`.scalars`, :mod:`.composites`, :mod:`.pojo`,
+:mod:`.pickled` (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.key_hash`,
+:mod:`.snapshots` (serializer snapshots ↔ trees) and :mod:`.hashing` (Java hash codes, key groups).
+"""
+
+from .base import Decoder, Encoder, TypeInfo
+from .composites import (ROW_KINDS, ArrayListType, Composite, EitherType, GenericArrayType, ListType, MapType,
+                         NullableType, RowType, SetType, TimerType, TtlType, TupleType)
+from .pickled import PICKLED, OpaquePickle, OpaqueType, PickledType, trusted_pickles
+from .pojo import EnumType, PojoType
+from .scalars import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT, LOCAL_DATE,
+                      LOCAL_DATE_TIME, LOCAL_TIME, LONG, SCALARS, SHORT, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, STRING,
+                      TIME_WINDOW, VOID_NAMESPACE, Scalar, TimeWindowType, scalar)
+from .visitor import MissingVisitorBranchError, TypeInfoVisitor, visit
+
+__all__ = [
+    "Decoder", "Encoder", "TypeInfo",
+    "Scalar", "SCALARS", "scalar", "TimeWindowType", "TIME_WINDOW",
+    "STRING", "LONG", "INT", "SHORT", "BYTE", "BOOLEAN", "DOUBLE", "FLOAT", "CHAR", "BIG_DECIMAL", "BIG_INTEGER",
+    "BYTES", "VOID_NAMESPACE", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "INSTANT", "SQL_TIMESTAMP",
+    "SQL_DATE", "SQL_TIME",
+    "Composite", "TupleType", "RowType", "ROW_KINDS", "ListType", "ArrayListType", "SetType", "MapType",
+    "NullableType", "EitherType", "GenericArrayType", "TimerType", "TtlType",
+    "PojoType", "EnumType",
+    "PickledType", "PICKLED", "OpaquePickle", "OpaqueType", "trusted_pickles",
+    "TypeInfoVisitor", "visit", "MissingVisitorBranchError",
+]

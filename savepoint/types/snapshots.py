@@ -11,13 +11,18 @@ from typing import Callable
 
 from ..binary import DataInput, DataOutput
 from ..errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
-from . import typeinfo as T
+from .base import COMPOSITE_MAGIC, NESTED_MAGIC, RUNTIME, TypeInfo
+from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, MapType, NullableType, RowType,
+                         SetType, TimerType, TtlType, TupleType)
+from .pickled import PICKLED, OpaqueType, PickledType
+from .pojo import OPTIONAL_MAP_HEADER, EnumType, PojoType
+from .scalars import SCALARS, TIME_WINDOW, TimeWindowType
 
 PROXY_VERSION = 2
 _MAX_DEPTH = 48
 
 
-def read_serializer_snapshot(inp: DataInput) -> T.TypeInfo:
+def read_serializer_snapshot(inp: DataInput) -> TypeInfo:
     """Top-level form used in state meta info: ``i32 2`` then the versioned snapshot."""
     version = inp.read_i32()
     if version != PROXY_VERSION:
@@ -29,28 +34,28 @@ def read_serializer_snapshot(inp: DataInput) -> T.TypeInfo:
     return read_versioned_snapshot(inp)
 
 
-def write_serializer_snapshot(out: DataOutput, t: T.TypeInfo) -> None:
+def write_serializer_snapshot(out: DataOutput, t: TypeInfo) -> None:
     out.write_i32(PROXY_VERSION)
     t.write_snapshot(out)
 
 
-def read_versioned_snapshot(inp: DataInput, depth: int = 0) -> T.TypeInfo:
+def read_versioned_snapshot(inp: DataInput, depth: int = 0) -> TypeInfo:
     if depth > _MAX_DEPTH:
         raise inp.fail("serializer snapshots nested too deeply")
     start = inp.pos
     cls = inp.read_utf()
     version = inp.read_i32()
-    scalar = T.SCALARS.get(cls)
+    scalar = SCALARS.get(cls)
     if scalar is not None:
         if version == 2:
             inp.read_utf()  # old simple snapshots stored the serializer class name
         elif version != 3:
             raise inp.fail(f"unknown version {version} of {cls}", UnsupportedVersionError)
         return scalar
-    if cls == T.TimeWindowType.snapshot_class:
+    if cls == TimeWindowType.snapshot_class:
         if version == 2:
             inp.read_utf()
-        return T.TIME_WINDOW
+        return TIME_WINDOW
     parser = _PARSERS.get(cls)
     if parser is None:
         inp.pos = start
@@ -64,17 +69,17 @@ def read_versioned_snapshot(inp: DataInput, depth: int = 0) -> T.TypeInfo:
 
 
 def _read_composite(inp: DataInput, version: int, depth: int,
-                    read_outer: Callable[[DataInput, int], object]) -> tuple[object, list[T.TypeInfo]]:
+                    read_outer: Callable[[DataInput, int], object]) -> tuple[object, list[TypeInfo]]:
     if version >= 3:
         magic = inp.read_i32()
-        if magic != T.COMPOSITE_MAGIC:
+        if magic != COMPOSITE_MAGIC:
             raise inp.fail(f"bad composite serializer snapshot magic {magic}")
         outer_version = inp.read_i32()
     else:
         outer_version = version
     outer = read_outer(inp, outer_version)
     magic = inp.read_i32()
-    if magic != T.NESTED_MAGIC:
+    if magic != NESTED_MAGIC:
         raise inp.fail(f"bad nested serializer snapshot magic {magic}")
     delegate_version = inp.read_i32()
     if delegate_version != 1:
@@ -95,7 +100,7 @@ def _arity(inp: DataInput, cls: str, nested: list, n: int) -> None:
 
 def _tuple(inp, version, depth):
     tuple_class, nested = _read_composite(inp, version, depth, lambda i, v: i.read_utf())
-    return T.TupleType(tuple(nested), tuple_class)
+    return TupleType(tuple(nested), tuple_class)
 
 
 def _row(inp, version, depth):
@@ -107,7 +112,7 @@ def _row(inp, version, depth):
         return i.read_bool()
 
     supports_kind, nested = _read_composite(inp, version, depth, outer)
-    return T.RowType(tuple(nested), supports_row_kind=bool(supports_kind))
+    return RowType(tuple(nested), supports_row_kind=bool(supports_kind))
 
 
 def _list_like(ctor):
@@ -122,7 +127,7 @@ def _list_like(ctor):
 def _map(inp, version, depth):
     _, nested = _read_composite(inp, version, depth, _no_outer)
     _arity(inp, "MapSerializer", nested, 2)
-    return T.MapType(nested[0], nested[1])
+    return MapType(nested[0], nested[1])
 
 
 def _nullable(inp, version, depth):
@@ -130,32 +135,32 @@ def _nullable(inp, version, depth):
     _arity(inp, "NullableSerializer", nested, 1)
     if padding < 0 or padding > 1 << 20:
         raise inp.fail(f"invalid null padding length {padding}")
-    return T.NullableType(nested[0], padding)
+    return NullableType(nested[0], padding)
 
 
 def _either(inp, version, depth):
     _, nested = _read_composite(inp, version, depth, _no_outer)
     _arity(inp, "EitherSerializer", nested, 2)
-    return T.EitherType(nested[0], nested[1])
+    return EitherType(nested[0], nested[1])
 
 
 def _generic_array(inp, version, depth):
     component, nested = _read_composite(inp, version, depth, lambda i, v: i.read_utf())
     _arity(inp, "GenericArraySerializer", nested, 1)
-    return T.GenericArrayType(nested[0], component)
+    return GenericArrayType(nested[0], component)
 
 
 def _timer(inp, version, depth):
     _, nested = _read_composite(inp, version, depth, _no_outer)
     _arity(inp, "TimerSerializer", nested, 2)
-    return T.TimerType(nested[0], nested[1])
+    return TimerType(nested[0], nested[1])
 
 
 def _ttl(cls):
     def parse(inp, version, depth):
         _, nested = _read_composite(inp, version, depth, _no_outer)
         _arity(inp, "TtlSerializer", nested, 2)
-        return T.TtlType(nested[0], nested[1], cls)
+        return TtlType(nested[0], nested[1], cls)
 
     return parse
 
@@ -166,7 +171,7 @@ def _pickled(inp, version, depth):
     protocol = inp.read_i32()
     if not 0 <= protocol <= 5:
         raise inp.fail(f"unknown pickle protocol {protocol}")
-    return T.PICKLED
+    return PICKLED
 
 
 def _enum(inp, version, depth):
@@ -174,7 +179,7 @@ def _enum(inp, version, depth):
         raise inp.fail(f"unknown EnumSerializer snapshot version {version}", UnsupportedVersionError)
     cls = inp.read_utf()
     n = inp.read_count("enum constant", limit=1 << 20, unit_size=2)
-    return T.EnumType(cls, tuple(inp.read_utf() for _ in range(n)))
+    return EnumType(cls, tuple(inp.read_utf() for _ in range(n)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,7 +188,7 @@ def _enum(inp, version, depth):
 
 def _read_optional_map(inp: DataInput) -> list[tuple[str, bytes | None, bytes | None]]:
     header = inp.read_i64()
-    if header != T.OPTIONAL_MAP_HEADER:
+    if header != OPTIONAL_MAP_HEADER:
         raise inp.fail(f"bad LinkedOptionalMap header 0x{header & 0xFFFFFFFFFFFFFFFF:016X}")
     n = inp.read_count("optional map entry", unit_size=4)
     entries = []
@@ -199,7 +204,7 @@ def _read_optional_map(inp: DataInput) -> list[tuple[str, bytes | None, bytes | 
     return entries
 
 
-def _snapshot_in_frame(frame: bytes | None, source: str | None, depth: int) -> T.TypeInfo | None:
+def _snapshot_in_frame(frame: bytes | None, source: str | None, depth: int) -> TypeInfo | None:
     """A snapshot stored in a length frame: unknown classes are tolerated (kept opaque)."""
     if frame is None:
         return None
@@ -210,7 +215,7 @@ def _snapshot_in_frame(frame: bytes | None, source: str | None, depth: int) -> T
         inp2 = DataInput(frame, source=source)
         cls = inp2.read_utf()
         version = inp2.read_i32()
-        return T.OpaqueType(cls, version, inp2.read_bytes(inp2.remaining()), reason="unknown serializer")
+        return OpaqueType(cls, version, inp2.read_bytes(inp2.remaining()), reason="unknown serializer")
     if inp.remaining():
         raise CorruptStateError(f"{inp.remaining()} unread bytes in a framed serializer snapshot", source)
     return t
@@ -230,7 +235,7 @@ def _pojo(inp, version, depth):
         fields.append((name, declaring, _snapshot_in_frame(value, inp.source, depth)))
     registered = [(n, _snapshot_in_frame(v, inp.source, depth)) for n, _, v in _read_optional_map(inp)]
     nonregistered = [(n, _snapshot_in_frame(v, inp.source, depth)) for n, _, v in _read_optional_map(inp)]
-    return T.PojoType(cls, fields, registered, nonregistered)
+    return PojoType(cls, fields, registered, nonregistered)
 
 
 def _kryo(inp, version, depth):
@@ -242,7 +247,7 @@ def _kryo(inp, version, depth):
     else:
         raise inp.fail(f"unknown KryoSerializer snapshot version {version}", UnsupportedVersionError)
     payload = bytes(inp.buf[start:inp.pos])
-    return T.OpaqueType(_KRYO, version, payload, type_class, "Kryo-serialized values")
+    return OpaqueType(_KRYO, version, payload, type_class, "Kryo-serialized values")
 
 
 def _type_class_only(reason: str):
@@ -252,44 +257,44 @@ def _type_class_only(reason: str):
         if version == 2 and parse.cls.endswith("AvroSerializerSnapshot"):
             inp.read_utf()  # schema
         payload = bytes(inp.buf[start:inp.pos])
-        return T.OpaqueType(parse.cls, version, payload, type_class, reason)
+        return OpaqueType(parse.cls, version, payload, type_class, reason)
 
     return parse
 
 
 def _empty_opaque(reason: str):
     def parse(inp, version, depth):
-        return T.OpaqueType(parse.cls, version, b"", None, reason)
+        return OpaqueType(parse.cls, version, b"", None, reason)
 
     return parse
 
 
-_KRYO = T.RUNTIME + "kryo.KryoSerializerSnapshot"
+_KRYO = RUNTIME + "kryo.KryoSerializerSnapshot"
 
 _PARSERS: dict[str, Callable] = {
-    T.TupleType.snapshot_class: _tuple,
-    T.RowType.snapshot_class: _row,
-    T.ListType.snapshot_class: _list_like(T.ListType),
-    T.ArrayListType.snapshot_class: _list_like(T.ArrayListType),
-    T.SetType.snapshot_class: _list_like(T.SetType),
-    T.MapType.snapshot_class: _map,
-    T.NullableType.snapshot_class: _nullable,
-    T.EitherType.snapshot_class: _either,
-    T.GenericArrayType.snapshot_class: _generic_array,
-    T.TimerType.snapshot_class: _timer,
-    T.TtlType.snapshot_class: _ttl(T.TtlType.snapshot_class),
+    TupleType.snapshot_class: _tuple,
+    RowType.snapshot_class: _row,
+    ListType.snapshot_class: _list_like(ListType),
+    ArrayListType.snapshot_class: _list_like(ArrayListType),
+    SetType.snapshot_class: _list_like(SetType),
+    MapType.snapshot_class: _map,
+    NullableType.snapshot_class: _nullable,
+    EitherType.snapshot_class: _either,
+    GenericArrayType.snapshot_class: _generic_array,
+    TimerType.snapshot_class: _timer,
+    TtlType.snapshot_class: _ttl(TtlType.snapshot_class),
     "org.apache.flink.runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot":
         _ttl("org.apache.flink.runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot"),
-    T.PojoType.snapshot_class: _pojo,
-    T.EnumType.snapshot_class: _enum,
-    T.PickledType.snapshot_class: _pickled,
+    PojoType.snapshot_class: _pojo,
+    EnumType.snapshot_class: _enum,
+    PickledType.snapshot_class: _pickled,
     _KRYO: _kryo,
 }
 
 for _cls, _parser in {
     "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _type_class_only("Avro values"),
-    T.RUNTIME + "ValueSerializer$ValueSerializerSnapshot": _type_class_only("custom Value type"),
-    T.RUNTIME + "CopyableValueSerializer$CopyableValueSerializerSnapshot": _type_class_only("custom Value type"),
+    RUNTIME + "ValueSerializer$ValueSerializerSnapshot": _type_class_only("custom Value type"),
+    RUNTIME + "CopyableValueSerializer$CopyableValueSerializerSnapshot": _type_class_only("custom Value type"),
     "org.apache.flink.runtime.state.JavaSerializer$JavaSerializerSnapshot": _empty_opaque("Java-serialized values"),
 }.items():
     _parser.cls = _cls  # type: ignore[attr-defined]
@@ -297,4 +302,4 @@ for _cls, _parser in {
 
 
 def known_snapshot_classes() -> list[str]:
-    return sorted(set(T.SCALARS) | set(_PARSERS) | {T.TimeWindowType.snapshot_class})
+    return sorted(set(SCALARS) | set(_PARSERS) | {TimeWindowType.snapshot_class})

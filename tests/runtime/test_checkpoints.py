@@ -10,7 +10,7 @@ import pytest
 from fstate.readers import tables
 from fstate.runtime import CollectSink, JobStatus, KeyedProcessFunction, Types, ValueStateDescriptor
 from fstate.savepoint.loader import Savepoint
-from fstate.savepoint.types import typeinfo
+from fstate.savepoint import types as savepoint_types
 from tests.runtime.jobs import Point, all_states_job, expected_all_states, make_env, wait_for
 
 
@@ -40,7 +40,7 @@ def test_checkpoint_and_savepoint_read_by_fstate(tmp_path):
             total, extra, events, hist, sm, avg = rows[k]
             assert (total, events, hist, sm, avg) == (e["total"], e["events"] or None, e["hist"], e["sum"], e["avg"])
             # fstate decodes plain data from the pickle, and never instantiates a class from a file
-            assert isinstance(extra, typeinfo.OpaquePickle)
+            assert isinstance(extra, savepoint_types.OpaquePickle)
         timers = sorted(tables.timers_table(op).rows())
         assert timers == sorted((k, t, "event", "user-timers") for k, e in exp.items() for t in e["timers"])
         seen = list(tables.list_state_table(op, "seen").rows())  # union state: what each subtask processed
@@ -51,7 +51,7 @@ def test_checkpoint_and_savepoint_read_by_fstate(tmp_path):
 
 def _subtask_of(key):
     from fstate.savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
-    return operator_index_for_key_group(key_group_for_hash(typeinfo.STRING.java_hash(key), 128), 2, 128)
+    return operator_index_for_key_group(key_group_for_hash(savepoint_types.STRING.java_hash(key), 128), 2, 128)
 
 
 def _retained_checkpoint(tmp_path, n=30, keys=3) -> str:
@@ -84,13 +84,13 @@ def test_pickled_values_are_binary_for_spark():
 
     from fstate.readers.schema import converter, spark_type
 
-    assert spark_type(typeinfo.PICKLED) == st.BinaryType()
-    assert spark_type(typeinfo.MapType(typeinfo.STRING, typeinfo.PICKLED)) == st.MapType(st.StringType(),
+    assert spark_type(savepoint_types.PICKLED) == st.BinaryType()
+    assert spark_type(savepoint_types.MapType(savepoint_types.STRING, savepoint_types.PICKLED)) == st.MapType(st.StringType(),
                                                                                          st.BinaryType(), True)
-    conv = converter(typeinfo.PICKLED)
+    conv = converter(savepoint_types.PICKLED)
     assert pickle.loads(conv({"a": [1, 2]})) == {"a": [1, 2]}
     raw = pickle.dumps(Point(1), protocol=4)
-    assert conv(typeinfo.OpaquePickle(raw)) == raw
+    assert conv(savepoint_types.OpaquePickle(raw)) == raw
 
 
 @pytest.mark.spark

@@ -1,0 +1,73 @@
+"""Which types Flink can place in key groups: those with a value-based Java ``hashCode``."""
+
+from __future__ import annotations
+
+from .base import TypeInfo
+from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, MapType, NullableType, RowType,
+                         SetType, TimerType, TtlType, TupleType)
+from .pickled import OpaqueType, PickledType
+from .pojo import EnumType, PojoType
+from .scalars import Scalar, TimeWindowType
+from .visitor import TypeInfoVisitor, visit
+
+
+class ValueHashVisitor(TypeInfoVisitor[bool]):
+    """True when ``java_hash`` is defined for every value of the type (Flink's hashCode of the value;
+    for fstate's pickled keys, a CRC-32 of the pickle bytes)."""
+
+    def visit_scalar(self, node: Scalar) -> bool:
+        return node.has_value_hash
+
+    def visit_tuple(self, node: TupleType) -> bool:
+        return all(visit(c, self) for c in node.children)
+
+    def visit_row(self, node: RowType) -> bool:
+        return all(visit(c, self) for c in node.children)
+
+    def visit_nullable(self, node: NullableType) -> bool:
+        return visit(node.inner, self)
+
+    def visit_pickled(self, node: PickledType) -> bool:
+        return True
+
+    # No java_hash for values of these types (TypeInfo.java_hash raises UnsupportedSerializerError).
+    def visit_time_window(self, node: TimeWindowType) -> bool:
+        return False
+
+    def visit_list(self, node: ListType) -> bool:
+        return False
+
+    def visit_array_list(self, node: ArrayListType) -> bool:
+        return False
+
+    def visit_set(self, node: SetType) -> bool:
+        return False
+
+    def visit_map(self, node: MapType) -> bool:
+        return False
+
+    def visit_either(self, node: EitherType) -> bool:
+        return False
+
+    def visit_generic_array(self, node: GenericArrayType) -> bool:
+        return False
+
+    def visit_timer(self, node: TimerType) -> bool:
+        return False
+
+    def visit_ttl(self, node: TtlType) -> bool:
+        return False
+
+    def visit_pojo(self, node: PojoType) -> bool:
+        return False
+
+    def visit_enum(self, node: EnumType) -> bool:
+        return False
+
+    def visit_opaque(self, node: OpaqueType) -> bool:
+        return False
+
+
+def has_value_hash(t: TypeInfo) -> bool:
+    """Whether keys of type ``t`` can be placed in key groups (``t.java_hash`` works for its values)."""
+    return visit(t, ValueHashVisitor())
