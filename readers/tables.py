@@ -66,7 +66,7 @@ class Table:
 
 
 def list_state_table(op: OperatorView, state: str) -> Table:
-    info = op._operator_state_info(state, broadcast=False)
+    info = op.operator_state_info(state, broadcast=False)
     parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths)
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states]
@@ -75,7 +75,7 @@ def list_state_table(op: OperatorView, state: str) -> Table:
 
 
 def broadcast_state_table(op: OperatorView, state: str) -> Table:
-    info = op._operator_state_info(state, broadcast=True)
+    info = op.operator_state_info(state, broadcast=True)
     parts = [Partition("broadcast", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths)
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states][:1]

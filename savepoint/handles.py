@@ -230,10 +230,6 @@ class StateOffsets:
     mode: int
     offsets: tuple[int, ...]
 
-    @property
-    def mode_name(self) -> str:
-        return MODE_NAMES[self.mode] if 0 <= self.mode < len(MODE_NAMES) else f"MODE_{self.mode}"
-
 
 @dataclass(frozen=True)
 class OperatorStreamHandle:

@@ -104,7 +104,7 @@ class Savepoint:
         return src
 
     @cached_property
-    def _own_dirs(self) -> list[str]:
+    def own_dirs(self) -> list[str]:
         """Directories whose files belong to this snapshot: its own; for a checkpoint ``chk-N`` also
         the job's ``shared/`` and ``taskowned/`` beside it (incremental RocksDB files, file merging);
         and the directory given as the checkpoint directory's new location."""
@@ -122,7 +122,7 @@ class Savepoint:
     def _check_inside(self, path: str, handle) -> None:
         from .errors import ExternalPathError
 
-        for d in self._own_dirs:
+        for d in self.own_dirs:
             try:
                 H.resolve_path(path, d, allow_external=False)
                 return
@@ -292,7 +292,7 @@ class OperatorView:
                                                 None if ns == "VoidNamespace" else ns, _warnings(s)))
         return out
 
-    def _operator_state_info(self, name: str, broadcast: bool) -> StateMetaInfo:
+    def operator_state_info(self, name: str, broadcast: bool) -> StateMetaInfo:
         om = self.operator_meta
         info = om.state(name) if om else None
         if info is None or (info.kind == "BROADCAST") != broadcast:
@@ -306,7 +306,7 @@ class OperatorView:
     # -- operator state values -----------------------------------------------------------------
     def list_state(self, name: str) -> Iterator[tuple[int, int, Any]]:
         """(subtask, index within the subtask, element) for list and union state."""
-        self._operator_state_info(name, broadcast=False)
+        self.operator_state_info(name, broadcast=False)
         for subtask, h in self.operator_handles():
             if h.delegate is None or name not in h.states:
                 continue
@@ -318,7 +318,7 @@ class OperatorView:
 
     def broadcast_state(self, name: str) -> Iterator[tuple[Any, Any]]:
         """(key, value) of broadcast state: one copy (every subtask holds the same)."""
-        self._operator_state_info(name, broadcast=True)
+        self.operator_state_info(name, broadcast=True)
         for _, h in self.operator_handles():
             if h.delegate is None or name not in h.states:
                 continue
@@ -345,9 +345,3 @@ def _handle_kind(h) -> str:
     if isinstance(h, (H.ChangelogBackendHandle, H.ChangelogStreamHandle, H.InMemoryChangelogHandle)):
         return "changelog"
     return type(h).__name__
-
-
-def open_savepoint(path: str, *, allow_external_paths: bool = False, checkpoint_base_dir: str | None = None,
-                   fs_options=None) -> Savepoint:
-    return Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
-                          fs_options=fs_options)

@@ -6,6 +6,7 @@ them back in the same layout, byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from . import handles as H
@@ -303,6 +304,32 @@ def subtask_stream_handles(s: SubtaskState):
             yield f"{what} metadata", h.metadata_state
             for name, x in h.shared + h.private:
                 yield f"{what} file {name}", x
+
+
+def map_subtask_stream_handles(s: SubtaskState, fn) -> SubtaskState:
+    """``s`` with every stream handle of its operator and keyed state replaced by ``fn(handle)``
+    (the places :func:`subtask_stream_handles` walks); keyed handles of other layouts are given to
+    ``fn`` whole. Channel state is kept as it is."""
+
+    def stream(h):
+        return None if h is None else fn(h)
+
+    def operator(h):
+        return None if h is None else dataclasses.replace(h, delegate=stream(h.delegate))
+
+    def keyed(h):
+        if h is None:
+            return None
+        if isinstance(h, H.KeyGroupsHandle):
+            return dataclasses.replace(h, delegate=stream(h.delegate))
+        if isinstance(h, H.IncrementalKeyedHandle):
+            return dataclasses.replace(h, metadata_state=stream(h.metadata_state),
+                                       shared=tuple((n, stream(x)) for n, x in h.shared),
+                                       private=tuple((n, stream(x)) for n, x in h.private))
+        return fn(h)
+
+    return dataclasses.replace(s, managed_operator=operator(s.managed_operator), raw_operator=operator(s.raw_operator),
+                               managed_keyed=keyed(s.managed_keyed), raw_keyed=keyed(s.raw_keyed))
 
 
 def stream_handles(meta: CheckpointMetadata):

@@ -65,7 +65,7 @@ def _is_external(sp: Savepoint, h) -> str | None:
         return None
     # the snapshot's own directory (for chk-N also the job's shared/ and taskowned/); for URIs
     # another bucket, prefix or scheme is outside
-    if any(is_within(target, d) for d in sp._own_dirs):
+    if any(is_within(target, d) for d in sp.own_dirs):
         return None
     return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
