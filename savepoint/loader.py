@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
 
 from . import handles as H
+from . import streams
 from . import keyed as K
 from . import operator as O
 from . import rocksdb as RX
@@ -86,17 +87,17 @@ class Savepoint:
                                    self.location.metadata_path)
 
     # -- bytes -------------------------------------------------------------------------------
-    def stream_source(self, handle) -> H.StreamSource:
+    def stream_source(self, handle) -> streams.StreamSource:
         src = self._stream_source(handle)
         if self.fs_options and src.path is not None and is_remote(src.path):
             src = dataclasses.replace(src, fs_options=self.fs_options)
         return src
 
-    def _stream_source(self, handle) -> H.StreamSource:
+    def _stream_source(self, handle) -> streams.StreamSource:
         if not isinstance(handle, (H.FileHandle, H.SegmentFileHandle)):
-            return H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
+            return streams.stream_source(handle, self.path, allow_external=self.allow_external_paths)
         # absolute paths: follow a moved checkpoint directory, then apply the external-path policy
-        src = H.relocate_source(H.stream_source(handle, self.path, allow_external=True), self.path,
+        src = streams.relocate_source(streams.stream_source(handle, self.path, allow_external=True), self.path,
                                 self.checkpoint_base_dir)
         if not self.allow_external_paths and src.path is not None and (
                 is_remote(src.path) or io_for(src.path).exists(src.path)):
@@ -124,7 +125,7 @@ class Savepoint:
 
         for d in self.own_dirs:
             try:
-                H.resolve_path(path, d, allow_external=False)
+                streams.resolve_path(path, d, allow_external=False)
                 return
             except ExternalPathError:
                 continue
@@ -135,16 +136,16 @@ class Savepoint:
             "allow_external_paths=True, to read it)", self.path)
 
     def read_stream(self, handle) -> bytes:
-        return H.read_source(self.stream_source(handle), self.io)
+        return streams.read_source(self.stream_source(handle), self.io)
 
     def read_header(self, handle, parse: Callable[[bytes], R]) -> R:
         """Parse a stream's header without reading a large file whole (probe, then widen)."""
         src = self.stream_source(handle)
         if src.path is None or src.length is None or src.length <= _HEADER_PROBE:
-            return parse(H.read_source(src, self.io))
+            return parse(streams.read_source(src, self.io))
         size = _HEADER_PROBE
         while True:
-            data = H.source_io(src, self.io).read_range(src.path, src.start, min(size, src.length))
+            data = streams.source_io(src, self.io).read_range(src.path, src.start, min(size, src.length))
             try:
                 return parse(data)
             except CorruptStateError:

@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from ..savepoint import handles as H
+from ..savepoint import streams
 from ..savepoint import keyed as K
 from ..savepoint import operator as O
 from ..savepoint.builder import SavepointBuilder
@@ -118,7 +119,7 @@ class PlanWriter:
 
         def rekey(item):
             src, h = item
-            buf = H.read_source(src)
+            buf = streams.read_source(src)
             m = K.read_keyed_proxy(buf, src.label)
             encoders = [K.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
             for sid, _, _, key, ns, value in K.iter_entries(buf, h, m, old_max, source=src.label):
