@@ -99,7 +99,7 @@ def modify(
             from ..writers.bootstrap import load_spec, writer_from_spec
 
             added = writer_from_spec(load_spec(spec), spec, spark)
-            modifier.writer._ops.update(added._ops)
+            modifier.writer.include(added)
         with progress(f"writing savepoint {out_dir}"):
             path = modifier.write(out_dir, deep=deep, overwrite=overwrite)
         shown.message(f"wrote savepoint {path}")

@@ -12,6 +12,7 @@ from typing import Any, Iterator
 
 from ..savepoint import _fastpath as FP
 from ..savepoint import handles as H
+from ..savepoint import streams
 from ..savepoint import keyed as K
 from ..savepoint import operator as O
 from ..savepoint import rocksdb as RX
@@ -32,7 +33,7 @@ class Partition:
     """Everything an executor needs to read one piece of a table (no driver state)."""
 
     kind: str
-    source: H.StreamSource
+    source: streams.StreamSource
     subtask: int
     handle: Any
     max_parallelism: int = 0
@@ -67,7 +68,7 @@ class Table:
 
 
 def list_state_table(op: OperatorView, state: str) -> Table:
-    info = op._operator_state_info(state, broadcast=False)
+    info = op.operator_state_info(state, broadcast=False)
     parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths)
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states]
@@ -76,7 +77,7 @@ def list_state_table(op: OperatorView, state: str) -> Table:
 
 
 def broadcast_state_table(op: OperatorView, state: str) -> Table:
-    info = op._operator_state_info(state, broadcast=True)
+    info = op.operator_state_info(state, broadcast=True)
     parts = [Partition("broadcast", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths)
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states][:1]
@@ -116,11 +117,11 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
     return parts
 
 
-def _split_handle(h: H.KeyGroupsHandle, src: H.StreamSource):
+def _split_handle(h: H.KeyGroupsHandle, src: streams.StreamSource):
     """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
     total = src.length if src.length is not None else len(src.data or b"")
     if src.path is not None and src.length is not None:
-        actual = H.source_io(src).size(src.path)
+        actual = streams.source_io(src).size(src.path)
         if actual < src.start + src.length:
             raise MissingStateFileError(f"state file has {actual} bytes, but the savepoint's metadata says "
                                         f"{src.start + src.length}", src.path)
@@ -242,7 +243,7 @@ def _hashable(v: Any) -> Any:
 
 
 def _load(p: Partition) -> bytes:
-    return H.read_source(p.source)  # the source carries its file-system options to the executor
+    return streams.read_source(p.source)  # the source carries its file-system options to the executor
 
 
 def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterator[tuple]:
@@ -266,7 +267,7 @@ def _load_key_groups(p: Partition) -> tuple[bytes, H.KeyGroupsHandle, K.KeyedBac
     if p.span is None or p.source.path is None:
         buf = _load(p)
         return buf, p.handle, K.read_keyed_proxy(buf, label)
-    io = H.source_io(p.source)
+    io = streams.source_io(p.source)
     header = b""
     size = 64 * 1024
     while True:

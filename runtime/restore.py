@@ -145,6 +145,8 @@ def _plan_operator_state(op: OperatorView, target: OperatorTarget, subtasks) -> 
             values.setdefault(s.name, {})[old] = v
     new_p = target.parallelism
     old_p = op.parallelism
+    splits = O.split_list_states({name: [x for i in sorted(values.get(name, {})) for x in values[name][i]]
+                                  for name, meta in metas.items() if meta.kind not in ("UNION", "BROADCAST")}, new_p)
     for name, meta in metas.items():
         per_old = values.get(name, {})
         mode = meta.kind
@@ -162,18 +164,8 @@ def _plan_operator_state(op: OperatorView, target: OperatorTarget, subtasks) -> 
             elif new_p == old_p:
                 part = list(per_old.get(i, []))
             else:
-                part = _split(everything, new_p)[i]
+                part = splits[name][i]
             _sub(subtasks, target, i).operator_state[name] = (meta, part)
-
-
-def _split(items: list, parts: int) -> list[list]:
-    base, rest = divmod(len(items), parts)
-    out, pos = [], 0
-    for i in range(parts):
-        n = base + (1 if i < rest else 0)
-        out.append(items[pos:pos + n])
-        pos += n
-    return out
 
 
 def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> None:

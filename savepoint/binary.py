@@ -243,12 +243,6 @@ class DataOutput:
     def write_i64(self, v: int) -> None:
         self.buf += _I64.pack(v)
 
-    def write_f32(self, v: float) -> None:
-        self.buf += _F32.pack(v)
-
-    def write_f64(self, v: float) -> None:
-        self.buf += _F64.pack(v)
-
     def write_utf(self, text: str) -> None:
         raw = encode_mutf8(text)
         if len(raw) > 0xFFFF:

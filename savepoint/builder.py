@@ -177,13 +177,7 @@ class SavepointBuilder:
         if self.remote:
             return self._commit_remote()
         try:
-            data = write_metadata(self.metadata())
-            tmp_meta = os.path.join(self.temp_dir, METADATA_FILE + ".inprogress")
-            with open(tmp_meta, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp_meta, os.path.join(self.temp_dir, METADATA_FILE))
+            write_metadata_file(os.path.join(self.temp_dir, METADATA_FILE), write_metadata(self.metadata()))
             if os.path.exists(self.target):
                 if not self.overwrite:
                     raise InvalidArgumentError("target appeared while writing; not replaced", self.target)
@@ -266,6 +260,25 @@ class SavepointBuilder:
         elif not self._done:
             self.commit()
         return False
+
+
+def write_metadata_file(path: str, data: bytes, fs_options=None) -> None:
+    """Write a `_metadata` file so that readers see the old bytes or the new ones, never a part:
+    locally a temporary sibling, fsync, rename; on object stores one PUT replaces the object whole."""
+    if is_remote(path):
+        io_for(path, fs_options).write(path, data)
+        return
+    tmp = f"{path}.fstate-tmp-{uuid.uuid4().hex[:12]}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def ensure_writable_target(target: str, overwrite: bool, fs_options=None) -> None:

@@ -59,3 +59,8 @@ class StorageError(FStateError):
 
 class InvalidArgumentError(FStateError):
     """A user argument that cannot work (bad option value, bad spec)."""
+
+
+class ModifyConflictError(InvalidArgumentError):
+    """Operations of one modify that contradict each other (two operators end up with one uid, an
+    operation names an operator an earlier one removed or renamed); raised before anything is written."""

@@ -10,7 +10,7 @@ ones winning: the YAML file named by ``FSTATE_FS_CONFIG``, ``FSTATE_FS_OPTIONS``
 JSON object), the process defaults (:func:`set_default_fs_options`, set by the CLI's
 ``--fs-option``/``--fs-config``), and the options given to a call (``fs_options=`` of the Python API).
 Credentials otherwise come from where the cloud SDKs look (AWS environment variables, profile
-files, instance metadata). Options travel with the work: a :class:`~.handles.StreamSource` carries
+files, instance metadata). Options travel with the work: a :class:`~.streams.StreamSource` carries
 them to the Spark executor that opens the file, so executors need no configuration of their own.
 
 Remote errors become :class:`~.errors.StorageError` (or MissingStateFileError) naming the URI;

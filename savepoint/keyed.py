@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator
 
 from . import _fastpath
 from . import metainfo as M
@@ -16,14 +16,14 @@ from .binary import DataInput, DataOutput
 from .compression import decompress_framed
 from .errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
 from .handles import KeyGroupsHandle
+from .keyed_codecs import LIST_DELIMITER, StateCodec, key_group_prefix_size, state_codecs
 from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
-from .types import VOID_NAMESPACE, ListType, MapType, TimerType, TypeInfo
+from . import types as savepoint_types
 from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
 
 CURRENT_VERSION = 6
 END_OF_KEY_GROUP = 0xFFFF
 META_FOLLOWS = 0x80
-LIST_DELIMITER = 0x2C
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
@@ -34,7 +34,7 @@ _DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyE
 class KeyedBackendMeta:
     version: int
     compressed: bool
-    key_type: TypeInfo
+    key_type: savepoint_types.TypeInfo
     states: list[StateMetaInfo]
     header_size: int = 0
 
@@ -75,167 +75,6 @@ def write_keyed_proxy(out: DataOutput, meta: KeyedBackendMeta) -> None:
         write_state_meta_info(out, s)
 
 
-def key_group_prefix_size(max_parallelism: int) -> int:
-    return 1 if max_parallelism <= 128 else 2
-
-
-def _var_len_size(n: int) -> int:
-    size = 1
-    n >>= 8
-    while n:
-        size += 1
-        n >>= 8
-    return size
-
-
-# ---------------------------------------------------------------------------------------------
-# per-state decoders
-
-
-@dataclass
-class _StateCodec:
-    """How to turn one stored entry of a state into (identity, key, namespace, value)."""
-
-    state_id: int
-    info: StateMetaInfo
-    kind: str
-    canonical: Callable[[bytes, bytes], tuple[bytes, Any, Any, Any]] | None
-    native: Callable[[bytes, int], tuple[bytes, Any, Any, Any, int]] | None
-
-
-def _canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, source: str | None):
-    kind = info.kind
-    if info.backend_type == M.PRIORITY_QUEUE:
-        dec_elem = info.value_type.decoder()
-
-        def timer(kb, vb):
-            (ts, key, ns), end = dec_elem(kb, prefix)
-            return kb[prefix:end], key, ns, ts
-
-        return timer
-
-    key_t, ns_t = meta.key_type, info.namespace_type
-    ambiguous = key_t.length < 0 and ns_t.length < 0
-    dec_ns = ns_t.decoder()
-    if key_t.fully_decodable:
-        dec_key = key_t.decoder()
-    elif ns_t.length >= 0 and kind != "MAP" and not ambiguous:
-        ns_len = ns_t.length
-
-        def dec_key(kb, p):  # opaque key: everything up to the fixed-size namespace
-            end = len(kb) - ns_len
-            return bytes(kb[p:end]), end
-    else:
-        raise UnsupportedSerializerError(f"keys of type {key_t.name} cannot be decoded", source)
-
-    def split(kb):
-        key, p = dec_key(kb, prefix)
-        key_end = p
-        if ambiguous:
-            p += _var_len_size(p - prefix)
-        ns_start = p
-        ns, p = dec_ns(kb, p)
-        ident = kb[prefix:key_end] + kb[ns_start:p] if ambiguous else kb[prefix:p]
-        if ambiguous:
-            p += _var_len_size(p - ns_start)
-        return ident, key, ns, p
-
-    vt = info.value_type
-    if kind == "LIST":
-        elem = vt.element if isinstance(vt, ListType) else vt
-        if not elem.fully_decodable:
-            def opaque_list(kb, vb):
-                ident, key, ns, _ = split(kb)
-                return ident, key, ns, [bytes(vb)]
-
-            return opaque_list
-        dec_elem = elem.decoder()
-
-        def list_entry(kb, vb):
-            ident, key, ns, _ = split(kb)
-            out = []
-            p, n = 0, len(vb)
-            while p < n:
-                v, p = dec_elem(vb, p)
-                out.append(v)
-                if p < n:
-                    if vb[p] != LIST_DELIMITER:
-                        raise ValueError(f"list state element not followed by the ',' delimiter at byte {p}")
-                    p += 1
-            return ident, key, ns, out
-
-        return list_entry
-    if kind == "MAP":
-        if not isinstance(vt, MapType):
-            raise CorruptStateError(f"map state '{info.name}' has value serializer {vt.name}", source)
-        dec_uk = vt.key.decoder() if vt.key.fully_decodable else (lambda b, p: (bytes(b[p:]), len(b)))
-        dec_uv = vt.value.decoder() if vt.value.fully_decodable else (lambda b, p: (bytes(b[p:]), len(b)))
-
-        def map_entry(kb, vb):
-            ident, key, ns, p = split(kb)
-            uk, _ = dec_uk(kb, p)
-            if vb[0]:
-                uv = None
-            else:
-                uv, _ = dec_uv(vb, 1)
-            return ident, key, ns, (uk, uv)
-
-        return map_entry
-    dec_val = vt.decoder() if vt.fully_decodable else (lambda b, p: (bytes(b), len(b)))
-
-    def value_entry(kb, vb):
-        ident, key, ns, _ = split(kb)
-        v, _ = dec_val(vb, 0)
-        return ident, key, ns, v
-
-    return value_entry
-
-
-def _native_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, source: str | None):
-    """Heap-native entries: namespace, key, whole value (no framing: every type must decode)."""
-    if info.backend_type == M.PRIORITY_QUEUE:
-        dec_elem = info.value_type.decoder()
-
-        def timer(buf, p):
-            start = p
-            (ts, key, ns), p = dec_elem(buf, p)
-            return buf[start + 8:p], key, ns, ts, p
-
-        return timer
-    for t in (meta.key_type, info.namespace_type, info.value_type):
-        if not t.fully_decodable:
-            return None
-    dec_ns = info.namespace_type.decoder()
-    dec_key = meta.key_type.decoder()
-    dec_val = info.value_type.decoder()
-    is_map = info.kind == "MAP"
-
-    def entry(buf, p):
-        ns_start = p
-        ns, p = dec_ns(buf, p)
-        ns_end = p
-        key, p = dec_key(buf, p)
-        ident = buf[ns_end:p] + buf[ns_start:ns_end]
-        v, p = dec_val(buf, p)
-        if is_map:
-            v = list(v.items())
-        return ident, key, ns, v, p
-
-    return entry
-
-
-def state_codecs(meta: KeyedBackendMeta, max_parallelism: int, source: str | None = None) -> list[_StateCodec]:
-    prefix = key_group_prefix_size(max_parallelism)
-    out = []
-    for i, info in enumerate(meta.states):
-        try:
-            canonical = _canonical_decoder(meta, info, prefix, source)
-        except UnsupportedSerializerError:
-            canonical = None
-        out.append(_StateCodec(i, info, info.kind, canonical, _native_decoder(meta, info, source)))
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # iterating entries
 
@@ -256,7 +95,7 @@ def _key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, 
 
 
 def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
-                 codecs: list[_StateCodec] | None = None, key_groups: Iterable[int] | None = None,
+                 codecs: list[StateCodec] | None = None, key_groups: Iterable[int] | None = None,
                  states: set[int] | None = None, source: str | None = None) -> Iterator[Entry]:
     """Every stored entry of the selected states in the selected key groups of one handle.
 
@@ -288,7 +127,7 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
 
 
 def is_canonical_layout(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta,
-                        regions: list[tuple[int, int, int]], codecs: list[_StateCodec], source: str | None,
+                        regions: list[tuple[int, int, int]], codecs: list[StateCodec], source: str | None,
                         max_parallelism: int = 128) -> bool:
     """Which data layout a key-group stream has.
 
@@ -468,7 +307,7 @@ def keyed_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
     yield from rows_from_entries(entries, codecs, state_ids)
 
 
-def rows_from_entries(entries: Iterable[Entry], codecs: list[_StateCodec], state_ids: list[int]
+def rows_from_entries(entries: Iterable[Entry], codecs: list[StateCodec], state_ids: list[int]
                       ) -> Iterator[tuple[int, Any, Any, list]]:
     """Groups entries (ordered by key group; any order within one) into one row per (key,
     namespace): (key group, key, namespace, [value of each state in ``state_ids`` or None]).
@@ -536,26 +375,26 @@ def timers_from_entries(entries: Iterable[Entry], meta: KeyedBackendMeta
 # writing the canonical layout (what Flink's savepoints use, readable by every backend)
 
 
-def value_state_meta(name: str, kind: str, value_type: TypeInfo,
-                     namespace_type: TypeInfo = VOID_NAMESPACE) -> StateMetaInfo:
+def value_state_meta(name: str, kind: str, value_type: savepoint_types.TypeInfo,
+                     namespace_type: savepoint_types.TypeInfo = savepoint_types.VOID_NAMESPACE) -> StateMetaInfo:
     """Meta info of a keyed state as Flink registers it. ``value_type`` is the user-visible type:
     the element type for LIST, a MapType for MAP, the value/accumulator type otherwise."""
     kind = kind.upper()
     if kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING"):
         raise ValueError(f"unknown keyed state kind {kind}")
-    if kind == "MAP" and not isinstance(value_type, MapType):
+    if kind == "MAP" and not isinstance(value_type, savepoint_types.MapType):
         raise ValueError(f"map state '{name}' needs a MapType, got {value_type.name}")
-    stored = ListType(value_type) if kind == "LIST" else value_type
+    stored = savepoint_types.ListType(value_type) if kind == "LIST" else value_type
     return StateMetaInfo(name, M.KEY_VALUE, {M.KEYED_STATE_TYPE: kind},
                          {M.VALUE_SERIALIZER: stored, M.NAMESPACE_SERIALIZER: namespace_type})
 
 
-def timer_state_meta(kind: str, key_type: TypeInfo, namespace_type: TypeInfo = VOID_NAMESPACE,
+def timer_state_meta(kind: str, key_type: savepoint_types.TypeInfo, namespace_type: savepoint_types.TypeInfo = savepoint_types.VOID_NAMESPACE,
                      service: str = "user-timers") -> StateMetaInfo:
     if kind not in ("event", "processing"):
         raise ValueError(f"timer kind must be 'event' or 'processing', not {kind!r}")
     return StateMetaInfo(f"{M.TIMER_PREFIX}{kind}_{service}", M.PRIORITY_QUEUE, {},
-                         {M.VALUE_SERIALIZER: TimerType(key_type, namespace_type)})
+                         {M.VALUE_SERIALIZER: savepoint_types.TimerType(key_type, namespace_type)})
 
 
 def _var_len(out: bytearray, n: int) -> None:

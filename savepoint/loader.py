@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
 
 from . import handles as H
+from . import streams
 from . import keyed as K
 from . import operator as O
 from . import rocksdb as RX
@@ -86,17 +87,17 @@ class Savepoint:
                                    self.location.metadata_path)
 
     # -- bytes -------------------------------------------------------------------------------
-    def stream_source(self, handle) -> H.StreamSource:
+    def stream_source(self, handle) -> streams.StreamSource:
         src = self._stream_source(handle)
         if self.fs_options and src.path is not None and is_remote(src.path):
             src = dataclasses.replace(src, fs_options=self.fs_options)
         return src
 
-    def _stream_source(self, handle) -> H.StreamSource:
+    def _stream_source(self, handle) -> streams.StreamSource:
         if not isinstance(handle, (H.FileHandle, H.SegmentFileHandle)):
-            return H.stream_source(handle, self.path, allow_external=self.allow_external_paths)
+            return streams.stream_source(handle, self.path, allow_external=self.allow_external_paths)
         # absolute paths: follow a moved checkpoint directory, then apply the external-path policy
-        src = H.relocate_source(H.stream_source(handle, self.path, allow_external=True), self.path,
+        src = streams.relocate_source(streams.stream_source(handle, self.path, allow_external=True), self.path,
                                 self.checkpoint_base_dir)
         if not self.allow_external_paths and src.path is not None and (
                 is_remote(src.path) or io_for(src.path).exists(src.path)):
@@ -104,7 +105,7 @@ class Savepoint:
         return src
 
     @cached_property
-    def _own_dirs(self) -> list[str]:
+    def own_dirs(self) -> list[str]:
         """Directories whose files belong to this snapshot: its own; for a checkpoint ``chk-N`` also
         the job's ``shared/`` and ``taskowned/`` beside it (incremental RocksDB files, file merging);
         and the directory given as the checkpoint directory's new location."""
@@ -122,9 +123,9 @@ class Savepoint:
     def _check_inside(self, path: str, handle) -> None:
         from .errors import ExternalPathError
 
-        for d in self._own_dirs:
+        for d in self.own_dirs:
             try:
-                H.resolve_path(path, d, allow_external=False)
+                streams.resolve_path(path, d, allow_external=False)
                 return
             except ExternalPathError:
                 continue
@@ -135,16 +136,16 @@ class Savepoint:
             "allow_external_paths=True, to read it)", self.path)
 
     def read_stream(self, handle) -> bytes:
-        return H.read_source(self.stream_source(handle), self.io)
+        return streams.read_source(self.stream_source(handle), self.io)
 
     def read_header(self, handle, parse: Callable[[bytes], R]) -> R:
         """Parse a stream's header without reading a large file whole (probe, then widen)."""
         src = self.stream_source(handle)
         if src.path is None or src.length is None or src.length <= _HEADER_PROBE:
-            return parse(H.read_source(src, self.io))
+            return parse(streams.read_source(src, self.io))
         size = _HEADER_PROBE
         while True:
-            data = H.source_io(src, self.io).read_range(src.path, src.start, min(size, src.length))
+            data = streams.source_io(src, self.io).read_range(src.path, src.start, min(size, src.length))
             try:
                 return parse(data)
             except CorruptStateError:
@@ -292,7 +293,7 @@ class OperatorView:
                                                 None if ns == "VoidNamespace" else ns, _warnings(s)))
         return out
 
-    def _operator_state_info(self, name: str, broadcast: bool) -> StateMetaInfo:
+    def operator_state_info(self, name: str, broadcast: bool) -> StateMetaInfo:
         om = self.operator_meta
         info = om.state(name) if om else None
         if info is None or (info.kind == "BROADCAST") != broadcast:
@@ -306,7 +307,7 @@ class OperatorView:
     # -- operator state values -----------------------------------------------------------------
     def list_state(self, name: str) -> Iterator[tuple[int, int, Any]]:
         """(subtask, index within the subtask, element) for list and union state."""
-        self._operator_state_info(name, broadcast=False)
+        self.operator_state_info(name, broadcast=False)
         for subtask, h in self.operator_handles():
             if h.delegate is None or name not in h.states:
                 continue
@@ -318,7 +319,7 @@ class OperatorView:
 
     def broadcast_state(self, name: str) -> Iterator[tuple[Any, Any]]:
         """(key, value) of broadcast state: one copy (every subtask holds the same)."""
-        self._operator_state_info(name, broadcast=True)
+        self.operator_state_info(name, broadcast=True)
         for _, h in self.operator_handles():
             if h.delegate is None or name not in h.states:
                 continue
@@ -345,9 +346,3 @@ def _handle_kind(h) -> str:
     if isinstance(h, (H.ChangelogBackendHandle, H.ChangelogStreamHandle, H.InMemoryChangelogHandle)):
         return "changelog"
     return type(h).__name__
-
-
-def open_savepoint(path: str, *, allow_external_paths: bool = False, checkpoint_base_dir: str | None = None,
-                   fs_options=None) -> Savepoint:
-    return Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
-                          fs_options=fs_options)

@@ -6,8 +6,10 @@ them back in the same layout, byte for byte.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
+from . import handle_codec
 from . import handles as H
 from .binary import DataInput, DataOutput
 from .errors import CorruptStateError, UnsupportedVersionError
@@ -167,7 +169,7 @@ def _read_operator(inp: DataInput, version: int) -> OperatorState:
     max_parallelism = inp.read_i32()
     if parallelism < 0 or max_parallelism < 0:
         raise inp.fail(f"operator {op_id.hex()}: negative parallelism {parallelism}/{max_parallelism}")
-    coordinator = H.read_stream_handle(inp)
+    coordinator = handle_codec.read_stream_handle(inp)
     if coordinator is not None and not isinstance(coordinator, H.ByteStreamHandle):
         raise inp.fail(f"operator {op_id.hex()}: coordinator state must be inline bytes")
     n = inp.read_i32()
@@ -199,19 +201,19 @@ def _read_single_operator_handle(inp: DataInput) -> H.OperatorStreamHandle | Non
     present = inp.read_i32()
     if not present:
         return None
-    return H.read_operator_handle(inp)
+    return handle_codec.read_operator_handle(inp)
 
 
 def _read_channel_list(inp: DataInput, tagged: bool, output: bool) -> tuple[H.ChannelStateHandle, ...]:
     n = inp.read_count("channel state handle", unit_size=5)
-    return tuple(H.read_channel_handle(inp, tagged, output) for _ in range(n))
+    return tuple(handle_codec.read_channel_handle(inp, tagged, output) for _ in range(n))
 
 
 def _read_subtask(inp: DataInput, version: int) -> SubtaskState:
     managed_op = _read_single_operator_handle(inp)
     raw_op = _read_single_operator_handle(inp)
-    managed_keyed = H.read_keyed_handle(inp)
-    raw_keyed = H.read_keyed_handle(inp)
+    managed_keyed = handle_codec.read_keyed_handle(inp)
+    raw_keyed = handle_codec.read_keyed_handle(inp)
     tagged = version >= 6
     inputs = _read_channel_list(inp, tagged, output=False)
     outputs = _read_channel_list(inp, tagged, output=True)
@@ -257,7 +259,7 @@ def _write_operator(out: DataOutput, op: OperatorState, version: int) -> None:
     out.write_bytes(op.operator_id)
     out.write_i32(op.parallelism)
     out.write_i32(op.max_parallelism)
-    H.write_stream_handle(out, op.coordinator_state)
+    handle_codec.write_stream_handle(out, op.coordinator_state)
     if op.fully_finished:
         out.write_i32(-1)
         return
@@ -277,13 +279,13 @@ def _write_subtask(out: DataOutput, s: SubtaskState, version: int) -> None:
             out.write_i32(0)
         else:
             out.write_i32(1)
-            H.write_operator_handle(out, h)
-    H.write_keyed_handle(out, s.managed_keyed)
-    H.write_keyed_handle(out, s.raw_keyed)
+            handle_codec.write_operator_handle(out, h)
+    handle_codec.write_keyed_handle(out, s.managed_keyed)
+    handle_codec.write_keyed_handle(out, s.raw_keyed)
     for group in (s.input_channels, s.result_subpartitions):
         out.write_i32(len(group))
         for ch in group:
-            H.write_channel_handle(out, ch, tagged=version >= 6)
+            handle_codec.write_channel_handle(out, ch, tagged=version >= 6)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,6 +305,32 @@ def subtask_stream_handles(s: SubtaskState):
             yield f"{what} metadata", h.metadata_state
             for name, x in h.shared + h.private:
                 yield f"{what} file {name}", x
+
+
+def map_subtask_stream_handles(s: SubtaskState, fn) -> SubtaskState:
+    """``s`` with every stream handle of its operator and keyed state replaced by ``fn(handle)``
+    (the places :func:`subtask_stream_handles` walks); keyed handles of other layouts are given to
+    ``fn`` whole. Channel state is kept as it is."""
+
+    def stream(h):
+        return None if h is None else fn(h)
+
+    def operator(h):
+        return None if h is None else dataclasses.replace(h, delegate=stream(h.delegate))
+
+    def keyed(h):
+        if h is None:
+            return None
+        if isinstance(h, H.KeyGroupsHandle):
+            return dataclasses.replace(h, delegate=stream(h.delegate))
+        if isinstance(h, H.IncrementalKeyedHandle):
+            return dataclasses.replace(h, metadata_state=stream(h.metadata_state),
+                                       shared=tuple((n, stream(x)) for n, x in h.shared),
+                                       private=tuple((n, stream(x)) for n, x in h.private))
+        return fn(h)
+
+    return dataclasses.replace(s, managed_operator=operator(s.managed_operator), raw_operator=operator(s.raw_operator),
+                               managed_keyed=keyed(s.managed_keyed), raw_keyed=keyed(s.raw_keyed))
 
 
 def stream_handles(meta: CheckpointMetadata):

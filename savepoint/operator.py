@@ -202,3 +202,56 @@ def encode_operator_stream(states: list[tuple[StateMetaInfo, Any]], version: int
             ek(out, k)
             ev(out, v)
     return bytes(out), offsets
+
+
+# ---------------------------------------------------------------------------------------------
+# redistributing list state over a new parallelism (as Flink's round-robin repartitioner does)
+
+
+def split_list_state(elements: list, parallelism: int, start: int = 0) -> list[list]:
+    """One SPLIT_DISTRIBUTE list state's elements (all subtasks' lists concatenated in subtask
+    order) cut into ``parallelism`` contiguous runs, as Flink assigns them on restore: every subtask
+    gets ``len // parallelism`` elements and the ``len % parallelism`` subtasks from ``start`` on
+    (wrapping around) one more; the runs are handed out in order from subtask ``start``. For 5
+    elements over 3 subtasks: [2, 2, 1]."""
+    if parallelism < 1:
+        raise ValueError(f"parallelism must be at least 1, not {parallelism}")
+    base, rest = divmod(len(elements), parallelism)
+    parts: list[list] = [[] for _ in range(parallelism)]
+    pos = 0
+    for i in range(parallelism):
+        n = base + (1 if i < rest else 0)
+        parts[(start + i) % parallelism] = list(elements[pos:pos + n])
+        pos += n
+    return parts
+
+
+def split_list_states(states: dict[str, list], parallelism: int) -> dict[str, list[list]]:
+    """Several SPLIT_DISTRIBUTE states of one operator split as Flink does: the states are taken in
+    the iteration order of Java's HashMap of their names, and each state's first run goes to the
+    subtask after the last one that got an extra element of the state before (so the remainders
+    spread over the subtasks). ``states`` in the order the snapshot lists them (that order breaks
+    ties between names in the same hash bucket)."""
+    out: dict[str, list[list]] = {}
+    start = 0
+    for name in java_hash_map_order(list(states)):
+        elements = states[name]
+        out[name] = split_list_state(elements, parallelism, start)
+        start = (start + len(elements) % parallelism) % parallelism
+    return {name: out[name] for name in states}
+
+
+def java_hash_map_order(names: list[str]) -> list[str]:
+    """``names`` in the order a ``java.util.HashMap`` (default capacity 16, load factor 0.75) that
+    they were put into in this order iterates its keys: by bucket of the spread String hash code."""
+    from .types.hashing import hash_string
+
+    capacity = 16
+    while len(names) > capacity * 3 // 4:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = hash_string(name) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(names, key=lambda name: (bucket(name), names.index(name)))

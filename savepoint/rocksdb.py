@@ -40,6 +40,7 @@ from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator
 
 from . import handles as H
+from . import streams
 from . import keyed as K
 from .errors import CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
 from .io import FileIO, copy_range, is_remote, scheme_of
@@ -65,15 +66,15 @@ class RocksDBSource:
     label: str
     start_key_group: int
     end_key_group: int
-    metadata: H.StreamSource
-    files: tuple[tuple[str, H.StreamSource], ...]  # RocksDB file name → its bytes
+    metadata: streams.StreamSource
+    files: tuple[tuple[str, streams.StreamSource], ...]  # RocksDB file name → its bytes
 
     @property
     def key_groups(self) -> range:
         return range(self.start_key_group, self.end_key_group + 1)
 
 
-def rocksdb_source(handle: H.IncrementalKeyedHandle, stream_source: Callable[[Any], H.StreamSource], *,
+def rocksdb_source(handle: H.IncrementalKeyedHandle, stream_source: Callable[[Any], streams.StreamSource], *,
                    label: str = "", check: bool = True) -> RocksDBSource:
     """The files of an incremental/native keyed handle. ``stream_source`` resolves one stream
     handle (relative paths, external-path policy, a moved checkpoint directory). With ``check``,
@@ -106,7 +107,7 @@ def _is_options_file(name: str) -> bool:
     return name.startswith("OPTIONS-")
 
 
-def _check_file(what: str, src: H.StreamSource, label: str) -> None:
+def _check_file(what: str, src: streams.StreamSource, label: str) -> None:
     """``what`` (e.g. "RocksDB file 000012.sst") exists with at least the bytes its handle covers."""
     if src.path is None or scheme_of(src.path) != "file":
         return
@@ -123,7 +124,7 @@ def _check_file(what: str, src: H.StreamSource, label: str) -> None:
 def read_meta(src: RocksDBSource, io: FileIO | None = None) -> K.KeyedBackendMeta:
     """The keyed-backend proxy of the snapshot (its meta-data stream holds nothing else)."""
     m = src.metadata
-    data = H.read_source(m, io)
+    data = streams.read_source(m, io)
     return K.read_keyed_proxy(data, m.label or src.label)
 
 
@@ -205,10 +206,10 @@ class RocksDBSnapshot:
             try:
                 if src.path is not None and is_remote(src.path) and src.length is not None:
                     # a remote file is streamed to the local directory, never held whole in memory
-                    H.source_io(src, self._io).size(src.path)  # missing → MissingStateFileError
+                    streams.source_io(src, self._io).size(src.path)  # missing → MissingStateFileError
                     copy_range(src.path, src.start, src.length, target, src.fs_options)
                     continue
-                data = H.read_source(src, self._io)
+                data = streams.read_source(src, self._io)
             except MissingStateFileError as e:
                 raise MissingStateFileError(f"RocksDB file {name} of {label}: {e.detail}; {MOVED_HINT}",
                                             e.path) from None
@@ -333,7 +334,7 @@ def _runs(wanted: Iterable[int] | None, lo: int, hi: int) -> list[tuple[int, int
     return out
 
 
-def _state_entries(db: RocksDBSnapshot, sid: int, codec: K._StateCodec, runs, prefix: int,
+def _state_entries(db: RocksDBSnapshot, sid: int, codec: K.StateCodec, runs, prefix: int,
                    source: str | None) -> Iterator[K.Entry]:
     name = codec.info.name
     decode = codec.canonical

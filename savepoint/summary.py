@@ -24,7 +24,7 @@ def _storage(op) -> dict[str, int]:
     return counts
 
 
-def _dependencies(sp: Savepoint) -> dict[str, int]:
+def external_dependencies(sp: Savepoint) -> dict[str, int]:
     """Directories outside the savepoint that its file handles point into (e.g. a modify's BASE)."""
     import os
 
@@ -73,7 +73,7 @@ def summarize(sp: Savepoint) -> dict[str, Any]:
         })
     return {
         "path": sp.path,
-        "dependencies": _dependencies(sp),
+        "dependencies": external_dependencies(sp),
         "kind": m.snapshot_kind,
         "format": m.format_type,
         "metadata_version": m.version,

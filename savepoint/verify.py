@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from . import handles as H
+from . import streams
 from . import keyed as K
 from . import rocksdb as RX
 from .errors import ExternalPathError, FStateError
@@ -65,13 +66,13 @@ def _is_external(sp: Savepoint, h) -> str | None:
         return None
     # the snapshot's own directory (for chk-N also the job's shared/ and taskowned/); for URIs
     # another bucket, prefix or scheme is outside
-    if any(is_within(target, d) for d in sp._own_dirs):
+    if any(is_within(target, d) for d in sp.own_dirs):
         return None
     return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
 
 def _check_file(sp: Savepoint, h) -> str | None:
-    src = H.stream_source(h, sp.path, allow_external=True)
+    src = streams.stream_source(h, sp.path, allow_external=True)
     if src.path is None:
         return None
     io = io_for(src.path, sp.fs_options)
@@ -153,7 +154,7 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
         else:
             def decode_all(h=h):
                 src = op.savepoint.stream_source(h.delegate)
-                buf = H.read_source(src, op.savepoint.io)
+                buf = streams.read_source(src, op.savepoint.io)
                 meta = K.read_keyed_proxy(buf, src.label)
                 return sum(1 for _ in K.iter_entries(buf, h, meta, op.max_parallelism, source=src.label))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"

@@ -146,3 +146,105 @@ def test_relocate_after_moving_the_base(base, tmp_path):
     assert _keyed(out, "keyed") == expected
     assert (out / "_metadata.before-relocate").exists()
     shutil.copytree(moved, base)  # let the fixture check BASE's bytes
+
+
+# ---------------------------------------------------------------------------------------------
+# operations in combination: each one names the operator as the ones before it left it
+
+
+def _timers(path, uid):
+    return sorted(TB.timers_table(_open(path).operator(uid)).rows())
+
+
+@pytest.mark.spark
+def test_rename_then_max_parallelism(base, tmp_path, spark):
+    out = tmp_path / "new"
+    SavepointModifier(str(base), spark).rename_uid("keyed", "keyed-v2").set_max_parallelism("keyed-v2", 256) \
+        .write(str(out))
+    sp = _open(out)
+    assert "keyed" not in {o.uid for o in sp.operators}
+    assert sp.operator("keyed-v2").max_parallelism == 256
+    assert _keyed(out, "keyed-v2") == _keyed(base, "keyed")
+    assert _timers(out, "keyed-v2") == _timers(base, "keyed")
+
+
+@pytest.mark.spark
+def test_rename_then_transform(base, tmp_path, spark):
+    out = tmp_path / "new"
+    m = SavepointModifier(str(base), spark).rename_uid("keyed", "keyed-v2")
+    m.transform_state("keyed-v2", "total", sql="SELECT key, total + 1 AS total FROM state")
+    m.write(str(out))
+    sp = _open(out)
+    assert "keyed" not in {o.uid for o in sp.operators}
+    assert sp.operator("keyed-v2").max_parallelism == _open(base).operator("keyed").max_parallelism
+    old, new = _keyed(base, "keyed"), _keyed(out, "keyed-v2")
+    assert new == {k: ((None if row[0] is None else row[0] + 1),) + row[1:] for k, row in old.items()}
+    assert _timers(out, "keyed-v2") == _timers(base, "keyed")
+
+
+@pytest.mark.spark
+def test_rename_rescale_transform_in_any_order(base, tmp_path, spark):
+    old = _keyed(base, "keyed")
+    expected = {k: ((None if row[0] is None else row[0] * 2),) + row[1:] for k, row in old.items()}
+    sql = "SELECT key, total * 2 AS total FROM state"
+    # transform before the rename, max parallelism after it: one operator, all three applied
+    out = tmp_path / "new"
+    m = SavepointModifier(str(base), spark)
+    m.transform_state("keyed", "total", sql=sql).rename_uid("keyed", "keyed-v2").set_max_parallelism("keyed-v2", 256, 2)
+    m.write(str(out))
+    op = _open(out).operator("keyed-v2")
+    assert (op.max_parallelism, op.parallelism) == (256, 2)
+    assert "keyed" not in {o.uid for o in _open(out).operators}
+    assert _keyed(out, "keyed-v2") == expected
+    assert _timers(out, "keyed-v2") == _timers(base, "keyed")
+    from fstate.savepoint.types.hashing import key_group_for_hash
+    for part in TB.keyed_table(op).partitions:
+        for row in TB.read_partition(part):
+            kg = key_group_for_hash(op.keyed_meta.key_type.java_hash(row[0]), 256)
+            assert part.key_groups[0] <= kg <= part.key_groups[1]
+
+
+def test_conflicts_are_reported_before_anything_is_written(base, tmp_path):
+    out = tmp_path / "new"
+    # two renames to one uid: both origins named, one error, nothing written
+    m = SavepointModifier(str(base)).rename_uid("keyed", "merged").rename_uid("window-agg", "merged")
+    with pytest.raises(E.ModifyConflictError, match="would appear twice") as info:
+        m.write(str(out))
+    assert "rename keyed → merged" in str(info.value) and "rename window-agg → merged" in str(info.value)
+    # ... and every conflict in that one error
+    m.rename_uid("src", "other").rename_uid("window-reduce", "other")
+    with pytest.raises(E.ModifyConflictError, match="conflicting operations") as info:
+        m.plan()
+    assert "merged" in str(info.value) and "other" in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == ["base"]
+    # an operation on an operator an earlier one removed or renamed away fails at once
+    m = SavepointModifier(str(base)).remove_operator("window-agg")
+    with pytest.raises(E.ModifyConflictError, match="window-agg.*was removed by remove window-agg"):
+        m.rename_uid("window-agg", "x")
+    m = SavepointModifier(str(base)).rename_uid("keyed", "keyed-v2")
+    with pytest.raises(E.ModifyConflictError, match="renamed by rename keyed → keyed-v2"):
+        m.set_max_parallelism("keyed", 256)
+    # a uid that is two operators after a colliding rename is ambiguous
+    m = SavepointModifier(str(base)).rename_uid("keyed", "src")
+    with pytest.raises(E.ModifyConflictError, match="ambiguous"):
+        m.remove_operator("src")
+    with pytest.raises(E.UnknownOperatorError):
+        SavepointModifier(str(base)).rename_uid("nope", "x")
+    # a rename back to a name that was renamed away is fine, and so is a chain of renames
+    m = SavepointModifier(str(base)).rename_uid("keyed", "a").rename_uid("a", "b").rename_uid("window-agg", "keyed")
+    assert {"b", "keyed"} <= {o.uid for o in m.plan().operators}
+
+
+def test_list_state_is_split_as_flink_splits_it():
+    from fstate.savepoint.operator import java_hash_map_order, split_list_state, split_list_states
+
+    # the remainder goes to the first subtasks: 5 over 3 is [2, 2, 1]
+    assert split_list_state([1, 2, 3, 4, 5], 3) == [[1, 2], [3, 4], [5]]
+    assert split_list_state([1, 2, 3, 4, 5], 3, start=1) == [[5], [1, 2], [3, 4]]
+    assert split_list_state([], 2) == [[], []]
+    # the next state starts where the last extra element went
+    names = java_hash_map_order(["b", "a"])
+    assert names == ["a", "b"]  # "a" and "b" hash to buckets 1 and 2
+    parts = split_list_states({"b": [10, 11, 12], "a": [1, 2, 3, 4, 5]}, 3)
+    assert parts["a"] == [[1, 2], [3, 4], [5]]
+    assert parts["b"] == [[11], [12], [10]]

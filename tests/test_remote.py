@@ -21,7 +21,7 @@ from fstate.savepoint import io as IO
 from fstate.savepoint.builder import SavepointBuilder
 from fstate.savepoint.errors import (ExternalPathError, FStateError, InvalidArgumentError, MissingStateFileError,
                                      SavepointNotFoundError, StorageError)
-from fstate.savepoint.handles import resolve_path
+from fstate.savepoint.streams import resolve_path
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.verify import verify
 from tests.oracle_compare import assert_matches_dump, load_dump

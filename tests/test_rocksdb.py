@@ -14,6 +14,7 @@ import pytest
 
 from fstate.readers import tables as TB
 from fstate.savepoint import handles as H
+from fstate.savepoint import streams
 from fstate.savepoint import keyed as K
 from fstate.savepoint import rocksdb as RX
 from fstate.savepoint.errors import CorruptStateError, FStateError, MissingStateFileError
@@ -279,11 +280,11 @@ def _replace_sst_handle(meta, operator_id, name, new):
 
 def test_relocation_candidates():
     p = "file:/old/ck/abc123/shared/1234-uuid"
-    assert H.relocation_candidates(p, "/new/ck/abc123/chk-7", "/base") == [
+    assert streams.relocation_candidates(p, "/new/ck/abc123/chk-7", "/base") == [
         "/base/shared/1234-uuid", "/base/abc123/shared/1234-uuid", "/new/ck/abc123/shared/1234-uuid"]
-    assert H.relocation_candidates("file:/old/ck/abc123/chk-3/file", "/new/x/chk-4") == ["/new/x/chk-3/file"]
-    assert H.relocation_candidates("file:/data/somewhere/file", "/new/x/chk-4", "/base") == []
-    assert H.relocation_candidates("s3://bucket/ck/abc/shared/x", "/new/x/chk-4", "/base") == []
+    assert streams.relocation_candidates("file:/old/ck/abc123/chk-3/file", "/new/x/chk-4") == ["/new/x/chk-3/file"]
+    assert streams.relocation_candidates("file:/data/somewhere/file", "/new/x/chk-4", "/base") == []
+    assert streams.relocation_candidates("s3://bucket/ck/abc/shared/x", "/new/x/chk-4", "/base") == []
 
 
 def test_options_escaping_and_runs():
@@ -367,10 +368,10 @@ def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
     db.close()
     del db
     gc.collect()
-    files = tuple((n, H.StreamSource(str(path / n), 0, (path / n).stat().st_size, label=n))
+    files = tuple((n, streams.StreamSource(str(path / n), 0, (path / n).stat().st_size, label=n))
                   for n in sorted(os.listdir(path)) if n.endswith(".sst") or n.startswith("MANIFEST-") or n == "CURRENT")
     data = K.proxy_bytes(meta)
-    src = RX.RocksDBSource("synthetic", start, end, H.StreamSource(None, data=data, label="meta"), files)
+    src = RX.RocksDBSource("synthetic", start, end, streams.StreamSource(None, data=data, label="meta"), files)
     return src, expected
 
 

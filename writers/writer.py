@@ -94,7 +94,9 @@ class _OperatorPart:
 
 
 @dataclass
-class _Operator:
+class OperatorSpec:
+    """One operator a SavepointWriter will write."""
+
     uid: str | None
     uid_hash: str | None
     name: str | None
@@ -115,7 +117,7 @@ class SavepointWriter:
         self.metadata_version = metadata_version_for(flink_version)
         self._spark = spark
         self.inline_threshold = inline_threshold
-        self._ops: dict[bytes, _Operator] = {}
+        self._ops: dict[bytes, OperatorSpec] = {}
 
     @property
     def spark(self):
@@ -125,12 +127,26 @@ class SavepointWriter:
             self._spark = get_spark()
         return self._spark
 
-    def _op(self, uid, uid_hash, name, parallelism, max_parallelism) -> _Operator:
+    @spark.setter
+    def spark(self, session) -> None:
+        self._spark = session
+
+    @property
+    def operators(self) -> list[OperatorSpec]:
+        """The operators to write, in the order they were first given."""
+        return list(self._ops.values())
+
+    def include(self, other: "SavepointWriter") -> "SavepointWriter":
+        """Take over the operators of ``other`` (one given twice: ``other``'s wins)."""
+        self._ops.update(other._ops)
+        return self
+
+    def _op(self, uid, uid_hash, name, parallelism, max_parallelism) -> OperatorSpec:
         op_id = resolve_operator_id(uid, uid_hash)
         op = self._ops.get(op_id)
         mp = max_parallelism or self.max_parallelism
         if op is None:
-            op = self._ops[op_id] = _Operator(uid, uid_hash, name, parallelism, mp)
+            op = self._ops[op_id] = OperatorSpec(uid, uid_hash, name, parallelism, mp)
         else:
             if parallelism is not None:
                 if op.parallelism not in (None, parallelism):
@@ -222,13 +238,14 @@ class SavepointWriter:
                                    metadata_version=self.metadata_version, fs_options=self.fs_options)
         try:
             for op in self._ops.values():
-                self._write_operator(builder, op)
+                self.write_operator(builder, op)
             return builder.commit()
         except BaseException:
             builder.abort()
             raise
 
-    def _write_operator(self, builder: SavepointBuilder, op: _Operator) -> None:
+    def write_operator(self, builder: SavepointBuilder, op: OperatorSpec) -> None:
+        """Write one operator's state files and add it to ``builder`` (used by modify too)."""
         p = op.parallelism or (min(self.spark.sparkContext.defaultParallelism, op.max_parallelism)
                                if op.keyed is not None else 1)
         check_parallelism(p, op.max_parallelism)

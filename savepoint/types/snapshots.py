@@ -299,7 +299,3 @@ for _cls, _parser in {
 }.items():
     _parser.cls = _cls  # type: ignore[attr-defined]
     _PARSERS[_cls] = _parser
-
-
-def known_snapshot_classes() -> list[str]:
-    return sorted(set(SCALARS) | set(_PARSERS) | {TimeWindowType.snapshot_class})

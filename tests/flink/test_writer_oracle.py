@@ -224,7 +224,22 @@ def test_modified_savepoints_restore(spark, tmp_path):
     assert [t for t in timers_of(restored, "keyed-v2") if t[0] == "event"] == original_timers
     assert lists_of(restored, "added") == {"names": sorted(map(_j, ["a", "b"]))}
 
-    # 2. relocate: move NEW's base, fix the paths, restore again
+    # 2. rename + max parallelism + transform in one modify, each naming the operator as the one
+    #    before left it: Flink restores the renamed, re-keyed, transformed state
+    combined = tmp_path / "combined"
+    m3 = SavepointModifier(str(base), spark)
+    m3.rename_uid("keyed", "keyed-v3").set_max_parallelism("keyed-v3", 256)
+    m3.transform_state("keyed-v3", "total", sql="SELECT key, total * 2 AS total FROM state")
+    m3.remove_operator("window-reduce").remove_operator("window-agg")
+    m3.write(str(combined))
+    restored = restore_and_dump({"savepoint": str(combined), "operators": [src, keyed_op("keyed-v3", 256)]})
+    got = keyed_of(restored, "keyed-v3")
+    assert got["total"] == {k: v * 2 for k, v in original["total"].items()}
+    for s in ("events", "counts", "sum", "avg"):
+        assert got[s] == original[s], s
+    assert [t for t in timers_of(restored, "keyed-v3") if t[0] == "event"] == original_timers
+
+    # 3. relocate: move NEW's base, fix the paths, restore again
     moved = tmp_path / "base-moved"
     shutil.move(str(base), str(moved))
     relocate(str(new), str(base), str(moved))

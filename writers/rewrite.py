@@ -1,0 +1,238 @@
+"""Writing the operators of a modify plan (writers/operations.py) into a SavepointBuilder.
+
+Each planned operator is written the one way its plan asks for: added by a SavepointWriter, its keyed
+state transformed (re-keyed at the same time), re-keyed for a new max parallelism, its list state
+split over a new parallelism, or copied (shallow: absolute handles into BASE; deep: copies of the
+files). Renames need no rewrite: every way writes the planned operator id, uid and name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from typing import Any
+
+from ..savepoint import handles as H
+from ..savepoint import streams
+from ..savepoint import keyed as K
+from ..savepoint import operator as O
+from ..savepoint.builder import SavepointBuilder
+from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.io import copy_range, is_remote, join, strip_file_scheme
+from ..savepoint.metadata import OperatorState, SubtaskState, map_subtask_stream_handles
+from ..savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
+from .operations import PlannedOperator
+from .writer import SavepointWriter, write_keyed_pairs
+
+
+def plain_path(path: str) -> str:
+    """A handle's path as fstate opens it: ``file:`` stripped, URIs unchanged."""
+    return path if is_remote(path) else strip_file_scheme(path)
+
+
+def _file_uri(path: str) -> str:
+    return path if is_remote(path) else "file:" + os.path.abspath(strip_file_scheme(path))
+
+
+class HandleMapper:
+    """Rewrites the stream handles of BASE's subtasks: shallow (absolute paths into BASE) or deep
+    (copies into NEW's directory, relative handles)."""
+
+    def __init__(self, base_dir: str, new_dir: str | None, deep: bool, fs_options=None):
+        self.base_dir = plain_path(base_dir)
+        self.new_dir = new_dir
+        self.deep = deep
+        self.fs_options = fs_options
+        self.copied: dict[str, str] = {}
+
+    def stream(self, h):
+        if isinstance(h, (H.ByteStreamHandle, H.EmptySegmentFileHandle)):
+            return h
+        if isinstance(h, H.RelativeFileHandle):
+            src = join(self.base_dir, h.relative_path)
+            return self._copy(src, 0, h.size) if self.deep else H.FileHandle(_file_uri(src), h.size)
+        if isinstance(h, H.FileHandle):
+            return self._copy(plain_path(h.path), 0, h.size) if self.deep else h
+        if isinstance(h, H.SegmentFileHandle):
+            return self._copy(plain_path(h.physical_path), h.start, h.size) if self.deep else h
+        raise InvalidArgumentError(f"cannot copy state stored as {type(h).__name__}")
+
+    def _copy(self, src: str, start: int, size: int) -> H.RelativeFileHandle:
+        key = f"{src}@{start}"
+        name = self.copied.get(key)
+        if name is None:
+            name = str(uuid.uuid4())
+            copy_range(src, start, size, join(self.new_dir, name), self.fs_options)
+            self.copied[key] = name
+        return H.RelativeFileHandle(name, size)
+
+    def subtask(self, s: SubtaskState) -> SubtaskState:
+        if s.input_channels or s.result_subpartitions:
+            raise InvalidArgumentError("in-flight channel state (unaligned checkpoint) cannot be carried over")
+        return map_subtask_stream_handles(s, self.stream)
+
+
+class PlanWriter:
+    """Writes planned operators into ``builder``; ``spark()`` gives the session when one is needed."""
+
+    def __init__(self, modifier, builder: SavepointBuilder, deep: bool):
+        self.modifier = modifier
+        self.builder = builder
+        self.mapper = HandleMapper(modifier.base.path, builder.temp_dir, deep, builder.fs_options)
+
+    @property
+    def spark(self):
+        return self.modifier.spark
+
+    def write(self, planned: PlannedOperator) -> None:
+        if planned.added is not None:
+            self.modifier.writer.spark = self.spark
+            self.modifier.writer.write_operator(self.builder, planned.added)
+        elif planned.transforms:
+            self.transformed(planned)
+        elif planned.rekeyed:
+            self.rekeyed(planned)
+        elif planned.split_parallelism is not None:
+            self.split(planned)
+        else:
+            self.copied(planned)
+
+    @staticmethod
+    def _identity(planned: PlannedOperator) -> dict[str, Any]:
+        return dict(operator_id=planned.operator_id, uid=planned.uid, name=planned.name)
+
+    def copied(self, planned: PlannedOperator) -> None:
+        state = planned.source.state
+        self.builder.add_operator_state(dataclasses.replace(
+            state, subtasks={i: self.mapper.subtask(s) for i, s in state.subtasks.items()}, entry_order=(),
+            max_parallelism=planned.max_parallelism, **self._identity(planned)))
+
+    def rekeyed(self, planned: PlannedOperator) -> None:
+        """Keyed state re-assigned to the key groups of the planned max parallelism, as Flink would."""
+        view = planned.source
+        km = view.keyed_meta
+        sources = [(view.savepoint.stream_source(h.delegate), h) for _, h in view.key_group_handles()]
+        old_max, new_max, p = view.max_parallelism, planned.max_parallelism, planned.parallelism
+        meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, km.key_type, km.states)
+        key_type = km.key_type
+
+        def rekey(item):
+            src, h = item
+            buf = streams.read_source(src)
+            m = K.read_keyed_proxy(buf, src.label)
+            encoders = [K.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
+            for sid, _, _, key, ns, value in K.iter_entries(buf, h, m, old_max, source=src.label):
+                kg = key_group_for_hash(key_type.java_hash(key), new_max)
+                sub = operator_index_for_key_group(kg, p, new_max)
+                enc = encoders[sid]
+                if enc.kind == "MAP" and isinstance(value, tuple):
+                    value = [value]
+                for pair in enc.pairs(kg, key, value, ns):
+                    yield (sub, kg), (sid, pair)
+
+        builder = self.builder
+        rdd = self.spark.sparkContext.parallelize(sources, max(1, len(sources))).flatMap(rekey)
+        keyed = dict(write_keyed_pairs(rdd, meta, p, new_max, builder.temp_dir, builder.inline_threshold,
+                                       builder.fs_options))
+        # operator (non-keyed) state is redistributed by Flink itself on restore: keep it as is
+        subtasks = {}
+        for i in range(p):
+            old = view.state.subtasks.get(i)
+            mapped = self.mapper.subtask(old) if old is not None else SubtaskState()
+            subtasks[i] = SubtaskState(mapped.managed_operator, mapped.raw_operator, keyed.get(i), None)
+        for i, s in view.state.subtasks.items():
+            if i >= p and (s.managed_operator is not None or s.raw_operator is not None):
+                mapped = self.mapper.subtask(s)
+                subtasks[i] = SubtaskState(mapped.managed_operator, mapped.raw_operator)
+        builder.add_operator_state(dataclasses.replace(
+            view.state, parallelism=max(p, max(subtasks) + 1), max_parallelism=new_max, subtasks=subtasks,
+            entry_order=(), **self._identity(planned)))
+
+    def split(self, planned: PlannedOperator) -> None:
+        """List state split (union state too), broadcast state copied, over the planned parallelism."""
+        view, parallelism = planned.source, planned.split_parallelism
+        om = view.operator_meta
+        infos = om.states if om else []
+        broadcast = {i.name: dict(view.broadcast_state(i.name)) for i in infos if i.kind == "BROADCAST"}
+        lists = {i.name: [v for _, _, v in view.list_state(i.name)] for i in infos if i.kind != "BROADCAST"}
+        # each state's runs in subtask order (Flink's rule for one state; on restore Flink also
+        # rotates the first subtask from state to state, which would reorder the elements here)
+        parts = {name: O.split_list_state(values, parallelism) for name, values in lists.items()}
+        b = self.builder.operator(planned.uid, uid_hash=planned.uid_hash, parallelism=parallelism,
+                                  max_parallelism=planned.max_parallelism, name=planned.name)
+        b.uid = planned.uid
+        version = O.proxy_version_for_metadata(self.builder.metadata_version)
+        for i in range(parallelism):
+            part = [(info, broadcast[info.name] if info.kind == "BROADCAST" else parts[info.name][i])
+                    for info in infos]
+            data, offsets = O.encode_operator_stream(part, version)
+            b.subtask(i).managed_operator = H.OperatorStreamHandle(offsets, self.builder.stream(data))
+
+    def transformed(self, planned: PlannedOperator) -> None:
+        """Keyed state read into a DataFrame, transformed, written back (hashed afresh: a max
+        parallelism change of the same operator happens here too)."""
+        from ..readers.reader import SavepointReader
+
+        view = planned.source
+        km = view.keyed_meta
+        if any(s.namespace_type.name != "VoidNamespace" for _, s in km.value_states):
+            raise InvalidArgumentError(f"operator {view.display_name}: windowed (namespaced) state cannot be transformed")
+        services = {s.name for _, s in km.timer_states}
+        unsupported = services - {"_timer_state/event_user-timers", "_timer_state/processing_user-timers"}
+        if unsupported:
+            raise InvalidArgumentError(f"operator {view.display_name}: timers of {', '.join(sorted(unsupported))} "
+                                       "cannot be carried through a transform")
+        base = self.modifier.base
+        spark = self.spark
+        reader = SavepointReader(base.location.metadata_path, spark, allow_external_paths=True,
+                                 fs_options=base.fs_options)
+        df = reader.keyed(view.uid_hash)
+        specs: dict[str, Any] = {}
+        for _, s in km.value_states:
+            specs[s.name] = {"kind": s.kind, "type": s.element_type if s.kind != "LIST" else _list_of(s)}
+        for t in planned.transforms:
+            sub = df.select("key", t.state)
+            if t.sql is not None:
+                sub.createOrReplaceTempView("state")
+                new = spark.sql(t.sql)
+            else:
+                new = t.fn(sub)
+            if {"key", t.state} - set(new.columns):
+                raise InvalidArgumentError(f"transform of '{t.state}' must return columns key and {t.state}")
+            df = df.drop(t.state).join(new.select("key", t.state), on="key", how="left")
+            specs[t.state] = {"kind": specs[t.state]["kind"], "type": t.type} if t.type else None
+        # timers of the operator are carried over as per-key timestamp lists
+        timer_cols = {}
+        if services:
+            from pyspark.sql import functions
+
+            timers = reader.timers(view.uid_hash)
+            for kind in ("event", "processing"):
+                if f"_timer_state/{kind}_user-timers" in services:
+                    col = f"__fstate_{kind}_timers"
+                    agg = (timers.where(functions.col("kind") == kind).groupBy("key")
+                           .agg(functions.collect_list("timestamp").alias(col)))
+                    df = df.join(agg, on="key", how="full_outer")
+                    timer_cols[kind] = col
+        builder = self.builder
+        writer = SavepointWriter(planned.max_parallelism, spark, inline_threshold=builder.inline_threshold,
+                                 fs_options=base.fs_options)
+        writer.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type,
+                                parallelism=planned.parallelism, uid_hash=planned.uid_hash, name=planned.name,
+                                event_timers=timer_cols.get("event"), processing_timers=timer_cols.get("processing"))
+        writer.write_operator(builder, writer.operators[0])
+        built = builder.operators.pop(planned.operator_id)
+        for i, s in view.state.subtasks.items():
+            mapped = self.mapper.subtask(s)
+            sub = built.subtask(i)
+            sub.managed_operator, sub.raw_operator = mapped.managed_operator, mapped.raw_operator
+        builder.add_operator_state(OperatorState(planned.operator_id, built.parallelism, built.max_parallelism,
+                                                 {i: s for i, s in built.subtasks.items() if not s.is_empty},
+                                                 name=planned.name, uid=planned.uid))
+
+
+def _list_of(s):
+    from ..savepoint.types import ListType
+
+    return ListType(s.element_type)
