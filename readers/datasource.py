@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import gc
 import itertools
-from typing import Iterator
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition
 from pyspark.sql.types import StructField, StructType

@@ -17,7 +17,7 @@ from ..savepoint import keyed as K
 from ..savepoint import operator as O
 from ..savepoint import rocksdb as RX
 from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
-from ..savepoint.loader import OperatorView, Savepoint
+from ..savepoint.loader import OperatorView
 from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, ListType, MapType, PojoType,
                                TimerType, TypeInfo)
 from ..savepoint.types.hashing import key_group_for_hash

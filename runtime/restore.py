@@ -145,7 +145,7 @@ def _plan_operator_state(op: OperatorView, target: OperatorTarget, subtasks) -> 
             values.setdefault(s.name, {})[old] = v
     new_p = target.parallelism
     old_p = op.parallelism
-    splits = O.split_list_states({name: [x for i in sorted(values.get(name, {})) for x in values[name][i]]
+    splits = operator.split_list_states({name: [x for i in sorted(values.get(name, {})) for x in values[name][i]]
                                   for name, meta in metas.items() if meta.kind not in ("UNION", "BROADCAST")}, new_p)
     for name, meta in metas.items():
         per_old = values.get(name, {})

@@ -15,13 +15,11 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
-from pathlib import Path
 
 import pytest
 
 from fstate.readers import tables as TB
 from fstate.savepoint import handles as H
-from fstate.savepoint import rocksdb as RX
 from fstate.savepoint.errors import MissingStateFileError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metadata import write_metadata

@@ -8,7 +8,6 @@ what it restored with the data fstate was given.
 from __future__ import annotations
 
 import datetime as dt
-import glob
 import json
 import shutil
 from decimal import Decimal
