@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..savepoint import _fastpath as FP
 from ..savepoint import handles as H
 from ..savepoint import streams
 from ..savepoint import keyed as K
@@ -302,7 +301,7 @@ def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
         p, meta, key_filter,
         lambda: K.timer_rows(buf, handle, meta, p.max_parallelism, key_groups=kg_range, source=label),
         lambda ids: K.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range, source=label),
-        lambda ids, flatten, ns: FP.table_rows(buf, handle, meta, p.max_parallelism, ids, kg_range, label,
+        lambda ids, flatten, ns: K.table_rows(buf, handle, meta, p.max_parallelism, ids, kg_range, label,
                                                flatten, ns))
 
 

@@ -22,7 +22,7 @@ from typing import Any, Iterable, Iterator
 
 from . import metainfo
 from .compression import decompress_framed
-from .errors import CorruptStateError, UnsupportedSerializerError
+from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
@@ -235,39 +235,10 @@ def _grouped(scan, buf, regions, meta, source: str | None, decode_errors: tuple,
         yield kg, rows
 
 
-def _canonical_regions(buf, handle, meta, max_parallelism: int, codecs, key_groups, source):
-    """The (key group, start, end) iter_entries would read, checked the same way; None for a
-    stream in the heap-native layout."""
-    from . import keyed
-
-    regions = keyed._key_group_regions(handle, len(buf))
-    if not keyed.is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism):
-        return None
-    wanted = None if key_groups is None else set(key_groups)
-
-    def checked():
-        for kg, start, end in regions:
-            if wanted is not None and kg not in wanted:
-                continue
-            if not meta.header_size <= start <= len(buf):
-                raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
-                                        f"{len(buf)} bytes", source)
-            yield kg, start, end
-
-    return checked()
-
-
-def keyed_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[int], codecs,
-               key_groups: Iterable[int] | None, source: str | None) -> Iterator[tuple] | None:
-    """keyed.keyed_rows in C for canonical streams: (key group, key, namespace, values); None when
-    the Python path must do it (compiled path off, or the heap-native layout)."""
-    if not available():
-        return None
-    from . import keyed
-
-    regions = _canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
-    if regions is None:
-        return None
+def keyed_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int,
+               state_ids: list[int], codecs, source: str | None) -> Iterator[tuple]:
+    """keyed.keyed_rows in C over the (key group, start, end) regions of a canonical stream:
+    (key group, key, namespace, values). Only when :func:`available`."""
     scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     width = len(state_ids)
 
@@ -275,27 +246,19 @@ def keyed_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
         scan.rows(data, pos, kg, width, rows)
 
     return ((kg, key, ns, vals)
-            for kg, rows in _grouped(scan, buf, regions, meta, source, keyed._DECODE_ERRORS, group)
+            for kg, rows in _grouped(scan, buf, regions, meta, source, DECODE_ERRORS, group)
             for key, ns, vals in rows.values())
 
 
 NS_MODES = {"void": 0, "window": 1}
 
 
-def table_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[int],
-               key_groups: Iterable[int] | None, source: str | None, flatten: bool, ns_mode: str
-               ) -> Iterator[tuple] | None:
+def table_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+               state_ids: list[int], source: str | None, flatten: bool, ns_mode: str) -> Iterator[tuple]:
     """The keyed table's row tuples (readers.tables._keyed_output without key filter and ``flat``):
     key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
-    end, else the namespace) and one value per state. None when the Python path must do it."""
-    if not available():
-        return None
-    from . import keyed
-
-    codecs = keyed.state_codecs(meta, max_parallelism, source)
-    regions = _canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
-    if regions is None:
-        return None
+    end, else the namespace) and one value per state, over the regions of a canonical stream. Only
+    when :func:`available`."""
     scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     mode = NS_MODES.get(ns_mode, 2)
     width = len(state_ids)
@@ -304,7 +267,7 @@ def table_rows(buf: bytes, handle, meta, max_parallelism: int, state_ids: list[i
         scan.table(data, pos, kg, width, flatten, mode, rows)
 
     def gen():
-        for _, rows in _grouped(scan, buf, regions, meta, source, keyed._DECODE_ERRORS, group):
+        for _, rows in _grouped(scan, buf, regions, meta, source, DECODE_ERRORS, group):
             yield from rows.values()
 
     return gen()

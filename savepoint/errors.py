@@ -6,6 +6,12 @@ any :class:`FStateError` into a one-line message and exit code 2; any other exce
 
 from __future__ import annotations
 
+import struct
+
+#: What Python raises when state bytes are not what their serializer says: decoders turn these into
+#: CorruptStateError naming the key group and the file.
+DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
+
 
 class FStateError(Exception):
     """Base class: bad input, reported to the user without a traceback."""

@@ -7,72 +7,25 @@ The core yields plain Python rows; the Spark layer only maps them to a schema.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from . import _fastpath
 from . import metainfo as M
-from .binary import DataInput, DataOutput
+from .binary import DataOutput
 from .compression import decompress_framed
-from .errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
+from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .handles import KeyGroupsHandle
 from .keyed_codecs import LIST_DELIMITER, StateCodec, key_group_prefix_size, state_codecs
-from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
+# the proxy's names are part of this module's API (keyed.read_keyed_proxy, keyed.KeyedBackendMeta, ...)
+from .keyed_proxy import CURRENT_VERSION, KeyedBackendMeta, read_keyed_proxy, write_keyed_proxy  # noqa: F401
+from .metainfo import StateMetaInfo
 from . import types as savepoint_types
-from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
 
-CURRENT_VERSION = 6
 END_OF_KEY_GROUP = 0xFFFF
 META_FOLLOWS = 0x80
 
 _I32 = struct.Struct(">i")
 _U16 = struct.Struct(">H")
-_DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
-
-
-@dataclass
-class KeyedBackendMeta:
-    version: int
-    compressed: bool
-    key_type: savepoint_types.TypeInfo
-    states: list[StateMetaInfo]
-    header_size: int = 0
-
-    def state_id(self, name: str) -> int | None:
-        return next((i for i, s in enumerate(self.states) if s.name == name), None)
-
-    @property
-    def value_states(self) -> list[tuple[int, StateMetaInfo]]:
-        return [(i, s) for i, s in enumerate(self.states) if s.backend_type == M.KEY_VALUE]
-
-    @property
-    def timer_states(self) -> list[tuple[int, StateMetaInfo]]:
-        return [(i, s) for i, s in enumerate(self.states) if s.backend_type == M.PRIORITY_QUEUE]
-
-
-def read_keyed_proxy(buf: bytes, source: str | None = None) -> KeyedBackendMeta:
-    inp = DataInput(buf, source=source)
-    version = inp.read_i32()
-    if version != CURRENT_VERSION:
-        raise UnsupportedVersionError(
-            f"unsupported keyed state backend version {version} (fstate reads {CURRENT_VERSION}, "
-            "written by Flink 1.7 and later)", source)
-    compressed = inp.read_bool()
-    key_type = read_serializer_snapshot(inp)
-    n = inp.read_i16()
-    if n < 0:
-        raise inp.fail(f"negative keyed state count {n}")
-    states = [read_state_meta_info(inp) for _ in range(n)]
-    return KeyedBackendMeta(version, compressed, key_type, states, inp.pos)
-
-
-def write_keyed_proxy(out: DataOutput, meta: KeyedBackendMeta) -> None:
-    out.write_i32(CURRENT_VERSION)
-    out.write_bool(meta.compressed)
-    write_serializer_snapshot(out, meta.key_type)
-    out.write_i16(len(meta.states))
-    for s in meta.states:
-        write_state_meta_info(out, s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +35,7 @@ def write_keyed_proxy(out: DataOutput, meta: KeyedBackendMeta) -> None:
 Entry = tuple[int, int, bytes, Any, Any, Any]  # state id, key group, identity, key, namespace, value
 
 
-def _key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, int, int]]:
+def key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, int, int]]:
     """(key group, start, end) of every key group with data, by the handle's offsets."""
     # Offset 0 is the proxy header, never key-group data: it marks an empty key group.
     present = [(handle.start_key_group + i, off) for i, off in enumerate(handle.offsets) if off != 0]
@@ -92,6 +45,28 @@ def _key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, 
         nxt = starts[starts.index(off) + 1] if off < length else length
         out.append((kg, off, nxt))
     return out
+
+
+def canonical_regions(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int,
+                      codecs: list[StateCodec], key_groups: Iterable[int] | None, source: str | None
+                      ) -> Iterator[tuple[int, int, int]] | None:
+    """The (key group, start, end) regions iter_entries reads, checked the same way; None for a
+    stream in the heap-native layout."""
+    regions = key_group_regions(handle, len(buf))
+    if not is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism):
+        return None
+    wanted = None if key_groups is None else set(key_groups)
+
+    def checked():
+        for kg, start, end in regions:
+            if wanted is not None and kg not in wanted:
+                continue
+            if not meta.header_size <= start <= len(buf):
+                raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
+                                        f"{len(buf)} bytes", source)
+            yield kg, start, end
+
+    return checked()
 
 
 def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
@@ -106,7 +81,7 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
     if codecs is None:
         codecs = state_codecs(meta, max_parallelism, source)
     wanted_kgs = None if key_groups is None else set(key_groups)
-    regions = _key_group_regions(handle, len(buf))
+    regions = key_group_regions(handle, len(buf))
     canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism)
     fast = _fastpath.scanner(meta, codecs, max_parallelism, states, source) if canonical else None
     for kg, start, end in regions:
@@ -122,7 +97,7 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
                 yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source)
             else:
                 yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source)
-        except _DECODE_ERRORS as e:
+        except DECODE_ERRORS as e:
             raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
 
 
@@ -147,7 +122,7 @@ def is_canonical_layout(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendM
     except UnsupportedSerializerError:
         # a state fstate cannot decode stops the trial parse: decide by the framing alone
         return _looks_canonical(buf, start, end, kg, len(codecs), max_parallelism)
-    except (CorruptStateError, *_DECODE_ERRORS):
+    except (CorruptStateError, *DECODE_ERRORS):
         return True
     return consumed != end
 
@@ -298,13 +273,29 @@ def keyed_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
                source: str | None = None) -> Iterator[tuple[int, Any, Any, list]]:
     """Yields (key group, key, namespace, [value of each state in ``state_ids`` or None])."""
     codecs = state_codecs(meta, max_parallelism, source)
-    fast = _fastpath.keyed_rows(buf, handle, meta, max_parallelism, state_ids, codecs, key_groups, source)
-    if fast is not None:  # canonical layout, rows grouped by the compiled scanner
-        yield from fast
+    regions = canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source) \
+        if _fastpath.available() else None
+    if regions is not None:  # canonical layout, rows grouped by the compiled scanner
+        yield from _fastpath.keyed_rows(buf, regions, meta, max_parallelism, state_ids, codecs, source)
         return
     entries = iter_entries(buf, handle, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
                            states=set(state_ids), source=source)
     yield from rows_from_entries(entries, codecs, state_ids)
+
+
+def table_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int,
+               state_ids: list[int], key_groups: Iterable[int] | None, source: str | None, flatten: bool,
+               ns_mode: str) -> Iterator[tuple] | None:
+    """The keyed table's row tuples straight from the compiled scanner (see
+    ``_fastpath.table_rows``); None when the Python path must build them (compiled path off, or
+    the heap-native layout)."""
+    if not _fastpath.available():
+        return None
+    codecs = state_codecs(meta, max_parallelism, source)
+    regions = canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
+    if regions is None:
+        return None
+    return _fastpath.table_rows(buf, regions, meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode)
 
 
 def rows_from_entries(entries: Iterable[Entry], codecs: list[StateCodec], state_ids: list[int]

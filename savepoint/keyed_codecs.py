@@ -12,7 +12,7 @@ from .metainfo import StateMetaInfo
 from .types import ListType, MapType
 
 if TYPE_CHECKING:
-    from .keyed import KeyedBackendMeta
+    from .keyed_proxy import KeyedBackendMeta
 
 #: the byte between the elements of a list state's value
 LIST_DELIMITER = 0x2C

@@ -405,7 +405,7 @@ def test_generated_table_rows(stream, data, monkeypatch):
         return list(TB._keyed_output(
             part, meta, None, None,
             lambda sids: K.keyed_rows(buf, handle, meta, mp, sids, key_groups=kgs),
-            (lambda sids, fl, ns: FP.table_rows(buf, handle, meta, mp, sids, kgs, None, fl, ns)) if fast else None))
+            (lambda sids, fl, ns: K.table_rows(buf, handle, meta, mp, sids, kgs, None, fl, ns)) if fast else None))
 
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     want = table(fast=False)
