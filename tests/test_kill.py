@@ -26,6 +26,18 @@ WRITER = textwrap.dedent("""
     from fstate.savepoint.types.hashing import key_group_for_hash, key_group_range
 
     target, n = sys.argv[1], int(sys.argv[2])
+    if sys.argv[3:] == ["pause-before-metadata"]:
+        # the most delicate moment, on demand: every state file written, `_metadata` not yet
+        import time
+        import fstate.savepoint.builder as builder_module
+        serialize = builder_module.write_metadata
+
+        def paused(meta):
+            print("state written", flush=True)
+            time.sleep(3600)
+            return serialize(meta)
+
+        builder_module.write_metadata = paused
     maxp, p = 128, 2
     meta = K.KeyedBackendMeta(6, False, STRING, [K.value_state_meta("total", "VALUE", LONG),
                                                    K.value_state_meta("names", "LIST", STRING)])
@@ -76,6 +88,21 @@ def _kill_at(cmd: list[str], delay: float) -> bool:
     return finished
 
 
+def kill_before_metadata(cmd: list[str], env: dict | None = None, timeout: float = 300) -> None:
+    """Run WRITER with ``pause-before-metadata`` and SIGKILL it once it has written every state
+    file and not `_metadata`: a kill inside the write, whatever the machine's speed."""
+    proc = subprocess.Popen([*cmd, "pause-before-metadata"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    try:
+        deadline = time.monotonic() + timeout
+        line = proc.stdout.readline()  # blocks until the writer reaches the pause (or dies)
+        assert line.strip() == "state written" and time.monotonic() < deadline, \
+            f"the writer did not reach the pause: {line!r} {proc.stderr.read() if proc.poll() is not None else ''}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def _assert_all_or_nothing(target: str, allow_external: bool = False) -> str:
     if not os.path.exists(target):
         return "absent"
@@ -96,7 +123,10 @@ def test_killed_bootstrap_writer(tmp_path):
         target = str(tmp_path / f"sp{i}")
         _kill_at([sys.executable, "-c", WRITER, target, "60000"], rng.uniform(0.05, full * 1.2))
         seen.add(_assert_all_or_nothing(target))
-    assert "absent" in seen, "no kill landed while writing: the test did not test anything"
+    # and one kill that lands inside the write on every machine
+    target = str(tmp_path / "between")
+    kill_before_metadata([sys.executable, "-c", WRITER, target, "60000"])
+    assert _assert_all_or_nothing(target) == "absent"
 
 
 @pytest.mark.parametrize("mode", ["shallow", "deep"])
