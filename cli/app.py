@@ -154,22 +154,14 @@ def read(
     with user_errors():
         fs_options = _fs(fs_option, fs_config)
         from ..readers.datasource import FORMAT, build_table
+        from ..readers.options import source_options
         from ..savepoint.errors import InvalidArgumentError
 
         if fmt not in ("parquet", "csv", "json"):
             raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{fmt}'")
-        options = {"path": path, "uid": uid, "allowExternalPaths": str(allow_external_paths).lower(),
-                   "flat": str(flat).lower(), "flatten": str(flatten).lower()}
-        if state:
-            options["state"] = state
-        if checkpoint_base_dir:
-            options["checkpointBaseDir"] = checkpoint_base_dir
-        if table:
-            options["table"] = table
-        if fs_options:
-            import json
-
-            options["fsOptions"] = json.dumps(dict(fs_options))
+        options = source_options(path, uid, table=table, state=state, flat=flat, flatten=flatten,
+                                 allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                                 fs_options=fs_options)
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
         planned = build_table(options)
         options["table"] = planned.kind
