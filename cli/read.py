@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
@@ -47,20 +46,14 @@ def read(
         fs_options = apply_fs_options(fs_option, fs_config)
         from ..readers.datasource import FORMAT as SOURCE_FORMAT
         from ..readers.datasource import build_table
+        from ..readers.options import source_options
         from ..savepoint.errors import InvalidArgumentError
 
         if file_format not in FORMATS:
             raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
-        options = {"path": path, "uid": uid, "allowExternalPaths": str(allow_external_paths).lower(),
-                   "flat": str(flat).lower(), "flatten": str(flatten).lower()}
-        if state:
-            options["state"] = state
-        if checkpoint_base_dir:
-            options["checkpointBaseDir"] = checkpoint_base_dir
-        if table:
-            options["table"] = table
-        if fs_options:
-            options["fsOptions"] = json.dumps(dict(fs_options))
+        options = source_options(path, uid, table=table, state=state, flat=flat, flatten=flatten,
+                                 allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                                 fs_options=fs_options)
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
         planned = build_table(options)
         options["table"] = planned.kind

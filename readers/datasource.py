@@ -1,14 +1,22 @@
 """``spark.read.format("flink-savepoint")``: a Spark Python data source over the state tables.
 
 The driver plans (reads `_metadata` and the proxies, builds picklable partitions); executors open
-their own state files and decode. Options: ``path``, ``uid`` (uid or uid hash), ``table``
-(``list``/``broadcast``/``keyed``/``timers``; default keyed when the operator has keyed state),
-``state`` (comma-separated for keyed), ``flat``, ``flatten``, ``allowExternalPaths``,
-``checkpointBaseDir`` (new location of a moved job checkpoint directory: RocksDB incremental
-checkpoints refer to ``<dir>/<job id>/shared/`` by absolute paths), and file-system options for
-remote paths: ``fs.<option>`` (``fs.endpoint``, ``fs.region``, ``fs.path_style``, ``fs.s3a.endpoint``,
-...) or ``fsOptions`` (a JSON object); see savepoint/io.py.
-Filters ``key = …`` and ``key IN (…)`` on keyed tables are pushed down to key groups.
+their own state files and decode. The options (``path``, ``uid``, ``table``, ``state``, ``flat``,
+``flatten``, ``allowExternalPaths``, ``checkpointBaseDir``, ``fsOptions``/``fs.<name>``, and Flink's
+``savepoint`` connector names ``state.path``, ``operator.uid``, ``operator.uid.hash``,
+``state.backend.type``) are described and checked in ``options.py``; an unknown one is an error.
+
+Getting the data source on a SparkSession:
+
+* ``fstate.readers.register(spark)`` - one line, any session; it also switches on the session's
+  Python data source filter push-down, so that ``key = …`` and ``key IN (…)`` on keyed tables read
+  only the key groups holding those keys;
+* fstate's own helpers (``get_spark``, ``SavepointReader``, ``register_views``, ``diff``, the CLI)
+  call it on the sessions they create or are given;
+* with fstate installed, Spark 4 finds the data source by itself (the top-level module
+  ``pyspark_fstate``, Spark's convention for Python data source packages): on a session nobody
+  registered it on, ``spark.read.format("flink-savepoint")`` works too, with Spark filtering the
+  rows itself (no key push-down until ``register``).
 """
 
 from __future__ import annotations
@@ -24,27 +32,20 @@ from ..savepoint.errors import InvalidArgumentError, UnknownStateError
 from ..savepoint.loader import Savepoint
 from . import schema as S
 from . import tables as TB
+from .options import FORMAT, parse_source_options
 
-FORMAT = "flink-savepoint"
-
-
-def _bool(v: str | None) -> bool:
-    return str(v).lower() in ("1", "true", "yes") if v is not None else False
+#: the runtime SQL option that lets Spark offer filters to a Python data source (off by default)
+FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
 def build_table(options: dict, keys: list | None = None) -> TB.Table:
-    # Spark hands options over case-insensitively (lower-cased keys): look them up that way
-    options = {str(k).lower(): v for k, v in options.items()}
-    path = options.get("path")
-    uid = options.get("uid")
-    if not path or not uid:
-        raise InvalidArgumentError("options 'path' and 'uid' are required")
-    sp = Savepoint.open(path, allow_external_paths=_bool(options.get("allowexternalpaths", "true")),
-                        checkpoint_base_dir=options.get("checkpointbasedir") or None,
-                        fs_options=fs_options_from(options))
-    op = sp.operator(uid)
-    table = options.get("table")
-    state = options.get("state")
+    """The table the options name (see options.py), planned on this machine."""
+    source = parse_source_options(options)
+    sp = Savepoint.open(source.path, allow_external_paths=source.allow_external_paths,
+                        checkpoint_base_dir=source.checkpoint_base_dir, fs_options=source.fs_options)
+    op = sp.operator(source.uid)
+    table = source.table
+    state = source.state
     if table is None:
         om = op.operator_meta
         info = om.state(state) if (om and state and "," not in state) else None
@@ -64,30 +65,8 @@ def build_table(options: dict, keys: list | None = None) -> TB.Table:
     if table == "broadcast":
         return TB.broadcast_state_table(op, _required(state))
     if table == "keyed":
-        states = [s.strip() for s in state.split(",")] if state else None
-        return TB.keyed_table(op, states, flat=_bool(options.get("flat")), flatten_key=_bool(options.get("flatten")),
-                              keys=keys)
-    if table == "timers":
-        return TB.timers_table(op, flatten_key=_bool(options.get("flatten")))
-    raise InvalidArgumentError(f"unknown table kind '{table}' (list, broadcast, keyed, timers)")
-
-
-def fs_options_from(options: dict) -> dict:
-    """File-system options among data source options: ``fsOptions`` (JSON) and ``fs.<name>``."""
-    import json
-
-    out = {}
-    raw = options.get("fsoptions")
-    if raw:
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            raise InvalidArgumentError("option fsOptions must be a JSON object") from None
-        if not isinstance(data, dict):
-            raise InvalidArgumentError("option fsOptions must be a JSON object")
-        out.update(data)
-    out.update({k[3:]: v for k, v in options.items() if k.startswith("fs.")})
-    return out
+        return TB.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys)
+    return TB.timers_table(op, flatten_key=source.flatten)
 
 
 def _required(state: str | None) -> str:
@@ -107,6 +86,8 @@ class _Part(InputPartition):
 
 
 class SavepointDataSource(DataSource):
+    """The data source as Spark finds it by itself (``pyspark_fstate``): Spark filters the rows."""
+
     @classmethod
     def name(cls) -> str:
         return FORMAT
@@ -116,6 +97,15 @@ class SavepointDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return SavepointReaderSource(dict(self.options))
+
+
+class KeyPushdownSavepointDataSource(SavepointDataSource):
+    """The data source as :func:`register` installs it, with the session's filter push-down on: its
+    reader takes ``key = …`` and ``key IN (…)`` (Spark refuses a reader taking filters while the
+    push-down is off, hence two classes)."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KeyFilteringReaderSource(dict(self.options))
 
 
 class SavepointReaderSource(DataSourceReader):
@@ -129,16 +119,6 @@ class SavepointReaderSource(DataSourceReader):
         if self._table is None:
             self._table = build_table(self.options, self.keys)
         return self._table
-
-    def pushFilters(self, filters):
-        for f in filters:
-            if isinstance(f, EqualTo) and f.attribute == ("key",):
-                self.keys = [f.value] if self.keys is None else [k for k in self.keys if k == f.value]
-            elif isinstance(f, In) and f.attribute == ("key",):
-                vals = list(f.value)
-                self.keys = vals if self.keys is None else [k for k in self.keys if k in vals]
-            # Spark re-checks every filter: pruning is an optimisation, never the only filter.
-            yield f
 
     def partitions(self):
         table = self.table
@@ -186,6 +166,20 @@ class SavepointReaderSource(DataSourceReader):
 BATCH_ROWS = 8192
 
 
+class KeyFilteringReaderSource(SavepointReaderSource):
+    """Reads only the key groups holding the keys of ``key = …`` / ``key IN (…)`` filters."""
+
+    def pushFilters(self, filters):
+        for f in filters:
+            if isinstance(f, EqualTo) and f.attribute == ("key",):
+                self.keys = [f.value] if self.keys is None else [k for k in self.keys if k == f.value]
+            elif isinstance(f, In) and f.attribute == ("key",):
+                vals = list(f.value)
+                self.keys = vals if self.keys is None else [k for k in self.keys if k in vals]
+            # Spark re-checks every filter: pruning is an optimisation, never the only filter.
+            yield f
+
+
 def _arrow_schema(table: TB.Table):
     try:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -196,6 +190,8 @@ def _arrow_schema(table: TB.Table):
 
 
 def register(spark) -> None:
-    # Key push-down needs Python data source filter push-down (a runtime SQL option, off by default).
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(SavepointDataSource)
+    """Make ``spark.read.format("flink-savepoint")`` available on ``spark`` (any SparkSession; calling
+    it again is harmless), with key push-down: this switches on the session's Python data source
+    filter push-down (``spark.sql.python.filterPushdown.enabled``), which that reader needs."""
+    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+    spark.dataSource.register(KeyPushdownSavepointDataSource)

@@ -14,14 +14,14 @@ from typing import Any
 from ..savepoint.loader import Savepoint
 from ..savepoint.summary import summarize
 from . import tables as TB
-from .datasource import FORMAT
+from .options import FORMAT, savepoint_source_options
 
 
 class SavepointReader:
     def __init__(self, path: str, spark=None, *, allow_external_paths: bool = True,
                  checkpoint_base_dir: str | None = None, fs_options=None):
         """``fs_options``: file-system options for remote paths (endpoint, region, path_style,
-        credentials, ...; see savepoint/io.py); they travel with every Spark task."""
+        credentials, ...; see savepoint/io/); they travel with every Spark task."""
         self.path = path
         self.allow_external_paths = allow_external_paths
         #: new location of the job's checkpoint directory (holding shared/ and chk-N/) when it moved
@@ -47,6 +47,8 @@ class SavepointReader:
     # -- DataFrames ----------------------------------------------------------------------------
     @property
     def spark(self):
+        """The session DataFrames are read with: the one given (the data source registered on it) or
+        one from :func:`~.session.get_spark`."""
         if self._spark is None:
             from .session import get_spark
 
@@ -57,37 +59,28 @@ class SavepointReader:
             register(self._spark)
         return self._spark
 
-    def _load(self, **options):
-        opts = {"path": self.savepoint.location.metadata_path,
-                "allowExternalPaths": str(self.allow_external_paths).lower()}
-        if self.checkpoint_base_dir:
-            opts["checkpointBaseDir"] = self.checkpoint_base_dir
-        if self.savepoint.fs_options:
-            import json
-
-            # Spark plans a Python data source in a worker process: the options go with the read
-            opts["fsOptions"] = json.dumps(dict(self.savepoint.fs_options))
-        opts.update({k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items() if v is not None})
-        return self.spark.read.format(FORMAT).options(**opts).load()
+    def _load(self, uid: str, **options):
+        options = savepoint_source_options(self.savepoint, uid, **options)
+        return self.spark.read.format(FORMAT).options(**options).load()
 
     def list_state(self, uid: str, state: str):
         """Operator list state (or union state): one row per element, with its subtask."""
-        return self._load(uid=uid, table="list", state=state)
+        return self._load(uid, table="list", state=state)
 
     union_state = list_state
 
     def broadcast_state(self, uid: str, state: str):
         """Broadcast state: key, value (one copy; every subtask holds the same)."""
-        return self._load(uid=uid, table="broadcast", state=state)
+        return self._load(uid, table="broadcast", state=state)
 
     def keyed(self, uid: str, states: list[str] | str | None = None, *, flat: bool = False, flatten: bool = False):
         """All keyed states of an operator as one table: key + one column per state."""
         if isinstance(states, (list, tuple)):
             states = ",".join(states)
-        return self._load(uid=uid, table="keyed", state=states, flat=flat, flatten=flatten)
+        return self._load(uid, table="keyed", state=states, flat=flat, flatten=flatten)
 
     def timers(self, uid: str, *, flatten: bool = False):
-        return self._load(uid=uid, table="timers", flatten=flatten)
+        return self._load(uid, table="timers", flatten=flatten)
 
     # -- without Spark ---------------------------------------------------------------------------
     def table(self, uid: str, *, table: str, state: str | None = None, **kw) -> TB.Table:

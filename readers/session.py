@@ -1,10 +1,13 @@
-"""Getting a SparkSession: the active one (notebook, spark-submit) or a quiet local one."""
+"""Getting a SparkSession: the active one (notebook, spark-submit) or a quiet local one; either way
+with the ``flink-savepoint`` data source registered on it (see datasource.register)."""
 
 from __future__ import annotations
 
 import os
 import sys
 from pathlib import Path
+
+from . import register
 
 _LOG4J = (Path(__file__).parent / "log4j2.properties").as_uri()
 
@@ -14,7 +17,7 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None):
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None and not conf:
-        _register(active)
+        register(active)
         return active
     # Executors must run the same interpreter that has fstate installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -31,11 +34,5 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None):
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    _register(spark)
-    return spark
-
-
-def _register(spark) -> None:
-    from .datasource import register
-
     register(spark)
+    return spark

@@ -22,7 +22,8 @@ from typing import Any
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
 from ..savepoint.summary import summarize
-from .datasource import FORMAT, register
+from .datasource import register
+from .options import FORMAT, savepoint_source_options
 
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -30,16 +31,6 @@ _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
 def view_name(text: str) -> str:
     name = _NON_IDENT.sub("_", text)
     return name if name and not name[0].isdigit() else "_" + name
-
-
-def _options(sp: Savepoint, uid: str, **kw) -> dict:
-    opts = {"path": sp.location.metadata_path, "uid": uid, "allowExternalPaths": str(sp.allow_external_paths).lower()}
-    if sp.fs_options:  # remote paths: the planner (a Spark worker) needs the file-system options too
-        import json
-
-        opts["fsOptions"] = json.dumps(dict(sp.fs_options))
-    opts.update({k: v for k, v in kw.items() if v is not None})
-    return opts
 
 
 def plan_views(sp: Savepoint, prefix: str | None = None) -> list[dict[str, Any]]:
@@ -86,18 +77,19 @@ METADATA_SCHEMA = ("operator_uid string, operator_name string, uid_hash string, 
 
 
 def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = False,
-                   fs_options=None) -> dict[str, str]:
+                   checkpoint_base_dir: str | None = None, fs_options=None) -> dict[str, str]:
     """Register every state table of the savepoint at ``path`` as a temp view; returns
     {view name: what it holds}."""
     register(spark)
-    sp = Savepoint.open(path, allow_external_paths=allow_external_paths, fs_options=fs_options)
+    sp = Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                        fs_options=fs_options)
     out = {}
     for v in plan_views(sp, prefix):
         if v["table"] == "metadata":
             spark.createDataFrame(metadata_rows(sp), METADATA_SCHEMA).createOrReplaceTempView(v["view"])
             out[v["view"]] = "operators and states of the savepoint"
             continue
-        df = spark.read.format(FORMAT).options(**_options(sp, v["uid"], table=v["table"], state=v["state"])).load()
+        df = _load(spark, sp, v["uid"], v["table"], v["state"])
         df.createOrReplaceTempView(v["view"])
         out[v["view"]] = f"{v['table']} state" + (f" '{v['state']}'" if v["state"] else "") + f" of {v['uid']}"
     return out
@@ -108,13 +100,17 @@ def register_views(spark, path: str, prefix: str | None = None, *, allow_externa
 
 
 def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: int = 3, *,
-         allow_external_paths: bool = False, fs_options=None) -> list[dict[str, Any]]:
-    """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys."""
+         allow_external_paths: bool = False, checkpoint_base_dir: str | None = None,
+         fs_options=None) -> list[dict[str, Any]]:
+    """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys.
+    ``checkpoint_base_dir``: new place of the job checkpoint directory both were taken in, if it moved."""
     from pyspark.sql import functions as F
 
     register(spark)
-    old_sp = Savepoint.open(old_path, allow_external_paths=allow_external_paths, fs_options=fs_options)
-    new_sp = Savepoint.open(new_path, allow_external_paths=allow_external_paths, fs_options=fs_options)
+    old_sp = Savepoint.open(old_path, allow_external_paths=allow_external_paths,
+                            checkpoint_base_dir=checkpoint_base_dir, fs_options=fs_options)
+    new_sp = Savepoint.open(new_path, allow_external_paths=allow_external_paths,
+                            checkpoint_base_dir=checkpoint_base_dir, fs_options=fs_options)
     old_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(old_sp) if v["table"] != "metadata"}
     new_views = {(v["uid"], v["table"], v["state"]): v for v in plan_views(new_sp) if v["table"] != "metadata"}
     if uid is not None:
@@ -205,7 +201,7 @@ def _identity_columns(table: str, columns: list[str]) -> list[str]:
 
 
 def _load(spark, sp: Savepoint, uid: str, table: str, state: str | None):
-    return spark.read.format(FORMAT).options(**_options(sp, uid, table=table, state=state)).load()
+    return spark.read.format(FORMAT).options(**savepoint_source_options(sp, uid, table=table, state=state)).load()
 
 
 def _plain(v):
