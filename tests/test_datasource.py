@@ -117,33 +117,20 @@ def test_readers_package_does_not_import_spark():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-def test_spark_discovery_module():
-    """Spark 4 registers the ``DefaultSource`` of top-level ``pyspark_*`` modules on every session."""
-    pytest.importorskip("pyspark")
-    from pyspark.sql.datasource import DataSource, DataSourceReader
-
-    import pyspark_fstate
-
-    assert issubclass(pyspark_fstate.DefaultSource, DataSource)
-    assert pyspark_fstate.DefaultSource.name() == FORMAT
-    # its reader takes no filters: Spark refuses such a reader while the session's push-down is off
-    reader = pyspark_fstate.DefaultSource({"path": str(KEYED), "uid": "keyed"}).reader(None)
-    assert type(reader).pushFilters is DataSourceReader.pushFilters
-
-
 # -- on Spark -----------------------------------------------------------------------------------
 
 
 @pytest.mark.spark
-def test_register_on_a_plain_session(spark):
-    """A session no fstate helper touched: ``fstate.readers.register(session)`` is the one line."""
+def test_register_twice_keeps_push_down(spark):
+    """``fstate.readers.register(session)`` may be called again on a session (a plain session made
+    before fstate was imported is test_plain_spark_session_builder's)."""
     import fstate.readers
     from fstate.readers.datasource import FILTER_PUSHDOWN_CONF
 
-    plain = spark.newSession()  # its own SQL conf and data source registry
-    assert plain.conf.get(FILTER_PUSHDOWN_CONF, "false") == "false"
-    fstate.readers.register(plain)
-    df = plain.read.format("flink-savepoint").option("path", str(KEYED)).option("uid", "keyed").load()
+    fstate.readers.register(spark)
+    fstate.readers.register(spark)
+    assert spark.conf.get(FILTER_PUSHDOWN_CONF) == "true"
+    df = spark.read.format("flink-savepoint").option("path", str(KEYED)).option("uid", "keyed").load()
     assert _rows(df) == sorted((norm(list(r)) for r in TB.keyed_table(Savepoint.open(str(KEYED))
                                                                     .operator("keyed")).rows()), key=repr)
     one = df.where("key = 'k-7'")
@@ -189,8 +176,9 @@ def test_views_keep_checkpoint_base_dir(spark, tmp_path):
 
 @pytest.mark.spark
 def test_plain_spark_session_builder(tmp_path):
-    """A new process, a plain ``SparkSession.builder`` session, fstate not imported: Spark finds the
-    data source by itself (pyspark_fstate); ``fstate.readers.register(spark)`` adds key push-down."""
+    """A new process, a plain ``SparkSession.builder`` session made before fstate is imported:
+    ``fstate.readers.register(spark)`` is the one line that makes the data source (with key push-down
+    and Flink's option names) available."""
     script = tmp_path / "plain.py"
     script.write_text(f'''
 import sys
@@ -199,27 +187,21 @@ from pyspark.sql import SparkSession
 spark = SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false").getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
 assert "fstate" not in sys.modules
-df = spark.read.format("flink-savepoint").option("state.path", {str(KEYED)!r}).option("operator.uid", "keyed").load()
-print("found", df.count(), df.where("key = 'k-7'").rdd.getNumPartitions())
 import fstate.readers
 fstate.readers.register(spark)
-df = spark.read.format("flink-savepoint").option("path", {str(KEYED)!r}).option("uid", "keyed").load()
+df = spark.read.format("flink-savepoint").option("state.path", {str(KEYED)!r}).option("operator.uid", "keyed").load()
+print("all", df.count())
 one = df.where("key = 'k-7'")
-print("registered", one.count(), one.rdd.getNumPartitions())
+print("one", one.count(), one.rdd.getNumPartitions())
+fstate.readers.register(spark)  # again: harmless
 spark.stop()
 ''')
-    # an editable install serves pyspark_fstate through an import hook Spark's look-up does not see:
-    # put the package on the path as a normal install would
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "pyspark_fstate").symlink_to(ROOT / "readers" / "pyspark_fstate", target_is_directory=True)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), str(ROOT), os.environ.get("PYTHONPATH")])),
-               PYSPARK_PYTHON=sys.executable)
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     operator = Savepoint.open(str(KEYED)).operator("keyed")
     expected = len(list(TB.keyed_table(operator).rows()))
-    lines = [line.split() for line in result.stdout.splitlines() if line.startswith(("found", "registered"))]
-    # found by Spark: every subtask's partition read, Spark filters; registered: one key group's partition
-    assert lines == [["found", str(expected), str(operator.parallelism)], ["registered", "1", "1"]]
+    lines = [line.split() for line in result.stdout.splitlines() if line.startswith(("all", "one"))]
+    # the key filter is pushed down: one key group's partition is read
+    assert lines == [["all", str(expected)], ["one", "1", "1"]]
