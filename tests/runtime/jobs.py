@@ -115,7 +115,7 @@ def all_states_job(env, n=200, keys=10):
      .add_sink(CollectSink("all-states")).uid("sink"))
 
 
-def wait_for(cond, timeout=20.0):
+def wait_for(cond, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
