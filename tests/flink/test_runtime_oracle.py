@@ -21,6 +21,7 @@ from fstate.runtime import (IDLE, AggregateFunction, AggregatingStateDescriptor,
 from fstate.savepoint.loader import Savepoint
 from tests.flink import harness
 from tests.oracle_compare import _sort_key, assert_matches_dump, expected_state, norm, norm_dump_map
+from tests.runtime.jobs import Progress
 
 pytestmark = pytest.mark.flink
 
@@ -67,6 +68,9 @@ class OffsetSource(SourceFunction, CheckpointedFunction):
 
 
 class Totals(KeyedProcessFunction):
+    def __init__(self, processed: Progress):
+        self.processed = processed  # shared by the parallel copies
+
     def open(self, ctx):
         self.total = ctx.get_state(ValueStateDescriptor("total", Types.LONG))
         self.name = ctx.get_state(ValueStateDescriptor("name", Types.STRING))
@@ -76,6 +80,7 @@ class Totals(KeyedProcessFunction):
         self.total.update((self.total.value() or 0) + v)
         self.name.update(f"n-{v}-é中")
         ctx.timer_service().register_event_time_timer(1_000_000 + v % 7)
+        self.processed.add()
         return None
 
 
@@ -84,6 +89,7 @@ def test_flink_restores_a_runtime_savepoint(tmp_path):
     from tests.flink.restore import restore_and_dump
 
     n, keys = 600, 40
+    processed = Progress()
     env = StreamExecutionEnvironment()
     env.set_parallelism(2)
     env.enable_checkpointing(50)
@@ -91,10 +97,10 @@ def test_flink_restores_a_runtime_savepoint(tmp_path):
     (env.add_source(OffsetSource(n), "src", parallelism=1).uid("src")
      .map(lambda i: (f"k-{i % keys}", i)).uid("to-keyed")
      .key_by(lambda t: t[0], key_type=Types.STRING)
-     .process(Totals()).uid("keyed")
+     .process(Totals(processed)).uid("keyed")
      .add_sink(DiscardingSink()).uid("sink"))
     client = env.execute_async("to flink")
-    _wait_for(lambda: len(client.completed_checkpoints()) >= 2)
+    _wait_for(lambda: len(client.completed_checkpoints()) >= 2 and processed.count >= 1)  # the source moved
     sp = client.stop_with_savepoint(str(tmp_path / "savepoints"))
     # the runtime's own view of what it held (the source is stopped where it was)
     offsets = [v for _, _, v in Savepoint.open(sp).operator("src").list_state("offsets")]

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from decimal import Decimal
 
 from fstate.runtime import (IDLE, AggregateFunction, AggregatingStateDescriptor, CheckpointedFunction,
-                            CheckpointListener, CollectSink, ExternalizedCheckpointRetention, KeyedProcessFunction,
-                            ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor, RestartStrategies,
-                            SourceFunction, StreamExecutionEnvironment, TwoPhaseCommitFileSink, Types,
-                            ValueStateDescriptor)
+                            CheckpointListener, CollectSink, ExternalizedCheckpointRetention, JobStatus,
+                            KeyedProcessFunction, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
+                            RestartStrategies, SourceFunction, StreamExecutionEnvironment, TwoPhaseCommitFileSink,
+                            Types, ValueStateDescriptor)
+from fstate.runtime.sources import SequenceSource
 
 
-def make_env(tmp_path, parallelism=2, interval=None, **retention) -> StreamExecutionEnvironment:
-    env = StreamExecutionEnvironment()
+def make_env(tmp_path, parallelism=2, interval=None, clock=None, **retention) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment(clock=clock)
     env.set_parallelism(parallelism)
     if interval:
         env.enable_checkpointing(interval)
@@ -113,7 +115,7 @@ def all_states_job(env, n=200, keys=10):
      .add_sink(CollectSink("all-states")).uid("sink"))
 
 
-def wait_for(cond, timeout=20.0):
+def wait_for(cond, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:
@@ -131,8 +133,12 @@ class CountPerKey(KeyedProcessFunction):
         yield f"{ctx.get_current_key()},{value},{c}"
 
 
-def counting_job(env, out_dir, n, p_src=None, p_keyed=None, rate=None, idle_at_end=False):
-    src = env.from_sequence(0, n - 1, records_per_second=rate, splits=12, idle_at_end=idle_at_end).uid("src")
+def counting_job(env, out_dir, n, p_src=None, p_keyed=None, rate=None, idle_at_end=False, pause_after=None):
+    options = dict(records_per_second=rate, splits=12, idle_at_end=idle_at_end)
+    if pause_after is None:
+        src = env.from_sequence(0, n - 1, **options).uid("src")
+    else:
+        src = from_paused_sequence(env, 0, n - 1, pause_after, **options).uid("src")
     if p_src:
         src.set_parallelism(p_src)
     keyed = src.key_by(lambda i: f"k-{i % 13}", key_type=Types.STRING).process(CountPerKey()).uid("count")
@@ -145,3 +151,73 @@ class Idle(SourceFunction):
     def run(self, ctx):
         while True:
             yield IDLE
+
+
+# ---------------------------------------------------------------------------------------------
+# deterministic progress: tests wait for a condition, never for an amount of time
+
+
+class SharedEvent(threading.Event):
+    """An Event that every parallel copy of a function shares (the runtime deep-copies functions
+    for each subtask)."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+class Progress:
+    """A count that every parallel copy of a function shares, for a test to wait on."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def add(self, n: int = 1) -> None:
+        with self._lock:
+            self.count += n
+
+    def wait_for(self, n: int, timeout: float = 60.0) -> None:
+        """Until at least ``n`` were counted."""
+        wait_for(lambda: self.count >= n, timeout)
+
+
+class PausedSequenceSource(SequenceSource):
+    """``from_sequence`` whose every subtask stops after emitting ``pause_after`` numbers (it
+    yields IDLE, so checkpoints, savepoints and stop-with-savepoint go on) until ``resume`` is
+    set. Its state is SequenceSource's: a plain ``from_sequence`` restores it. The next number is
+    taken from the sequence only when it is emitted, so a checkpoint during the pause holds the
+    exact position. The count is per subtask and per attempt."""
+
+    def __init__(self, start: int, end: int, pause_after: int, resume: threading.Event | None = None,
+                 **options):
+        super().__init__(start, end, **options)
+        self.pause_after = pause_after
+        self.resume = resume if resume is not None else SharedEvent()
+
+    def run(self, ctx):
+        numbers = super().run(ctx)
+        emitted = 0
+        while True:
+            while emitted >= self.pause_after and not self.resume.is_set():
+                yield IDLE
+            try:
+                item = next(numbers)
+            except StopIteration:
+                return
+            if item is not IDLE:
+                emitted += 1
+            yield item
+
+
+def from_paused_sequence(env, start: int, end: int, pause_after: int, resume: threading.Event | None = None,
+                         **options):
+    """Like ``env.from_sequence`` (same operator name), with a PausedSequenceSource."""
+    return env.add_source(PausedSequenceSource(start, end, pause_after, resume, **options), "Sequence Source")
+
+
+def wait_until_running(client, timeout: float = 60.0) -> None:
+    """Until the job is RUNNING (its client requests are handled once its tasks have started)."""
+    wait_for(lambda: client.get_job_status() == JobStatus.RUNNING, timeout)

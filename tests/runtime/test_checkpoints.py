@@ -8,7 +8,7 @@ import os
 import pytest
 
 from fstate.readers import tables
-from fstate.runtime import CollectSink, JobStatus, KeyedProcessFunction, Types, ValueStateDescriptor
+from fstate.runtime import CollectSink, JobStatus, KeyedProcessFunction, ManualClock, Types, ValueStateDescriptor
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint import types as savepoint_types
 from tests.runtime.jobs import Point, all_states_job, expected_all_states, make_env, wait_for
@@ -16,7 +16,8 @@ from tests.runtime.jobs import Point, all_states_job, expected_all_states, make_
 
 def test_checkpoint_and_savepoint_read_by_fstate(tmp_path):
     CollectSink.clear("all-states")
-    env = make_env(tmp_path, parallelism=2, interval=10_000)
+    # a manual clock: the periodic checkpoint never comes first, however slowly the job runs
+    env = make_env(tmp_path, parallelism=2, interval=10_000, clock=ManualClock(0))
     all_states_job(env)
     client = env.execute_async("all states")
     wait_for(lambda: len(CollectSink.results("all-states")) == 200)

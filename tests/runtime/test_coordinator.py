@@ -12,7 +12,7 @@ import pytest
 from fstate.runtime import (CheckpointedFunction, CheckpointFailureReason, CheckpointListener, CollectSink,
                             JobExecutionException, JobStatus, ManualClock, MapFunction, RestartStrategies,
                             StreamExecutionEnvironment)
-from tests.runtime.jobs import Idle, wait_for
+from tests.runtime.jobs import Idle, wait_for, wait_until_running
 
 
 class FlakySnapshot(MapFunction, CheckpointedFunction, CheckpointListener):
@@ -72,6 +72,7 @@ def test_decline_expire_and_complete_with_a_manual_clock(tmp_path, caplog):
     clock.advance(1)
     wait_for(lambda: len(stats.failed) == 2)
     assert stats.failed[1] == (2, "CHECKPOINT_EXPIRED")
+    wait_for(lambda: stats.triggered == 3)  # in the same tick, before the clock moves again
     FlakySnapshot.release.set()
 
     clock.advance(100)
@@ -160,9 +161,12 @@ def test_max_concurrent_checkpoints(tmp_path, max_concurrent):
     env.add_source(Idle()).uid("src").map(BlockFirst()).uid("block").add_sink(CollectSink("x")).uid("sink")
     client = env.execute_async()
     stats = client.get_checkpoint_stats()
-    for _ in range(4):  # checkpoint 1 hangs in its snapshot meanwhile
+    wait_until_running(client)
+    for i in range(1, 5):  # checkpoint 1 hangs in its snapshot meanwhile
         clock.advance(100)
-        time.sleep(0.03)
+        # each one is due at its tick; beyond max_concurrent nothing more starts
+        wait_for(lambda: stats.triggered >= min(i, max_concurrent))
+        time.sleep(0.03)  # a chance for one too many to start (not needed for the test to pass)
     assert stats.triggered == max_concurrent and stats.completed == []
     BlockFirst.release.set()
     wait_for(lambda: len(stats.completed) >= max_concurrent)  # (the next may follow at once: it is due)

@@ -6,6 +6,7 @@ equals a failure-free run; with AT_LEAST_ONCE nothing is missing."""
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 import pytest
@@ -14,6 +15,7 @@ from fstate.runtime import (CheckpointingMode, ExternalizedCheckpointRetention, 
                             JobExecutionException, JobStatus, KeyedProcessFunction, RestartStrategies,
                             StreamExecutionEnvironment, TwoPhaseCommitFileSink, Types, ValueStateDescriptor,
                             find_latest_checkpoint, read_committed)
+from tests.runtime.jobs import from_paused_sequence
 
 N = 2400
 KEYS = 11
@@ -37,7 +39,10 @@ class CountPerKey(KeyedProcessFunction):
 
 
 def build(tmp_path, name: str, mode=CheckpointingMode.EXACTLY_ONCE, injector=None, rate=4000,
-          restore: str | None = None, retain: bool = False) -> StreamExecutionEnvironment:
+          restore: str | None = None, retain: bool = False, pause_after: int | None = None
+          ) -> StreamExecutionEnvironment:
+    """The counting job; with ``pause_after`` each source subtask stops after that many records
+    (and idles, checkpointing on) instead of running to the end."""
     env = StreamExecutionEnvironment()
     env.set_parallelism(2)
     env.enable_checkpointing(15, mode)
@@ -49,7 +54,11 @@ def build(tmp_path, name: str, mode=CheckpointingMode.EXACTLY_ONCE, injector=Non
     env.set_failure_injector(injector)
     if restore:
         env.restore_from(restore)
-    (env.from_sequence(0, N - 1, splits=6, records_per_second=rate).uid("src")
+    if pause_after is None:
+        source = env.from_sequence(0, N - 1, splits=6, records_per_second=rate)
+    else:
+        source = from_paused_sequence(env, 0, N - 1, pause_after, splits=6, records_per_second=rate)
+    (source.uid("src")
      .key_by(lambda i: f"k-{i % KEYS}", key_type=Types.STRING)
      .process(CountPerKey()).uid("count")
      .add_sink(TwoPhaseCommitFileSink(str(tmp_path / name))).uid("sink"))
@@ -112,11 +121,10 @@ def test_at_least_once_nothing_missing(tmp_path, reference):
 def test_process_crash_restores_from_the_checkpoint_on_disk(tmp_path, reference):
     """The job dies like a killed process (nothing cleaned up); a new job restores the newest
     chk-N found on disk, fails a few more times, and the committed output is still exact."""
-    env = build(tmp_path, "kill", retain=True, rate=2000)
+    # the two source subtasks stop after N/2 records in all: the kill comes mid-way at any speed
+    env = build(tmp_path, "kill", retain=True, rate=2000, pause_after=N // 4)
     client = env.execute_async("to be killed")
-    import time
-
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while len(client.completed_checkpoints()) < 3 or not read_committed(str(tmp_path / "kill")):
         assert time.monotonic() < deadline
         time.sleep(0.01)

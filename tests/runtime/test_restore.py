@@ -4,7 +4,6 @@ restore errors."""
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -14,7 +13,7 @@ from fstate.runtime import (CheckpointedFunction, CollectSink, JobExecutionExcep
                             ListStateDescriptor, MapFunction, MapStateDescriptor, RestoreError, StateMigrationError,
                             Types, ValueStateDescriptor, read_committed)
 from fstate.savepoint.loader import Savepoint
-from tests.runtime.jobs import all_states_job, counting_job, make_env, wait_for
+from tests.runtime.jobs import all_states_job, counting_job, make_env, wait_for, wait_until_running
 
 
 @pytest.mark.parametrize("before,after", [(2, 3), (3, 1)])
@@ -22,7 +21,8 @@ def test_stop_with_savepoint_and_rescale(tmp_path, before, after):
     n = 3000
     out = tmp_path / "out"
     env = make_env(tmp_path, parallelism=before, interval=30)
-    counting_job(env, out, n, rate=1000, idle_at_end=True)
+    # the source subtasks stop after n/2 numbers in all: the savepoint is taken mid-way at any speed
+    counting_job(env, out, n, rate=1000, idle_at_end=True, pause_after=n // (2 * before))
     client = env.execute_async("phase 1")
     wait_for(lambda: len(read_committed(str(out))) > 0)  # a checkpoint committed some output
     sp = client.stop_with_savepoint(str(tmp_path / "sp"))
@@ -124,7 +124,7 @@ def test_operator_state_redistribution(tmp_path, before, after):
     env.from_collection([], idle_at_end=True).uid("src").map(Parts()).uid("parts").add_sink(
         CollectSink("x")).uid("sink")
     client = env.execute_async()
-    time.sleep(0.1)
+    wait_until_running(client)
     sp = client.stop_with_savepoint()
     all_parts = [f"p{i}-{j}" for i in range(before) for j in range(i + 2)]
     assert sorted(v for _, _, v in tables.list_state_table(Savepoint.open(sp).operator("parts"), "parts").rows()) == \

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
 from fstate.readers import tables
 from fstate.runtime import (CollectSink, KeyedProcessFunction, ManualClock, StreamExecutionEnvironment, Types,
                             ValueStateDescriptor, WatermarkStrategy)
 from fstate.savepoint.loader import Savepoint
-from tests.runtime.jobs import make_env, wait_for
+from tests.runtime.jobs import Progress, make_env, wait_for
 
 
 class Sessionize(KeyedProcessFunction):
-    """Sums values per key and emits the sum when the event-time timer (ts + 100) fires."""
+    """Sums values per key and emits the sum when the event-time timer (ts + 100) fires; counts
+    the elements it processed in ``processed`` when given one."""
+
+    def __init__(self, processed: Progress | None = None):
+        self.processed = processed
 
     def open(self, ctx):
         self.sum = ctx.get_state(ValueStateDescriptor("sum", Types.LONG))
@@ -21,6 +24,8 @@ class Sessionize(KeyedProcessFunction):
     def process_element(self, value, ctx):
         self.sum.update((self.sum.value() or 0) + value[1])
         ctx.timer_service().register_event_time_timer(ctx.timestamp() + 100)
+        if self.processed is not None:
+            self.processed.add()
         return None
 
     def on_timer(self, timestamp, ctx):
@@ -56,14 +61,15 @@ def test_timers_survive_a_savepoint(tmp_path):
     """Timers registered before a savepoint fire after the restore (rescaled 2 -> 1)."""
     env = make_env(tmp_path, parallelism=2, interval=10_000)
     data = [(f"k-{i % 4}", 1, 1000 + i) for i in range(20)]
+    processed = Progress()
     CollectSink.clear("t1")
     (env.from_collection(data, idle_at_end=True).uid("src")
      .assign_timestamps_and_watermarks(WatermarkStrategy.for_monotonous_timestamps()
                                        .with_timestamp_assigner(lambda e, ts: e[2])).uid("wm")
-     .key_by(lambda e: e[0], key_type=Types.STRING).process(Sessionize()).uid("session")
+     .key_by(lambda e: e[0], key_type=Types.STRING).process(Sessionize(processed)).uid("session")
      .add_sink(CollectSink("t1")).uid("sink"))
     client = env.execute_async()
-    time.sleep(0.3)
+    processed.wait_for(20)  # every element registered its timer (so the job is running, too)
     sp = client.stop_with_savepoint()  # no drain: the timers stay registered
     before = CollectSink.results("t1")
     timers = list(tables.timers_table(Savepoint.open(sp).operator("session")).rows())
@@ -86,9 +92,12 @@ def test_timers_survive_a_savepoint(tmp_path):
 
 
 def test_processing_time_timers_with_a_manual_clock(tmp_path):
+    processed = Progress()
+
     class Remind(KeyedProcessFunction):
         def process_element(self, value, ctx):
             ctx.timer_service().register_processing_time_timer(ctx.current_processing_time() + 1000)
+            processed.add()
             return None
 
         def on_timer(self, timestamp, ctx):
@@ -100,7 +109,7 @@ def test_processing_time_timers_with_a_manual_clock(tmp_path):
     env.from_collection(["a", "b"], idle_at_end=True).uid("src").key_by(lambda x: x).process(Remind()).uid(
         "remind").add_sink(CollectSink("remind")).uid("sink")
     client = env.execute_async()
-    time.sleep(0.2)
+    processed.wait_for(2)  # both timers registered at 5000 + 1000, before the clock moves
     assert CollectSink.results("remind") == []
     clock.advance(1000)
     wait_for(lambda: len(CollectSink.results("remind")) == 2)
