@@ -30,15 +30,15 @@ from pyspark.sql.types import StructField, StructType
 
 from ..savepoint.errors import InvalidArgumentError, UnknownStateError
 from ..savepoint.loader import Savepoint
-from . import schema as S
-from . import tables as TB
+from . import schema as schema_types
+from . import tables
 from .options import FORMAT, parse_source_options
 
 #: the runtime SQL option that lets Spark offer filters to a Python data source (off by default)
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
 
-def build_table(options: dict, keys: list | None = None) -> TB.Table:
+def build_table(options: dict, keys: list | None = None) -> tables.Table:
     """The table the options name (see options.py), planned on this machine."""
     source = parse_source_options(options)
     sp = Savepoint.open(source.path, allow_external_paths=source.allow_external_paths,
@@ -61,12 +61,12 @@ def build_table(options: dict, keys: list | None = None) -> TB.Table:
             raise InvalidArgumentError(f"operator {op.display_name} has no keyed state: name one of its "
                                        f"operator states with --state ({names})")
     if table == "list":
-        return TB.list_state_table(op, _required(state))
+        return tables.list_state_table(op, _required(state))
     if table == "broadcast":
-        return TB.broadcast_state_table(op, _required(state))
+        return tables.broadcast_state_table(op, _required(state))
     if table == "keyed":
-        return TB.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys)
-    return TB.timers_table(op, flatten_key=source.flatten)
+        return tables.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys)
+    return tables.timers_table(op, flatten_key=source.flatten)
 
 
 def _required(state: str | None) -> str:
@@ -75,12 +75,12 @@ def _required(state: str | None) -> str:
     return state
 
 
-def spark_schema(table: TB.Table) -> StructType:
-    return StructType([StructField(n, S.spark_type(t), nullable) for n, t, nullable in table.columns])
+def spark_schema(table: tables.Table) -> StructType:
+    return StructType([StructField(n, schema_types.spark_type(t), nullable) for n, t, nullable in table.columns])
 
 
 class _Part(InputPartition):
-    def __init__(self, part: TB.Partition):
+    def __init__(self, part: tables.Partition):
         super().__init__(part)
         self.part = part
 
@@ -112,10 +112,10 @@ class SavepointReaderSource(DataSourceReader):
     def __init__(self, options: dict):
         self.options = options
         self.keys: list | None = None
-        self._table: TB.Table | None = None
+        self._table: tables.Table | None = None
 
     @property
-    def table(self) -> TB.Table:
+    def table(self) -> tables.Table:
         if self._table is None:
             self._table = build_table(self.options, self.keys)
         return self._table
@@ -131,8 +131,8 @@ class SavepointReaderSource(DataSourceReader):
         """Decoded rows as Arrow record batches (the fast way into Spark); plain tuples when a column
         type has no Arrow form."""
         table = self.table
-        convs = [S.converter(t) for _, t, _ in table.columns]
-        rows = TB.read_partition(partition.part, table.key_filter)
+        convs = [schema_types.converter(t) for _, t, _ in table.columns]
+        rows = tables.read_partition(partition.part, table.key_filter)
         if any(convs):
             rows = (tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row)) for row in rows)
         arrow_schema = _arrow_schema(table)
@@ -180,7 +180,7 @@ class KeyFilteringReaderSource(SavepointReaderSource):
             yield f
 
 
-def _arrow_schema(table: TB.Table):
+def _arrow_schema(table: tables.Table):
     try:
         from pyspark.sql.pandas.types import to_arrow_schema
 

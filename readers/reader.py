@@ -13,7 +13,7 @@ from typing import Any
 
 from ..savepoint.loader import Savepoint
 from ..savepoint.summary import summarize
-from . import tables as TB
+from . import tables
 from .options import FORMAT, savepoint_source_options
 
 
@@ -83,15 +83,15 @@ class SavepointReader:
         return self._load(uid, table="timers", flatten=flatten)
 
     # -- without Spark ---------------------------------------------------------------------------
-    def table(self, uid: str, *, table: str, state: str | None = None, **kw) -> TB.Table:
+    def table(self, uid: str, *, table: str, state: str | None = None, **kw) -> tables.Table:
         """The Spark-free table (columns + rows) behind each DataFrame, read in this process."""
         op = self.savepoint.operator(uid)
         if table == "list":
-            return TB.list_state_table(op, state)
+            return tables.list_state_table(op, state)
         if table == "broadcast":
-            return TB.broadcast_state_table(op, state)
+            return tables.broadcast_state_table(op, state)
         if table == "keyed":
-            return TB.keyed_table(op, [s for s in state.split(",")] if state else None, **kw)
+            return tables.keyed_table(op, [s for s in state.split(",")] if state else None, **kw)
         if table == "timers":
-            return TB.timers_table(op, **kw)
+            return tables.timers_table(op, **kw)
         raise ValueError(f"unknown table kind {table}")

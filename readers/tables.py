@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..savepoint import handles as H
+from ..savepoint import handles
 from ..savepoint import streams
-from ..savepoint import keyed as K
-from ..savepoint import operator as O
-from ..savepoint import rocksdb as RX
+from ..savepoint import keyed
+from ..savepoint import operator as operator_state
+from ..savepoint import rocksdb
 from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
 from ..savepoint.loader import OperatorView
 from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, ListType, MapType, PojoType,
@@ -84,7 +84,7 @@ def broadcast_state_table(op: OperatorView, state: str) -> Table:
     return Table("broadcast", f"{op.display_name}/{state}", cols, parts)
 
 
-def _keyed_meta(op: OperatorView) -> K.KeyedBackendMeta:
+def _keyed_meta(op: OperatorView) -> keyed.KeyedBackendMeta:
     op.readable_keyed_handles()  # a clear error for keyed state in a layout fstate cannot read yet
     km = op.keyed_meta
     if km is None:
@@ -97,7 +97,7 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
                     options: tuple = ()) -> list[Partition]:
     parts = []
     for subtask, h in op.readable_keyed_handles():
-        if isinstance(h, H.IncrementalKeyedHandle):
+        if isinstance(h, handles.IncrementalKeyedHandle):
             # RocksDB files: one partition per subtask, opened by the executor that reads it
             if key_groups is not None and not any(h.start_key_group <= kg <= h.end_key_group for kg in key_groups):
                 continue
@@ -116,7 +116,7 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
     return parts
 
 
-def _split_handle(h: H.KeyGroupsHandle, src: streams.StreamSource):
+def _split_handle(h: handles.KeyGroupsHandle, src: streams.StreamSource):
     """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
     total = src.length if src.length is not None else len(src.data or b"")
     if src.path is not None and src.length is not None:
@@ -249,30 +249,30 @@ def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterato
     label = p.source.label
     if p.kind == "list":
         buf = _load(p)
-        meta = O.read_operator_proxy(buf, label)
-        for i, v in enumerate(O.read_list_state(buf, p.handle, meta, p.state_names[0], label)):
+        meta = operator_state.read_operator_proxy(buf, label)
+        for i, v in enumerate(operator_state.read_list_state(buf, p.handle, meta, p.state_names[0], label)):
             yield (p.subtask, i, v)
         return
     if p.kind == "broadcast":
         buf = _load(p)
-        meta = O.read_operator_proxy(buf, label)
-        yield from O.read_broadcast_state(buf, p.handle, meta, p.state_names[0], label)
+        meta = operator_state.read_operator_proxy(buf, label)
+        yield from operator_state.read_broadcast_state(buf, p.handle, meta, p.state_names[0], label)
         return
     yield from _read_keyed(p, key_filter)
 
 
-def _load_key_groups(p: Partition) -> tuple[bytes, H.KeyGroupsHandle, K.KeyedBackendMeta]:
+def _load_key_groups(p: Partition) -> tuple[bytes, handles.KeyGroupsHandle, keyed.KeyedBackendMeta]:
     label = p.source.label
     if p.span is None or p.source.path is None:
         buf = _load(p)
-        return buf, p.handle, K.read_keyed_proxy(buf, label)
+        return buf, p.handle, keyed.read_keyed_proxy(buf, label)
     io = streams.source_io(p.source)
     header = b""
     size = 64 * 1024
     while True:
         header = io.read_range(p.source.path, p.source.start, min(size, p.span[0]))
         try:
-            meta = K.read_keyed_proxy(header, label)
+            meta = keyed.read_keyed_proxy(header, label)
             break
         except FStateError:
             if size >= p.span[0]:
@@ -285,12 +285,12 @@ def _load_key_groups(p: Partition) -> tuple[bytes, H.KeyGroupsHandle, K.KeyedBac
     start, end = p.key_groups
     first = start - h.start_key_group
     offsets = tuple((o - lo + meta.header_size) if o else 0 for o in h.offsets[first:first + end - start + 1])
-    shifted = H.KeyGroupsHandle(h.tag, start, offsets, h.delegate, h.handle_id)
+    shifted = handles.KeyGroupsHandle(h.tag, start, offsets, h.delegate, h.handle_id)
     return header[:meta.header_size] + body, shifted, meta
 
 
 def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
-    if isinstance(p.handle, RX.RocksDBSource):
+    if isinstance(p.handle, rocksdb.RocksDBSource):
         yield from _read_rocksdb(p, key_filter)
         return
     buf, handle, meta = _load_key_groups(p)
@@ -299,28 +299,28 @@ def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
     label = p.source.label
     yield from _keyed_output(
         p, meta, key_filter,
-        lambda: K.timer_rows(buf, handle, meta, p.max_parallelism, key_groups=kg_range, source=label),
-        lambda ids: K.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range, source=label),
-        lambda ids, flatten, ns: K.table_rows(buf, handle, meta, p.max_parallelism, ids, kg_range, label,
+        lambda: keyed.timer_rows(buf, handle, meta, p.max_parallelism, key_groups=kg_range, source=label),
+        lambda ids: keyed.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range, source=label),
+        lambda ids, flatten, ns: keyed.table_rows(buf, handle, meta, p.max_parallelism, ids, kg_range, label,
                                                flatten, ns))
 
 
 def _read_rocksdb(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
     """A RocksDB incremental/native snapshot: the database of one subtask, opened in a temporary
     directory that is removed when the rows are read (or reading fails / stops)."""
-    src: RX.RocksDBSource = p.handle
-    meta = RX.read_meta(src)
+    src: rocksdb.RocksDBSource = p.handle
+    meta = rocksdb.read_meta(src)
     opts = dict(p.options)
     kgs = opts.get("kgs")
     label = src.label
-    with RX.open_snapshot(src) as db:
+    with rocksdb.open_snapshot(src) as db:
         yield from _keyed_output(
             p, meta, key_filter,
-            lambda: RX.timer_rows(db, meta, p.max_parallelism, key_groups=kgs, source=label),
-            lambda ids: RX.keyed_rows(db, meta, p.max_parallelism, ids, key_groups=kgs, source=label))
+            lambda: rocksdb.timer_rows(db, meta, p.max_parallelism, key_groups=kgs, source=label),
+            lambda ids: rocksdb.keyed_rows(db, meta, p.max_parallelism, ids, key_groups=kgs, source=label))
 
 
-def _keyed_output(p: Partition, meta: K.KeyedBackendMeta, key_filter: frozenset | None, timer_rows, keyed_rows,
+def _keyed_output(p: Partition, meta: keyed.KeyedBackendMeta, key_filter: frozenset | None, timer_rows, keyed_rows,
                   fast_rows=None) -> Iterator[tuple]:
     """Rows of the keyed or timers table from the decoded (key, namespace, values) / timers."""
     opts = dict(p.options)

@@ -35,7 +35,7 @@ def view_name(text: str) -> str:
 
 def plan_views(sp: Savepoint, prefix: str | None = None) -> list[dict[str, Any]]:
     """Which views a savepoint gives (name, operator, table kind, state) without Spark."""
-    from . import tables as TB
+    from . import tables
 
     pre = f"{view_name(prefix)}_" if prefix else ""
     views = []
@@ -51,7 +51,7 @@ def plan_views(sp: Savepoint, prefix: str | None = None) -> list[dict[str, Any]]
             if km is None:
                 continue
             try:
-                TB.keyed_table(op)
+                tables.keyed_table(op)
                 views.append({"view": f"{pre}{base}", "uid": ident, "table": "keyed", "state": None})
             except FStateError:
                 for _, s in km.value_states:
@@ -104,7 +104,7 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
          fs_options=None) -> list[dict[str, Any]]:
     """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys.
     ``checkpoint_base_dir``: new place of the job checkpoint directory both were taken in, if it moved."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as spark_functions
 
     register(spark)
     old_sp = Savepoint.open(old_path, allow_external_paths=allow_external_paths,
@@ -147,18 +147,18 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
         if table in ("list", "timers"):
             # list state and timers: compare multisets (which subtask holds an element does not matter)
             cols = ["value"] if table == "list" else a.columns
-            av = a.select(F.to_json(F.struct(*cols)).alias("v")).groupBy("v").count()
-            bv = b.select(F.to_json(F.struct(*cols)).alias("v")).groupBy("v").count()
-            j = av.join(bv, "v", "full_outer").select("v", F.coalesce(av["count"], F.lit(0)).alias("a"),
-                                                       F.coalesce(bv["count"], F.lit(0)).alias("b"))
-            added = j.where("b > a").select(F.sum(F.col("b") - F.col("a"))).first()[0] or 0
-            removed = j.where("a > b").select(F.sum(F.col("a") - F.col("b"))).first()[0] or 0
+            av = a.select(spark_functions.to_json(spark_functions.struct(*cols)).alias("v")).groupBy("v").count()
+            bv = b.select(spark_functions.to_json(spark_functions.struct(*cols)).alias("v")).groupBy("v").count()
+            j = av.join(bv, "v", "full_outer").select("v", spark_functions.coalesce(av["count"], spark_functions.lit(0)).alias("a"),
+                                                       spark_functions.coalesce(bv["count"], spark_functions.lit(0)).alias("b"))
+            added = j.where("b > a").select(spark_functions.sum(spark_functions.col("b") - spark_functions.col("a"))).first()[0] or 0
+            removed = j.where("a > b").select(spark_functions.sum(spark_functions.col("a") - spark_functions.col("b"))).first()[0] or 0
             ex = [r["v"] for r in j.where("a != b").limit(examples).collect()]
             row.update(added=added, removed=removed, changed=0, note="", examples=ex)
             results.append(row)
             continue
-        sa = a.select(*ids, F.to_json(F.struct(*_canonical(a, vals))).alias("__old"))
-        sb = b.select(*ids, F.to_json(F.struct(*_canonical(b, vals))).alias("__new"))
+        sa = a.select(*ids, spark_functions.to_json(spark_functions.struct(*_canonical(a, vals))).alias("__old"))
+        sb = b.select(*ids, spark_functions.to_json(spark_functions.struct(*_canonical(b, vals))).alias("__new"))
         j = sa.join(sb, ids, "full_outer")
         added = j.where("__old IS NULL")
         removed = j.where("__new IS NULL")
@@ -173,11 +173,11 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
 
 def _canonical(df, cols: list[str]):
     """Columns in a form whose JSON does not depend on map entry order."""
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as spark_functions
     from pyspark.sql.types import MapType
 
     types = {f.name: f.dataType for f in df.schema.fields}
-    return [F.array_sort(F.map_entries(F.col(c))).alias(c) if isinstance(types[c], MapType) else F.col(c)
+    return [spark_functions.array_sort(spark_functions.map_entries(spark_functions.col(c))).alias(c) if isinstance(types[c], MapType) else spark_functions.col(c)
             for c in cols]
 
 

@@ -15,7 +15,7 @@ import shutil
 import uuid
 from dataclasses import dataclass, field
 
-from . import handles as H
+from . import handles
 from .errors import FStateError, InvalidArgumentError
 from .io import (METADATA_FILE, canonical, io_for, is_remote, is_within, join, resolve_fs_options, split_uri,
                  strip_file_scheme)
@@ -59,10 +59,10 @@ def write_stream(directory: str, data: bytes, inline_threshold: int = INLINE_THR
     if len(data) == 0:
         return None
     if len(data) <= inline_threshold:
-        return H.ByteStreamHandle(str(uuid.uuid4()), data)
+        return handles.ByteStreamHandle(str(uuid.uuid4()), data)
     name = str(uuid.uuid4())
     io_for(directory, fs_options).write(join(directory, name), data)
-    return H.RelativeFileHandle(name, len(data))
+    return handles.RelativeFileHandle(name, len(data))
 
 
 def resolve_operator_id(uid: str | None, uid_hash: str | None) -> bytes:
@@ -295,17 +295,17 @@ def ensure_writable_target(target: str, overwrite: bool, fs_options=None) -> Non
 def _relative_files(meta, directory: str) -> dict[str, int]:
     """{path: size} of the files that relative handles of ``meta`` name in ``directory``."""
     return {join(directory, h.relative_path): h.size for _, _, _, h in stream_handles(meta)
-            if isinstance(h, H.RelativeFileHandle)}
+            if isinstance(h, handles.RelativeFileHandle)}
 
 
 def _owned_files(meta, directory: str) -> set[str]:
     """Files inside ``directory`` that the handles of ``meta`` point at (relative or absolute)."""
     out: set[str] = set()
     for _, _, _, h in stream_handles(meta):
-        if isinstance(h, H.RelativeFileHandle):
+        if isinstance(h, handles.RelativeFileHandle):
             out.add(canonical(join(directory, h.relative_path)))
-        elif isinstance(h, (H.FileHandle, H.SegmentFileHandle)):
-            p = h.path if isinstance(h, H.FileHandle) else h.physical_path
+        elif isinstance(h, (handles.FileHandle, handles.SegmentFileHandle)):
+            p = h.path if isinstance(h, handles.FileHandle) else h.physical_path
             if is_within(p, directory):
                 out.add(canonical(p))
     prefix = directory.rstrip("/")

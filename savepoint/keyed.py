@@ -10,7 +10,7 @@ import struct
 from typing import Any, Iterable, Iterator
 
 from . import _fastpath
-from . import metainfo as M
+from . import metainfo
 from .binary import DataOutput
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
@@ -357,7 +357,7 @@ def timers_from_entries(entries: Iterable[Entry], meta: KeyedBackendMeta
     """Timer entries → (timer service, kind 'event'/'processing', timestamp, key, namespace, key group)."""
     timer_ids = {i: s for i, s in meta.timer_states}
     for sid, kg, _, key, ns, ts in entries:
-        name = timer_ids[sid].name[len(M.TIMER_PREFIX):]
+        name = timer_ids[sid].name[len(metainfo.TIMER_PREFIX):]
         kind, _, service = name.partition("_")
         yield service, kind, ts, key, ns, kg
 
@@ -376,16 +376,16 @@ def value_state_meta(name: str, kind: str, value_type: savepoint_types.TypeInfo,
     if kind == "MAP" and not isinstance(value_type, savepoint_types.MapType):
         raise ValueError(f"map state '{name}' needs a MapType, got {value_type.name}")
     stored = savepoint_types.ListType(value_type) if kind == "LIST" else value_type
-    return StateMetaInfo(name, M.KEY_VALUE, {M.KEYED_STATE_TYPE: kind},
-                         {M.VALUE_SERIALIZER: stored, M.NAMESPACE_SERIALIZER: namespace_type})
+    return StateMetaInfo(name, metainfo.KEY_VALUE, {metainfo.KEYED_STATE_TYPE: kind},
+                         {metainfo.VALUE_SERIALIZER: stored, metainfo.NAMESPACE_SERIALIZER: namespace_type})
 
 
 def timer_state_meta(kind: str, key_type: savepoint_types.TypeInfo, namespace_type: savepoint_types.TypeInfo = savepoint_types.VOID_NAMESPACE,
                      service: str = "user-timers") -> StateMetaInfo:
     if kind not in ("event", "processing"):
         raise ValueError(f"timer kind must be 'event' or 'processing', not {kind!r}")
-    return StateMetaInfo(f"{M.TIMER_PREFIX}{kind}_{service}", M.PRIORITY_QUEUE, {},
-                         {M.VALUE_SERIALIZER: savepoint_types.TimerType(key_type, namespace_type)})
+    return StateMetaInfo(f"{metainfo.TIMER_PREFIX}{kind}_{service}", metainfo.PRIORITY_QUEUE, {},
+                         {metainfo.VALUE_SERIALIZER: savepoint_types.TimerType(key_type, namespace_type)})
 
 
 def _var_len(out: bytearray, n: int) -> None:
@@ -403,7 +403,7 @@ class PairEncoder:
         self.info = info = meta.states[state_id]
         self.kind = info.kind
         self.prefix = key_group_prefix_size(max_parallelism)
-        if info.backend_type == M.PRIORITY_QUEUE:
+        if info.backend_type == metainfo.PRIORITY_QUEUE:
             self._timer = info.value_type.encoder()
             return
         key_t, ns_t = meta.key_type, info.namespace_type
@@ -436,7 +436,7 @@ class PairEncoder:
 
     def pairs(self, kg: int, key, value, namespace=None) -> list[tuple[bytes, bytes]]:
         """No pairs for an absent value (None, empty list or empty map), as Flink writes nothing."""
-        if self.info.backend_type == M.PRIORITY_QUEUE:
+        if self.info.backend_type == metainfo.PRIORITY_QUEUE:
             out = self._prefix(kg)
             self._timer(out, (value, key, namespace))
             return [(bytes(out), b"")]

@@ -7,11 +7,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
 
-from . import handles as H
+from . import handles
 from . import streams
-from . import keyed as K
-from . import operator as O
-from . import rocksdb as RX
+from . import keyed
+from . import operator as operator_state
+from . import rocksdb
 from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError
 from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
@@ -94,7 +94,7 @@ class Savepoint:
         return src
 
     def _stream_source(self, handle) -> streams.StreamSource:
-        if not isinstance(handle, (H.FileHandle, H.SegmentFileHandle)):
+        if not isinstance(handle, (handles.FileHandle, handles.SegmentFileHandle)):
             return streams.stream_source(handle, self.path, allow_external=self.allow_external_paths)
         # absolute paths: follow a moved checkpoint directory, then apply the external-path policy
         src = streams.relocate_source(streams.stream_source(handle, self.path, allow_external=True), self.path,
@@ -129,7 +129,7 @@ class Savepoint:
                 return
             except ExternalPathError:
                 continue
-        original = handle.path if isinstance(handle, H.FileHandle) else handle.physical_path
+        original = handle.path if isinstance(handle, handles.FileHandle) else handle.physical_path
         shown = original if path == original or f"file:{path}" == original else f"{original} (found at {path})"
         raise ExternalPathError(
             f"state file {shown} lies outside the savepoint directory (pass --allow-external-paths, or "
@@ -191,23 +191,23 @@ class OperatorView:
         return f"{self.savepoint.location.metadata_path} (operator {self.display_name})"
 
     # -- handles -----------------------------------------------------------------------------
-    def operator_handles(self) -> list[tuple[int, H.OperatorStreamHandle]]:
+    def operator_handles(self) -> list[tuple[int, handles.OperatorStreamHandle]]:
         return [(i, s.managed_operator) for i, s in sorted(self.state.subtasks.items())
                 if s.managed_operator is not None]
 
     def keyed_handles(self) -> list[tuple[int, Any]]:
         return [(i, s.managed_keyed) for i, s in sorted(self.state.subtasks.items()) if s.managed_keyed is not None]
 
-    def key_group_handles(self) -> list[tuple[int, H.KeyGroupsHandle]]:
+    def key_group_handles(self) -> list[tuple[int, handles.KeyGroupsHandle]]:
         """Key-group stream handles (canonical and heap layouts); an error for other layouts."""
         out = []
         for i, h in self.keyed_handles():
-            if isinstance(h, H.IncrementalKeyedHandle):
+            if isinstance(h, handles.IncrementalKeyedHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)} (RocksDB "
                     "files): fstate reads it, but this operation needs key-group streams (take a canonical "
                     "savepoint)", self.savepoint.location.metadata_path)
-            if not isinstance(h, H.KeyGroupsHandle):
+            if not isinstance(h, handles.KeyGroupsHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)}, "
                     "which fstate cannot decode yet", self.savepoint.location.metadata_path)
@@ -215,14 +215,14 @@ class OperatorView:
                 out.append((i, h))
         return out
 
-    def readable_keyed_handles(self) -> list[tuple[int, H.KeyGroupsHandle | H.IncrementalKeyedHandle]]:
+    def readable_keyed_handles(self) -> list[tuple[int, handles.KeyGroupsHandle | handles.IncrementalKeyedHandle]]:
         """Keyed handles fstate reads: key-group streams and RocksDB incremental/native snapshots
         (an error for other layouts, e.g. changelog)."""
         out = []
         for i, h in self.keyed_handles():
-            if isinstance(h, H.IncrementalKeyedHandle):
+            if isinstance(h, handles.IncrementalKeyedHandle):
                 out.append((i, h))
-            elif not isinstance(h, H.KeyGroupsHandle):
+            elif not isinstance(h, handles.KeyGroupsHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)}, "
                     "which fstate cannot decode yet", self.savepoint.location.metadata_path)
@@ -230,31 +230,31 @@ class OperatorView:
                 out.append((i, h))
         return out
 
-    def rocksdb_source(self, subtask: int, handle: H.IncrementalKeyedHandle, *, check: bool = True) -> RX.RocksDBSource:
+    def rocksdb_source(self, subtask: int, handle: handles.IncrementalKeyedHandle, *, check: bool = True) -> rocksdb.RocksDBSource:
         """Where the RocksDB files of one subtask's incremental/native handle are (checked to exist)."""
-        return RX.rocksdb_source(handle, self.savepoint.stream_source,
+        return rocksdb.rocksdb_source(handle, self.savepoint.stream_source,
                                  label=f"{self.source} subtask {subtask}", check=check)
 
     # -- proxies -----------------------------------------------------------------------------
     @cached_property
-    def operator_meta(self) -> O.OperatorBackendMeta | None:
+    def operator_meta(self) -> operator_state.OperatorBackendMeta | None:
         for _, h in self.operator_handles():
             if h.delegate is not None and h.size > 0:
                 src = self.savepoint.stream_source(h.delegate).label
-                return self.savepoint.read_header(h.delegate, lambda b: O.read_operator_proxy(b, src))
+                return self.savepoint.read_header(h.delegate, lambda b: operator_state.read_operator_proxy(b, src))
         return None
 
     @cached_property
-    def keyed_meta(self) -> K.KeyedBackendMeta | None:
-        handles = self.keyed_handles()
-        for _, h in handles:
-            if isinstance(h, H.KeyGroupsHandle) and h.delegate is not None:
+    def keyed_meta(self) -> keyed.KeyedBackendMeta | None:
+        found = self.keyed_handles()
+        for _, h in found:
+            if isinstance(h, handles.KeyGroupsHandle) and h.delegate is not None:
                 src = self.savepoint.stream_source(h.delegate).label
-                return self.savepoint.read_header(h.delegate, lambda b: K.read_keyed_proxy(b, src))
-            if isinstance(h, H.IncrementalKeyedHandle) and h.metadata_state is not None:
+                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src))
+            if isinstance(h, handles.IncrementalKeyedHandle) and h.metadata_state is not None:
                 # the meta-data stream of a RocksDB snapshot is the keyed-backend proxy alone
                 src = self.savepoint.stream_source(h.metadata_state).label
-                return self.savepoint.read_header(h.metadata_state, lambda b: K.read_keyed_proxy(b, src))
+                return self.savepoint.read_header(h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src))
         return None
 
     @property
@@ -276,7 +276,7 @@ class OperatorView:
                 backend = "broadcast" if s.kind == "BROADCAST" else "operator"
                 out.append(StateDescription(s.name, backend, s.kind, s.type_name(),
                                             s.key_type.name if s.key_type else None, None, _warnings(s)))
-        if self.has_keyed_state and not all(isinstance(h, (H.KeyGroupsHandle, H.IncrementalKeyedHandle))
+        if self.has_keyed_state and not all(isinstance(h, (handles.KeyGroupsHandle, handles.IncrementalKeyedHandle))
                                             for _, h in self.keyed_handles()):
             out.append(StateDescription("(keyed state)", "keyed", self.keyed_layout or "?", "?", None, None,
                                         (f"stored as {self.keyed_layout}: not decoded yet",)))
@@ -313,8 +313,8 @@ class OperatorView:
                 continue
             buf = self.savepoint.read_stream(h.delegate)
             src = self.savepoint.stream_source(h.delegate).label
-            meta = O.read_operator_proxy(buf, src)
-            for i, v in enumerate(O.read_list_state(buf, h, meta, name, src)):
+            meta = operator_state.read_operator_proxy(buf, src)
+            for i, v in enumerate(operator_state.read_list_state(buf, h, meta, name, src)):
                 yield subtask, i, v
 
     def broadcast_state(self, name: str) -> Iterator[tuple[Any, Any]]:
@@ -325,8 +325,8 @@ class OperatorView:
                 continue
             buf = self.savepoint.read_stream(h.delegate)
             src = self.savepoint.stream_source(h.delegate).label
-            meta = O.read_operator_proxy(buf, src)
-            yield from O.read_broadcast_state(buf, h, meta, name, src)
+            meta = operator_state.read_operator_proxy(buf, src)
+            yield from operator_state.read_broadcast_state(buf, h, meta, name, src)
             return
 
 
@@ -339,10 +339,10 @@ def _warnings(s: StateMetaInfo) -> tuple[str, ...]:
 
 
 def _handle_kind(h) -> str:
-    if isinstance(h, H.KeyGroupsHandle):
+    if isinstance(h, handles.KeyGroupsHandle):
         return "canonical" if h.canonical else "heap-native"
-    if isinstance(h, H.IncrementalKeyedHandle):
+    if isinstance(h, handles.IncrementalKeyedHandle):
         return "RocksDB incremental/native"
-    if isinstance(h, (H.ChangelogBackendHandle, H.ChangelogStreamHandle, H.InMemoryChangelogHandle)):
+    if isinstance(h, (handles.ChangelogBackendHandle, handles.ChangelogStreamHandle, handles.InMemoryChangelogHandle)):
         return "changelog"
     return type(h).__name__

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from . import handle_codec
-from . import handles as H
+from . import handles
 from .binary import DataInput, DataOutput
 from .errors import CorruptStateError, UnsupportedVersionError
 from .javaser import read_java_object
@@ -30,12 +30,12 @@ class MasterState:
 
 @dataclass
 class SubtaskState:
-    managed_operator: H.OperatorStreamHandle | None = None
-    raw_operator: H.OperatorStreamHandle | None = None
-    managed_keyed: H.KeyedHandle | None = None
-    raw_keyed: H.KeyedHandle | None = None
-    input_channels: tuple[H.ChannelStateHandle, ...] = ()
-    result_subpartitions: tuple[H.ChannelStateHandle, ...] = ()
+    managed_operator: handles.OperatorStreamHandle | None = None
+    raw_operator: handles.OperatorStreamHandle | None = None
+    managed_keyed: handles.KeyedHandle | None = None
+    raw_keyed: handles.KeyedHandle | None = None
+    input_channels: tuple[handles.ChannelStateHandle, ...] = ()
+    result_subpartitions: tuple[handles.ChannelStateHandle, ...] = ()
 
     @property
     def size(self) -> int:
@@ -57,7 +57,7 @@ class OperatorState:
     subtasks: dict[int, SubtaskState] = field(default_factory=dict)
     finished_subtasks: tuple[int, ...] = ()
     fully_finished: bool = False
-    coordinator_state: H.ByteStreamHandle | None = None
+    coordinator_state: handles.ByteStreamHandle | None = None
     name: str | None = None  # V5+
     uid: str | None = None  # V5+
     # Subtask entries in file order (negative = finished marker), so a re-written file is identical.
@@ -170,7 +170,7 @@ def _read_operator(inp: DataInput, version: int) -> OperatorState:
     if parallelism < 0 or max_parallelism < 0:
         raise inp.fail(f"operator {op_id.hex()}: negative parallelism {parallelism}/{max_parallelism}")
     coordinator = handle_codec.read_stream_handle(inp)
-    if coordinator is not None and not isinstance(coordinator, H.ByteStreamHandle):
+    if coordinator is not None and not isinstance(coordinator, handles.ByteStreamHandle):
         raise inp.fail(f"operator {op_id.hex()}: coordinator state must be inline bytes")
     n = inp.read_i32()
     op = OperatorState(op_id, parallelism, max_parallelism, coordinator_state=coordinator, name=name, uid=uid)
@@ -197,14 +197,14 @@ def _read_operator(inp: DataInput, version: int) -> OperatorState:
     return op
 
 
-def _read_single_operator_handle(inp: DataInput) -> H.OperatorStreamHandle | None:
+def _read_single_operator_handle(inp: DataInput) -> handles.OperatorStreamHandle | None:
     present = inp.read_i32()
     if not present:
         return None
     return handle_codec.read_operator_handle(inp)
 
 
-def _read_channel_list(inp: DataInput, tagged: bool, output: bool) -> tuple[H.ChannelStateHandle, ...]:
+def _read_channel_list(inp: DataInput, tagged: bool, output: bool) -> tuple[handles.ChannelStateHandle, ...]:
     n = inp.read_count("channel state handle", unit_size=5)
     return tuple(handle_codec.read_channel_handle(inp, tagged, output) for _ in range(n))
 
@@ -299,9 +299,9 @@ def subtask_stream_handles(s: SubtaskState):
         if h is not None:
             yield what, h.delegate
     for what, h in (("keyed state", s.managed_keyed), ("raw keyed state", s.raw_keyed)):
-        if isinstance(h, H.KeyGroupsHandle):
+        if isinstance(h, handles.KeyGroupsHandle):
             yield what, h.delegate
-        elif isinstance(h, H.IncrementalKeyedHandle):
+        elif isinstance(h, handles.IncrementalKeyedHandle):
             yield f"{what} metadata", h.metadata_state
             for name, x in h.shared + h.private:
                 yield f"{what} file {name}", x
@@ -321,9 +321,9 @@ def map_subtask_stream_handles(s: SubtaskState, fn) -> SubtaskState:
     def keyed(h):
         if h is None:
             return None
-        if isinstance(h, H.KeyGroupsHandle):
+        if isinstance(h, handles.KeyGroupsHandle):
             return dataclasses.replace(h, delegate=stream(h.delegate))
-        if isinstance(h, H.IncrementalKeyedHandle):
+        if isinstance(h, handles.IncrementalKeyedHandle):
             return dataclasses.replace(h, metadata_state=stream(h.metadata_state),
                                        shared=tuple((n, stream(x)) for n, x in h.shared),
                                        private=tuple((n, stream(x)) for n, x in h.private))

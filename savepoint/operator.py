@@ -8,12 +8,11 @@ from typing import Any, Iterator
 
 from .binary import DataInput, DataOutput
 from .compression import decompress_framed
-from .errors import CorruptStateError, UnknownStateError, UnsupportedVersionError
+from .errors import DECODE_ERRORS, CorruptStateError, UnknownStateError, UnsupportedVersionError
 from .handles import OperatorStreamHandle
 from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
 
 CURRENT_VERSION = 6
-_DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
 
 
 @dataclass
@@ -98,7 +97,7 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
         for o in offsets:
             v, _ = dec(base_buf, o)
             out.append(v)
-    except _DECODE_ERRORS as e:
+    except DECODE_ERRORS as e:
         raise CorruptStateError(f"operator state '{name}' ({elem.name}): cannot decode an element: {e}",
                                 source) from None
     return out
@@ -141,7 +140,7 @@ def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: Operato
                 k, p = dk(data, p)
                 v, p = dv(data, p)
                 yield k, v
-        except _DECODE_ERRORS as e:
+        except DECODE_ERRORS as e:
             raise CorruptStateError(f"broadcast state '{name}': cannot decode an entry: {e}", source) from None
 
     return gen()
@@ -152,18 +151,18 @@ def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: Operato
 
 
 def list_state_meta(name: str, element_type, mode: str = "SPLIT_DISTRIBUTE") -> StateMetaInfo:
-    from . import metainfo as MI
+    from . import metainfo
 
     if mode not in ("SPLIT_DISTRIBUTE", "UNION"):
         raise ValueError(f"operator list state mode must be SPLIT_DISTRIBUTE or UNION, not {mode}")
-    return StateMetaInfo(name, MI.OPERATOR, {MI.DISTRIBUTION_MODE: mode}, {MI.VALUE_SERIALIZER: element_type})
+    return StateMetaInfo(name, metainfo.OPERATOR, {metainfo.DISTRIBUTION_MODE: mode}, {metainfo.VALUE_SERIALIZER: element_type})
 
 
 def broadcast_state_meta(name: str, key_type, value_type) -> StateMetaInfo:
-    from . import metainfo as MI
+    from . import metainfo
 
-    return StateMetaInfo(name, MI.BROADCAST, {MI.DISTRIBUTION_MODE: "BROADCAST"},
-                         {MI.KEY_SERIALIZER: key_type, MI.VALUE_SERIALIZER: value_type})
+    return StateMetaInfo(name, metainfo.BROADCAST, {metainfo.DISTRIBUTION_MODE: "BROADCAST"},
+                         {metainfo.KEY_SERIALIZER: key_type, metainfo.VALUE_SERIALIZER: value_type})
 
 
 def proxy_version_for_metadata(metadata_version: int) -> int:

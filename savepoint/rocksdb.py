@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, Callable, Iterable, Iterator
 
-from . import handles as H
+from . import handles
 from . import streams
-from . import keyed as K
-from .errors import CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
+from . import keyed
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
 from .io import FileIO, copy_range, is_remote, scheme_of
 
 TEMP_PREFIX = "fstate-rocksdb-"
@@ -74,7 +74,7 @@ class RocksDBSource:
         return range(self.start_key_group, self.end_key_group + 1)
 
 
-def rocksdb_source(handle: H.IncrementalKeyedHandle, stream_source: Callable[[Any], streams.StreamSource], *,
+def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callable[[Any], streams.StreamSource], *,
                    label: str = "", check: bool = True) -> RocksDBSource:
     """The files of an incremental/native keyed handle. ``stream_source`` resolves one stream
     handle (relative paths, external-path policy, a moved checkpoint directory). With ``check``,
@@ -121,11 +121,11 @@ def _check_file(what: str, src: streams.StreamSource, label: str) -> None:
                                     f"{src.start + src.length}", src.path)
 
 
-def read_meta(src: RocksDBSource, io: FileIO | None = None) -> K.KeyedBackendMeta:
+def read_meta(src: RocksDBSource, io: FileIO | None = None) -> keyed.KeyedBackendMeta:
     """The keyed-backend proxy of the snapshot (its meta-data stream holds nothing else)."""
     m = src.metadata
     data = streams.read_source(m, io)
-    return K.read_keyed_proxy(data, m.label or src.label)
+    return keyed.read_keyed_proxy(data, m.label or src.label)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,26 +225,26 @@ class RocksDBSnapshot:
 
     def _open_db(self) -> None:
         try:
-            import rocksdict as R
+            import rocksdict
         except ImportError:
             raise FStateError("reading RocksDB incremental/native snapshots needs the rocksdict package "
                               "(pip install rocksdict)", self.source.label) from None
         label = self.source.label
         try:
-            names = R.Rdict.list_cf(self.path, R.Options(raw_mode=True))
+            names = rocksdict.Rdict.list_cf(self.path, rocksdict.Options(raw_mode=True))
         except Exception as e:
             raise CorruptStateError(f"cannot read the RocksDB MANIFEST ({e})", label) from None
         self._write_options(names)
         try:
-            opts, cf_opts = R.Options.load_latest(self.path)
+            opts, cf_opts = rocksdict.Options.load_latest(self.path)
             for o in [opts, *cf_opts.values()]:
                 o.create_if_missing(False)
-            self._db = R.Rdict(self.path, opts, cf_opts, access_type=R.AccessType.read_only(False))
+            self._db = rocksdict.Rdict(self.path, opts, cf_opts, access_type=rocksdict.AccessType.read_only(False))
             self._cfs = {n: self._db.get_column_family(n) for n in names}
         except Exception as e:
             raise CorruptStateError(f"RocksDB cannot open the snapshot ({e})", label) from None
         self._names = list(names)
-        self._read_options = R.ReadOptions()
+        self._read_options = rocksdict.ReadOptions()
         self._read_options.fill_cache(False)
         self._read_options.set_total_order_seek(True)
 
@@ -334,8 +334,8 @@ def _runs(wanted: Iterable[int] | None, lo: int, hi: int) -> list[tuple[int, int
     return out
 
 
-def _state_entries(db: RocksDBSnapshot, sid: int, codec: K.StateCodec, runs, prefix: int,
-                   source: str | None) -> Iterator[K.Entry]:
+def _state_entries(db: RocksDBSnapshot, sid: int, codec: keyed.StateCodec, runs, prefix: int,
+                   source: str | None) -> Iterator[keyed.Entry]:
     name = codec.info.name
     decode = codec.canonical
     for lo, hi in runs:
@@ -347,15 +347,15 @@ def _state_entries(db: RocksDBSnapshot, sid: int, codec: K.StateCodec, runs, pre
                 raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
             try:
                 ident, key, ns, value = decode(kb, vb)
-            except K._DECODE_ERRORS as e:
+            except DECODE_ERRORS as e:
                 raise CorruptStateError(f"state '{name}', key group {kg}: cannot decode the entry "
                                         f"{kb.hex()} ({e})", source) from None
             yield sid, kg, ident, key, ns, value
 
 
-def iter_entries(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism: int, *,
+def iter_entries(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, *,
                  codecs: list | None = None, key_groups: Iterable[int] | None = None,
-                 states: set[int] | None = None, source: str | None = None) -> Iterator[K.Entry]:
+                 states: set[int] | None = None, source: str | None = None) -> Iterator[keyed.Entry]:
     """Every entry of the selected states in the selected key groups (within the handle's range),
     as :func:`.keyed.iter_entries` yields them for the canonical layout: (state id, key group,
     identity, key, namespace, value), ordered by key group, then state id, then key bytes. MAP
@@ -363,8 +363,8 @@ def iter_entries(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism:
     A state of the proxy without a column family has no entries."""
     source = source or db.source.label
     if codecs is None:
-        codecs = K.state_codecs(meta, max_parallelism, source)
-    prefix = K.key_group_prefix_size(max_parallelism)
+        codecs = keyed.state_codecs(meta, max_parallelism, source)
+    prefix = keyed.key_group_prefix_size(max_parallelism)
     runs = _runs(key_groups, db.source.start_key_group, db.source.end_key_group)
     present = set(db.column_families)
     streams = [_state_entries(db, sid, c, runs, prefix, source) for sid, c in enumerate(codecs)
@@ -376,23 +376,23 @@ def iter_entries(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism:
     return heapq.merge(*streams, key=itemgetter(1))
 
 
-def keyed_rows(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism: int, state_ids: list[int], *,
+def keyed_rows(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, state_ids: list[int], *,
                key_groups: Iterable[int] | None = None, source: str | None = None
                ) -> Iterator[tuple[int, Any, Any, list]]:
     """(key group, key, namespace, [value of each state in ``state_ids`` or None]), as
     :func:`.keyed.keyed_rows`."""
-    codecs = K.state_codecs(meta, max_parallelism, source)
+    codecs = keyed.state_codecs(meta, max_parallelism, source)
     entries = iter_entries(db, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
                            states=set(state_ids), source=source)
-    yield from K.rows_from_entries(entries, codecs, state_ids)
+    yield from keyed.rows_from_entries(entries, codecs, state_ids)
 
 
-def timer_rows(db: RocksDBSnapshot, meta: K.KeyedBackendMeta, max_parallelism: int, *,
+def timer_rows(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, *,
                key_groups: Iterable[int] | None = None, source: str | None = None
                ) -> Iterator[tuple[str, str, int, Any, Any, int]]:
     """(timer service, kind, timestamp, key, namespace, key group), as :func:`.keyed.timer_rows`."""
     timer_ids = {i for i, _ in meta.timer_states}
     if not timer_ids:
         return
-    yield from K.timers_from_entries(iter_entries(db, meta, max_parallelism, key_groups=key_groups,
+    yield from keyed.timers_from_entries(iter_entries(db, meta, max_parallelism, key_groups=key_groups,
                                                   states=timer_ids, source=source), meta)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import handles as H
+from . import handles
 from .errors import ExternalPathError
 from .loader import Savepoint
 from .metadata import FLINK_VERSIONS, stream_handles
@@ -15,11 +15,11 @@ def _storage(op) -> dict[str, int]:
     for s in op.state.subtasks.values():
         for h in (s.managed_operator, s.raw_operator, s.managed_keyed, s.raw_keyed):
             d = getattr(h, "delegate", None)
-            if isinstance(d, H.ByteStreamHandle):
+            if isinstance(d, handles.ByteStreamHandle):
                 counts["inline"] += 1
             elif d is not None:
                 counts["files"] += 1
-            elif isinstance(h, H.IncrementalKeyedHandle):
+            elif isinstance(h, handles.IncrementalKeyedHandle):
                 counts["files"] += len(h.shared) + len(h.private)
     return counts
 
@@ -32,9 +32,9 @@ def external_dependencies(sp: Savepoint) -> dict[str, int]:
 
     deps: dict[str, int] = {}
     for _, _, _, h in stream_handles(sp.metadata):
-        if isinstance(h, H.FileHandle):
+        if isinstance(h, handles.FileHandle):
             d = h.path
-        elif isinstance(h, H.SegmentFileHandle):
+        elif isinstance(h, handles.SegmentFileHandle):
             d = h.physical_path
         else:
             continue

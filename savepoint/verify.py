@@ -7,10 +7,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from . import handles as H
+from . import handles
 from . import streams
-from . import keyed as K
-from . import rocksdb as RX
+from . import keyed
+from . import rocksdb
 from .errors import ExternalPathError, FStateError
 from .io import io_for, is_remote, is_within, join, strip_file_scheme
 from .loader import OperatorView, Savepoint
@@ -56,11 +56,11 @@ def _is_external(sp: Savepoint, h) -> str | None:
     for attr in ("relative_path", "path", "physical_path"):
         if "\x00" in (getattr(h, attr, None) or ""):
             return repr(getattr(h, attr))
-    if isinstance(h, H.RelativeFileHandle):
+    if isinstance(h, handles.RelativeFileHandle):
         target = join(sp.path, h.relative_path)
-    elif isinstance(h, H.FileHandle):
+    elif isinstance(h, handles.FileHandle):
         target = h.path
-    elif isinstance(h, H.SegmentFileHandle):
+    elif isinstance(h, handles.SegmentFileHandle):
         target = h.physical_path
     else:
         return None
@@ -80,7 +80,7 @@ def _check_file(sp: Savepoint, h) -> str | None:
         return f"state file {src.path} does not exist"
     size = io.size(src.path)
     need = src.start + (src.length or 0)
-    if isinstance(h, H.SegmentFileHandle):
+    if isinstance(h, handles.SegmentFileHandle):
         if size < need:
             return f"state file {src.path} has {size} bytes; the segment needs {need}"
     elif src.length is not None and size != src.length:
@@ -136,27 +136,27 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
             _guard(r, f"{s.kind.lower()} state '{s.name}'", lambda s=s: sum(1 for _ in op.list_state(s.name)))
     if not op.has_keyed_state:
         return
-    handles = {}
-    _guard(r, "keyed state handles", lambda: handles.setdefault("h", op.readable_keyed_handles()))
+    found = {}
+    _guard(r, "keyed state handles", lambda: found.setdefault("h", op.readable_keyed_handles()))
     km_holder = {}
     _guard(r, "keyed state header", lambda: km_holder.setdefault("m", op.keyed_meta))
     km = km_holder.get("m")
-    if km is None or "h" not in handles:
+    if km is None or "h" not in found:
         return
-    for subtask, h in handles["h"]:
-        if isinstance(h, H.IncrementalKeyedHandle):
+    for subtask, h in found["h"]:
+        if isinstance(h, handles.IncrementalKeyedHandle):
             def decode_all(h=h, subtask=subtask):
                 src = op.rocksdb_source(subtask, h)
-                meta = RX.read_meta(src, op.savepoint.io)
-                with RX.open_snapshot(src, io=op.savepoint.io) as db:
-                    return sum(1 for _ in RX.iter_entries(db, meta, op.max_parallelism))
+                meta = rocksdb.read_meta(src, op.savepoint.io)
+                with rocksdb.open_snapshot(src, io=op.savepoint.io) as db:
+                    return sum(1 for _ in rocksdb.iter_entries(db, meta, op.max_parallelism))
             what = f"RocksDB state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         else:
             def decode_all(h=h):
                 src = op.savepoint.stream_source(h.delegate)
                 buf = streams.read_source(src, op.savepoint.io)
-                meta = K.read_keyed_proxy(buf, src.label)
-                return sum(1 for _ in K.iter_entries(buf, h, meta, op.max_parallelism, source=src.label))
+                meta = keyed.read_keyed_proxy(buf, src.label)
+                return sum(1 for _ in keyed.iter_entries(buf, h, meta, op.max_parallelism, source=src.label))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         _guard(r, what, decode_all)
 

@@ -13,7 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from fstate.readers import tables as TB
+from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, PojoType,
                                     RowType, Scalar, TtlType, TupleType, TypeInfo)
@@ -113,20 +113,20 @@ def actual_state(sp: Savepoint, expected_op: dict) -> dict:
         name = entry["state"]
         if name not in lists:
             by_subtask: dict[int, list] = {}
-            table = TB.list_state_table(op, name)
+            table = tables.list_state_table(op, name)
             for subtask, _, v in table.rows():
                 by_subtask.setdefault(subtask, []).append(norm_typed(v, table.columns[-1][1]))
             lists[name] = by_subtask
     result["list_state"] = lists
     result["broadcast_state"] = {}
     for e in expected_op.get("broadcast_state", []):
-        table = TB.broadcast_state_table(op, e["state"])
+        table = tables.broadcast_state_table(op, e["state"])
         kt, vt = table.columns[0][1], table.columns[1][1]
         result["broadcast_state"][e["state"]] = sorted(
             ([norm_typed(k, kt), norm_typed(v, vt)] for k, v in table.rows()), key=_sort_key)
     keyed = {}
     for e in expected_op.get("keyed_state", []):
-        table = TB.keyed_table(op, [e["state"]])
+        table = tables.keyed_table(op, [e["state"]])
         windowed = "window_start" in table.column_names
         key_t = table.columns[0][1]
         value_t = table.columns[-1][1]
@@ -144,7 +144,7 @@ def actual_state(sp: Savepoint, expected_op: dict) -> dict:
         keyed[e["state"]] = sorted(entries, key=_sort_key)
     result["keyed_state"] = keyed
     if "timers" in expected_op and (expected_op["timers"] or expected_op.get("keyed_state")):
-        t = TB.timers_table(op)
+        t = tables.timers_table(op)
         cols = t.column_names
         timers = []
         for row in t.rows():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fstate.readers import tables as TB
+from fstate.readers import tables
 from fstate.readers.options import (FORMAT, parse_source_options, savepoint_source_options, source_options)
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.loader import Savepoint
@@ -131,7 +131,7 @@ def test_register_twice_keeps_push_down(spark):
     fstate.readers.register(spark)
     assert spark.conf.get(FILTER_PUSHDOWN_CONF) == "true"
     df = spark.read.format("flink-savepoint").option("path", str(KEYED)).option("uid", "keyed").load()
-    assert _rows(df) == sorted((norm(list(r)) for r in TB.keyed_table(Savepoint.open(str(KEYED))
+    assert _rows(df) == sorted((norm(list(r)) for r in tables.keyed_table(Savepoint.open(str(KEYED))
                                                                     .operator("keyed")).rows()), key=repr)
     one = df.where("key = 'k-7'")
     assert [row["key"] for row in one.collect()] == ["k-7"] and one.rdd.getNumPartitions() == 1  # key push-down
@@ -170,7 +170,7 @@ def test_views_keep_checkpoint_base_dir(spark, tmp_path):
     shutil.move(str(job / "shared"), str(elsewhere / "shared"))
     views = register_views(spark, str(chk), "moved", checkpoint_base_dir=str(elsewhere))
     assert "moved_keyed" in views
-    expected = TB.keyed_table(Savepoint.open(str(chk), checkpoint_base_dir=str(elsewhere)).operator("keyed"))
+    expected = tables.keyed_table(Savepoint.open(str(chk), checkpoint_base_dir=str(elsewhere)).operator("keyed"))
     assert spark.sql("SELECT count(*) FROM moved_keyed").first()[0] == len(list(expected.rows()))
 
 
@@ -201,7 +201,7 @@ spark.stop()
                             timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     operator = Savepoint.open(str(KEYED)).operator("keyed")
-    expected = len(list(TB.keyed_table(operator).rows()))
+    expected = len(list(tables.keyed_table(operator).rows()))
     lines = [line.split() for line in result.stdout.splitlines() if line.startswith(("all", "one"))]
     # the key filter is pushed down: one key group's partition is read
     assert lines == [["all", str(expected)], ["one", "1", "1"]]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from fstate.readers import tables as TB
+from fstate.readers import tables
 from fstate.savepoint.errors import FStateError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.verify import verify
@@ -50,12 +50,12 @@ def read_everything(path: str) -> None:
         om = op.operator_meta
         for s in (om.states if om else []):
             if s.kind == "BROADCAST":
-                list(TB.broadcast_state_table(op, s.name).rows())
+                list(tables.broadcast_state_table(op, s.name).rows())
             else:
-                list(TB.list_state_table(op, s.name).rows())
+                list(tables.list_state_table(op, s.name).rows())
         if op.has_keyed_state:
-            list(TB.keyed_table(op).rows())
-            list(TB.timers_table(op).rows())
+            list(tables.keyed_table(op).rows())
+            list(tables.timers_table(op).rows())
     verify(path)
 
 

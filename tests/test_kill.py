@@ -20,7 +20,7 @@ from tests.support import sample_dirs, sample_snapshot
 
 WRITER = textwrap.dedent("""
     import sys
-    from fstate.savepoint import keyed as K, operator as O, handles as H
+    from fstate.savepoint import keyed, operator as operator_state, handles
     from fstate.savepoint.builder import SavepointBuilder
     from fstate.savepoint.types import LONG, STRING
     from fstate.savepoint.types.hashing import key_group_for_hash, key_group_range
@@ -39,9 +39,9 @@ WRITER = textwrap.dedent("""
 
         builder_module.write_metadata = paused
     maxp, p = 128, 2
-    meta = K.KeyedBackendMeta(6, False, STRING, [K.value_state_meta("total", "VALUE", LONG),
-                                                   K.value_state_meta("names", "LIST", STRING)])
-    enc = [K.PairEncoder(meta, i, maxp) for i in range(2)]
+    meta = keyed.KeyedBackendMeta(6, False, STRING, [keyed.value_state_meta("total", "VALUE", LONG),
+                                                   keyed.value_state_meta("names", "LIST", STRING)])
+    enc = [keyed.PairEncoder(meta, i, maxp) for i in range(2)]
     b = SavepointBuilder(target)
     op = b.operator("keyed", parallelism=p, max_parallelism=maxp)
     for sub in range(p):
@@ -54,11 +54,11 @@ WRITER = textwrap.dedent("""
                 d = by.setdefault(kg, {})
                 d.setdefault(0, []).extend(enc[0].pairs(kg, k, i))
                 d.setdefault(1, []).extend(enc[1].pairs(kg, k, [f"n{i}", "x" * 20]))
-        data, offsets = K.encode_canonical_stream(meta, lo, hi, by)
-        op.subtask(sub).managed_keyed = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, offsets, b.stream(data))
+        data, offsets = keyed.encode_canonical_stream(meta, lo, hi, by)
+        op.subtask(sub).managed_keyed = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, offsets, b.stream(data))
     src = b.operator("src", parallelism=1, max_parallelism=maxp)
-    data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", LONG), list(range(5000)))])
-    src.subtask(0).managed_operator = H.OperatorStreamHandle(offsets, b.stream(data))
+    data, offsets = operator_state.encode_operator_stream([(operator_state.list_state_meta("offsets", LONG), list(range(5000)))])
+    src.subtask(0).managed_operator = handles.OperatorStreamHandle(offsets, b.stream(data))
     b.commit()
     print("committed")
 """)

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from tests.support import sample_dirs, sample_snapshot
-from fstate.savepoint import errors as E
+from fstate.savepoint import errors
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metadata import read_metadata, write_metadata
 
@@ -28,16 +28,16 @@ def test_every_truncation_is_a_clear_error(sample):
     data = (sample_snapshot(sample) / "_metadata").read_bytes()
     step = max(1, len(data) // 400)
     for cut in range(0, len(data) - 1, step):
-        with pytest.raises(E.CorruptStateError):
+        with pytest.raises(errors.CorruptStateError):
             read_metadata(data[:cut], "cut")
 
 
 def test_bad_magic_and_version(tmp_path):
-    with pytest.raises(E.CorruptStateError, match="magic"):
+    with pytest.raises(errors.CorruptStateError, match="magic"):
         read_metadata(b"\x00" * 64, "f")
     data = bytearray((sample_snapshot(SAMPLES[0]) / "_metadata").read_bytes())
     data[7] = 99
-    with pytest.raises(E.UnsupportedVersionError, match="version 99"):
+    with pytest.raises(errors.UnsupportedVersionError, match="version 99"):
         read_metadata(bytes(data), "f")
 
 
@@ -49,16 +49,16 @@ def test_path_forms(tmp_path):
 
 
 def test_not_a_savepoint(tmp_path):
-    with pytest.raises(E.SavepointNotFoundError, match="no _metadata"):
+    with pytest.raises(errors.SavepointNotFoundError, match="no _metadata"):
         Savepoint.open(str(tmp_path))
-    with pytest.raises(E.SavepointNotFoundError, match="no such file"):
+    with pytest.raises(errors.SavepointNotFoundError, match="no such file"):
         Savepoint.open(str(tmp_path / "missing"))
     # a job checkpoint directory with chk-N inside: say which to pick
     snap = sample_snapshot(SAMPLES[0])
     shutil.copytree(snap, tmp_path / "job" / "chk-7")
     assert Savepoint.open(str(tmp_path / "job")).path.endswith("chk-7")  # the only one: taken
     shutil.copytree(snap, tmp_path / "job" / "chk-9")
-    with pytest.raises(E.SavepointNotFoundError, match="chk-7, chk-9"):
+    with pytest.raises(errors.SavepointNotFoundError, match="chk-7, chk-9"):
         Savepoint.open(str(tmp_path / "job"))
 
 
@@ -69,11 +69,11 @@ def test_missing_state_file_is_reported(tmp_path):
     shutil.copytree(sample_snapshot(with_files[0]), dst)
     victim = next(p for p in dst.iterdir() if p.name != "_metadata")
     victim.unlink()
-    from fstate.readers import tables as TB
+    from fstate.readers import tables
     sp = Savepoint.open(str(dst))
-    with pytest.raises(E.MissingStateFileError, match=victim.name):
+    with pytest.raises(errors.MissingStateFileError, match=victim.name):
         for op in sp.operators:
             for _, h in op.operator_handles():
                 sp.read_stream(h.delegate)
-            for p in (TB.keyed_table(op).partitions if op.has_keyed_state else []):
-                list(TB.read_partition(p))
+            for p in (tables.keyed_table(op).partitions if op.has_keyed_state else []):
+                list(tables.read_partition(p))

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from fstate.readers import tables as TB
-from fstate.savepoint import errors as E
-from fstate.savepoint import handles as H
+from fstate.readers import tables
+from fstate.savepoint import errors
+from fstate.savepoint import handles
 from fstate.savepoint.loader import Savepoint
 from fstate.writers.modify import SavepointModifier, dependencies, relocate
 from tests.support import sample_dirs, sample_snapshot
@@ -37,7 +37,7 @@ def _open(path):
 
 
 def _keyed(path, uid, states=None):
-    return {r[0]: tuple(r[1:]) for r in TB.keyed_table(_open(path).operator(uid), states).rows()}
+    return {r[0]: tuple(r[1:]) for r in tables.keyed_table(_open(path).operator(uid), states).rows()}
 
 
 def test_shallow_copy_remove_rename(base, tmp_path):
@@ -48,8 +48,8 @@ def test_shallow_copy_remove_rename(base, tmp_path):
     assert "window-agg" not in uids and "keyed-v2" in uids and "keyed" not in uids
     assert _keyed(out, "keyed-v2") == _keyed(base, "keyed")
     # the keyed files stay in BASE: absolute handles into it
-    handles = [h for _, h in sp.operator("keyed-v2").keyed_handles()]
-    assert handles and all(isinstance(h.delegate, (H.FileHandle, H.ByteStreamHandle)) for h in handles)
+    found_handles = [h for _, h in sp.operator("keyed-v2").keyed_handles()]
+    assert found_handles and all(isinstance(h.delegate, (handles.FileHandle, handles.ByteStreamHandle)) for h in found_handles)
     assert os.listdir(out) == ["_metadata"]
     assert list(dependencies(str(out))) == [os.path.realpath(base)]
 
@@ -73,12 +73,12 @@ def test_max_parallelism_rekeys_every_key(base, tmp_path, spark):
     op = _open(out).operator("keyed")
     assert op.max_parallelism == 256
     assert _keyed(out, "keyed") == _keyed(base, "keyed")
-    timers = lambda p: sorted(TB.timers_table(_open(p).operator("keyed")).rows())  # noqa: E731
+    timers = lambda p: sorted(tables.timers_table(_open(p).operator("keyed")).rows())  # noqa: E731
     assert timers(out) == timers(base)
     # 2-byte key-group prefixes now: every key sits in its new key group
     from fstate.savepoint.types.hashing import key_group_for_hash
-    for part in TB.keyed_table(op).partitions:
-        for row in TB.read_partition(part):
+    for part in tables.keyed_table(op).partitions:
+        for row in tables.read_partition(part):
             kg = key_group_for_hash(op.keyed_meta.key_type.java_hash(row[0]), 256)
             assert part.key_groups[0] <= kg <= part.key_groups[1]
 
@@ -94,7 +94,7 @@ def test_transform_state_with_sql(base, tmp_path, spark):
         t = row[0]
         assert new[k][0] == (None if t is None or t > 1500 else t * 10)
         assert new[k][1:] == row[1:]
-    timers = lambda p: sorted(TB.timers_table(_open(p).operator("keyed")).rows())  # noqa: E731
+    timers = lambda p: sorted(tables.timers_table(_open(p).operator("keyed")).rows())  # noqa: E731
     assert timers(out) == timers(base)
 
 
@@ -114,18 +114,18 @@ def test_split_and_merge_list_state(tmp_path):
 def test_failure_leaves_nothing(base, tmp_path):
     out = tmp_path / "new"
     m = SavepointModifier(str(base)).rename_uid("keyed", "src")  # collides with the existing uid 'src'
-    with pytest.raises(E.InvalidArgumentError, match="would appear twice"):
+    with pytest.raises(errors.InvalidArgumentError, match="would appear twice"):
         m.write(str(out))
     assert sorted(os.listdir(tmp_path)) == ["base"]
-    with pytest.raises(E.UnknownOperatorError):
+    with pytest.raises(errors.UnknownOperatorError):
         SavepointModifier(str(base)).remove_operator("nope")
 
 
 def test_external_paths_need_permission(base, tmp_path):
     out = tmp_path / "new"
     SavepointModifier(str(base)).write(str(out))
-    with pytest.raises(E.ExternalPathError, match="outside the savepoint directory"):
-        list(TB.keyed_table(Savepoint.open(str(out)).operator("keyed")).rows())
+    with pytest.raises(errors.ExternalPathError, match="outside the savepoint directory"):
+        list(tables.keyed_table(Savepoint.open(str(out)).operator("keyed")).rows())
     from fstate.savepoint.verify import verify
     report = verify(str(out))
     assert not report.ok and report.external
@@ -139,7 +139,7 @@ def test_relocate_after_moving_the_base(base, tmp_path):
     moved = tmp_path / "base-moved"
     shutil.copytree(base, moved)
     shutil.rmtree(base)
-    with pytest.raises(E.MissingStateFileError):
+    with pytest.raises(errors.MissingStateFileError):
         _keyed(out, "keyed")
     n = relocate(str(out), str(base), str(moved))
     assert n >= 1
@@ -153,7 +153,7 @@ def test_relocate_after_moving_the_base(base, tmp_path):
 
 
 def _timers(path, uid):
-    return sorted(TB.timers_table(_open(path).operator(uid)).rows())
+    return sorted(tables.timers_table(_open(path).operator(uid)).rows())
 
 
 @pytest.mark.spark
@@ -198,8 +198,8 @@ def test_rename_rescale_transform_in_any_order(base, tmp_path, spark):
     assert _keyed(out, "keyed-v2") == expected
     assert _timers(out, "keyed-v2") == _timers(base, "keyed")
     from fstate.savepoint.types.hashing import key_group_for_hash
-    for part in TB.keyed_table(op).partitions:
-        for row in TB.read_partition(part):
+    for part in tables.keyed_table(op).partitions:
+        for row in tables.read_partition(part):
             kg = key_group_for_hash(op.keyed_meta.key_type.java_hash(row[0]), 256)
             assert part.key_groups[0] <= kg <= part.key_groups[1]
 
@@ -208,27 +208,27 @@ def test_conflicts_are_reported_before_anything_is_written(base, tmp_path):
     out = tmp_path / "new"
     # two renames to one uid: both origins named, one error, nothing written
     m = SavepointModifier(str(base)).rename_uid("keyed", "merged").rename_uid("window-agg", "merged")
-    with pytest.raises(E.ModifyConflictError, match="would appear twice") as info:
+    with pytest.raises(errors.ModifyConflictError, match="would appear twice") as info:
         m.write(str(out))
     assert "rename keyed → merged" in str(info.value) and "rename window-agg → merged" in str(info.value)
     # ... and every conflict in that one error
     m.rename_uid("src", "other").rename_uid("window-reduce", "other")
-    with pytest.raises(E.ModifyConflictError, match="conflicting operations") as info:
+    with pytest.raises(errors.ModifyConflictError, match="conflicting operations") as info:
         m.plan()
     assert "merged" in str(info.value) and "other" in str(info.value)
     assert sorted(os.listdir(tmp_path)) == ["base"]
     # an operation on an operator an earlier one removed or renamed away fails at once
     m = SavepointModifier(str(base)).remove_operator("window-agg")
-    with pytest.raises(E.ModifyConflictError, match="window-agg.*was removed by remove window-agg"):
+    with pytest.raises(errors.ModifyConflictError, match="window-agg.*was removed by remove window-agg"):
         m.rename_uid("window-agg", "x")
     m = SavepointModifier(str(base)).rename_uid("keyed", "keyed-v2")
-    with pytest.raises(E.ModifyConflictError, match="renamed by rename keyed → keyed-v2"):
+    with pytest.raises(errors.ModifyConflictError, match="renamed by rename keyed → keyed-v2"):
         m.set_max_parallelism("keyed", 256)
     # a uid that is two operators after a colliding rename is ambiguous
     m = SavepointModifier(str(base)).rename_uid("keyed", "src")
-    with pytest.raises(E.ModifyConflictError, match="ambiguous"):
+    with pytest.raises(errors.ModifyConflictError, match="ambiguous"):
         m.remove_operator("src")
-    with pytest.raises(E.UnknownOperatorError):
+    with pytest.raises(errors.UnknownOperatorError):
         SavepointModifier(str(base)).rename_uid("nope", "x")
     # a rename back to a name that was renamed away is fine, and so is a chain of renames
     m = SavepointModifier(str(base)).rename_uid("keyed", "a").rename_uid("a", "b").rename_uid("window-agg", "keyed")

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from fstate.readers import tables as TB
+from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -13,7 +13,7 @@ def test_runtime_example(tmp_path):
     code = code.replace("/tmp/wc", str(tmp_path))
     exec(compile(code, "README.md", "exec"), {})
     counts = Savepoint.open(str(tmp_path / "savepoints")).operator("counts")
-    assert dict(TB.keyed_table(counts).rows()) == {"to": 200, "be": 200, "or": 100, "not": 100}
+    assert dict(tables.keyed_table(counts).rows()) == {"to": 200, "be": 200, "or": 100, "not": 100}
 
 
 def test_setup_command_names_a_shipped_sample():

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from fstate.readers import tables as TB
-from fstate.savepoint import io as IO
+from fstate.readers import tables
+from fstate.savepoint import io as savepoint_io
 from fstate.savepoint.builder import SavepointBuilder
 from fstate.savepoint.errors import (ExternalPathError, FStateError, InvalidArgumentError, MissingStateFileError,
                                      SavepointNotFoundError, StorageError)
@@ -43,9 +43,9 @@ def _sample(name):
 @pytest.fixture
 def fs_defaults(s3):
     """The server's options as this process's defaults (what the CLI's --fs-option does)."""
-    IO.set_default_fs_options(s3.options)
+    savepoint_io.set_default_fs_options(s3.options)
     yield s3.options
-    IO.set_default_fs_options(None)
+    savepoint_io.set_default_fs_options(None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -53,7 +53,7 @@ def fs_defaults(s3):
 
 
 def test_option_spellings_and_scopes():
-    c = IO.canonical_option
+    c = savepoint_io.canonical_option
     assert c("endpoint") == c("endpoint_override") == c("Endpoint-URL") == "endpoint"
     assert c("s3.endpoint") == c("fs.s3a.endpoint") == c("s3a.endpoint") == "s3.endpoint"
     assert c("s3.path.style.access") == c("fs.s3a.path.style.access") == "s3.path_style"
@@ -64,46 +64,46 @@ def test_option_spellings_and_scopes():
         c("endpoit")
     with pytest.raises(InvalidArgumentError, match="unknown file-system option 'hdfs.region'"):
         c("hdfs.region")
-    opts = IO.normalize_fs_options({"endpoint": "http://a:1", "s3.endpoint": "http://b:2", "path_style": True,
+    opts = savepoint_io.normalize_fs_options({"endpoint": "http://a:1", "s3.endpoint": "http://b:2", "path_style": True,
                                     "gcs.anonymous": "true"})
-    assert IO.options_for("s3", opts) == {"endpoint": "http://b:2", "path_style": "true"}
-    assert IO.options_for("gcs", opts) == {"endpoint": "http://a:1", "anonymous": "true"}
-    assert "secret_key=***" in IO.describe_options(IO.normalize_fs_options({"secret_key": "hush"}))
+    assert savepoint_io.options_for("s3", opts) == {"endpoint": "http://b:2", "path_style": "true"}
+    assert savepoint_io.options_for("gcs", opts) == {"endpoint": "http://a:1", "anonymous": "true"}
+    assert "secret_key=***" in savepoint_io.describe_options(savepoint_io.normalize_fs_options({"secret_key": "hush"}))
 
 
 def test_options_from_yaml_env_defaults_and_calls(tmp_path, monkeypatch):
     cfg = tmp_path / "fs.yaml"
     cfg.write_text("s3:\n  endpoint: http://from-yaml:9000\n  path.style.access: true\nregion: eu-west-1\n")
-    monkeypatch.setenv(IO.FS_CONFIG_ENV, str(cfg))
-    monkeypatch.setenv(IO.FS_OPTIONS_ENV, "region=us-east-2,retries=5")
-    opts = dict(IO.resolve_fs_options())
+    monkeypatch.setenv(savepoint_io.FS_CONFIG_ENV, str(cfg))
+    monkeypatch.setenv(savepoint_io.FS_OPTIONS_ENV, "region=us-east-2,retries=5")
+    opts = dict(savepoint_io.resolve_fs_options())
     assert opts == {"s3.endpoint": "http://from-yaml:9000", "s3.path_style": "true", "region": "us-east-2",
                     "retries": "5"}
-    monkeypatch.setenv(IO.FS_OPTIONS_ENV, json.dumps({"s3": {"region": "ap-south-1"}}))
+    monkeypatch.setenv(savepoint_io.FS_OPTIONS_ENV, json.dumps({"s3": {"region": "ap-south-1"}}))
     try:
-        IO.set_default_fs_options({"retries": "2"})
-        opts = dict(IO.resolve_fs_options({"retries": 7}))
+        savepoint_io.set_default_fs_options({"retries": "2"})
+        opts = dict(savepoint_io.resolve_fs_options({"retries": 7}))
     finally:
-        IO.set_default_fs_options(None)
+        savepoint_io.set_default_fs_options(None)
     assert opts["s3.region"] == "ap-south-1" and opts["retries"] == "7" and opts["region"] == "eu-west-1"
     cfg.write_text("- not a mapping\n")
     with pytest.raises(InvalidArgumentError, match="mapping"):
-        IO.resolve_fs_options()
-    assert IO.parse_fs_option_args(["a=b=c", " k = v "]) == {"a": "b=c", "k": "v"}
+        savepoint_io.resolve_fs_options()
+    assert savepoint_io.parse_fs_option_args(["a=b=c", " k = v "]) == {"a": "b=c", "k": "v"}
     with pytest.raises(InvalidArgumentError, match="key=value"):
-        IO.parse_fs_option_args(["novalue"])
+        savepoint_io.parse_fs_option_args(["novalue"])
 
 
 def test_uri_rules():
-    assert IO.split_uri("s3a://bkt/a//b/./c/") == ("s3", "bkt", "a/b/c")
-    assert IO.is_within("s3://bkt/sp/x", "s3a://bkt/sp") and IO.is_within("s3p://bkt/sp", "s3://bkt/sp/")
-    assert not IO.is_within("s3://bkt/sp2/x", "s3://bkt/sp")          # another prefix
-    assert not IO.is_within("s3://other/sp/x", "s3://bkt/sp")         # another bucket
-    assert not IO.is_within("gs://bkt/sp/x", "s3://bkt/sp")           # another scheme
-    assert not IO.is_within("s3://bkt/sp/../other/x", "s3://bkt/sp")  # '..' resolved
-    assert not IO.is_within("/tmp/sp/x", "s3://bkt/sp") and not IO.is_within("s3://bkt/sp/x", "/tmp/sp")
-    assert IO.join("s3://bkt/sp/", "f") == "s3://bkt/sp/f" and IO.parent_of("s3://bkt/sp/_metadata") == "s3://bkt/sp"
-    assert IO.parent_of("s3://bkt/x") == "s3://bkt" and IO.canonical("s3a://bkt/a/") == "s3://bkt/a"
+    assert savepoint_io.split_uri("s3a://bkt/a//b/./c/") == ("s3", "bkt", "a/b/c")
+    assert savepoint_io.is_within("s3://bkt/sp/x", "s3a://bkt/sp") and savepoint_io.is_within("s3p://bkt/sp", "s3://bkt/sp/")
+    assert not savepoint_io.is_within("s3://bkt/sp2/x", "s3://bkt/sp")          # another prefix
+    assert not savepoint_io.is_within("s3://other/sp/x", "s3://bkt/sp")         # another bucket
+    assert not savepoint_io.is_within("gs://bkt/sp/x", "s3://bkt/sp")           # another scheme
+    assert not savepoint_io.is_within("s3://bkt/sp/../other/x", "s3://bkt/sp")  # '..' resolved
+    assert not savepoint_io.is_within("/tmp/sp/x", "s3://bkt/sp") and not savepoint_io.is_within("s3://bkt/sp/x", "/tmp/sp")
+    assert savepoint_io.join("s3://bkt/sp/", "f") == "s3://bkt/sp/f" and savepoint_io.parent_of("s3://bkt/sp/_metadata") == "s3://bkt/sp"
+    assert savepoint_io.parent_of("s3://bkt/x") == "s3://bkt" and savepoint_io.canonical("s3a://bkt/a/") == "s3://bkt/a"
     assert resolve_path("s3://bkt/sp/f", "s3://bkt/sp") == "s3://bkt/sp/f"
     with pytest.raises(ExternalPathError, match="s3://other/sp/f lies outside"):
         resolve_path("s3://other/sp/f", "s3://bkt/sp")
@@ -111,7 +111,7 @@ def test_uri_rules():
     with pytest.raises(ExternalPathError):
         resolve_path("file:/etc/passwd", "s3://bkt/sp")
     with pytest.raises(StorageError, match="'abfs://' is not supported"):
-        IO.io_for("abfs://c@acct/x")
+        savepoint_io.io_for("abfs://c@acct/x")
 
 
 class _FakeFile:
@@ -156,7 +156,7 @@ class _FlakyFS:
 
 
 def _flaky_io(error, fail, **opts):
-    io = IO.RemoteFileIO("s3", "", IO.normalize_fs_options({"retry_wait": 0, "access_key": "k", "secret_key": "s",
+    io = savepoint_io.RemoteFileIO("s3", "", savepoint_io.normalize_fs_options({"retry_wait": 0, "access_key": "k", "secret_key": "s",
                                                             **opts}))
     io._fs = _FlakyFS(error, fail)
     return io
@@ -197,7 +197,7 @@ def test_no_credentials_message(monkeypatch, tmp_path):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    io = IO.RemoteFileIO("s3", "", IO.normalize_fs_options({"retry_wait": 0}))
+    io = savepoint_io.RemoteFileIO("s3", "", savepoint_io.normalize_fs_options({"retry_wait": 0}))
     io._fs = _FlakyFS(OSError("AWS Error ACCESS_DENIED during HeadObject operation"), 10)
     with pytest.raises(StorageError, match="no AWS credentials found"):
         io.read("s3://b/x")
@@ -208,7 +208,7 @@ def test_gcs_file_system_from_options():
 
     if not hasattr(pafs, "GcsFileSystem"):
         pytest.skip("pyarrow without GCS")
-    io = IO.io_for("gs://bkt/sp", {"gcs.anonymous": "true", "gcs.endpoint": "http://127.0.0.1:9", "retries": 1})
+    io = savepoint_io.io_for("gs://bkt/sp", {"gcs.anonymous": "true", "gcs.endpoint": "http://127.0.0.1:9", "retries": 1})
     assert isinstance(io.fs, pafs.GcsFileSystem)  # made, not used: no request leaves the machine
     assert io._p("gs://bkt/sp/_metadata") == "bkt/sp/_metadata" and io.accepts("gcs://bkt/x")
 
@@ -229,7 +229,7 @@ def test_every_way_to_name_a_remote_savepoint(s3):
     for form in (uri, uri + "/", uri.replace("s3://", "s3a://"), uri + "/_metadata",
                  f"s3://samples/{sample.name}"):  # a directory holding exactly one chk-N
         sp = Savepoint.open(form, fs_options=s3.options)
-        assert IO.canonical(sp.path) == IO.canonical(uri), form
+        assert savepoint_io.canonical(sp.path) == savepoint_io.canonical(uri), form
         assert [o.uid for o in sp.operators] == [o.uid for o in Savepoint.open(str(sample_snapshot(sample))).operators]
     with pytest.raises(SavepointNotFoundError, match="no such file or directory"):
         Savepoint.open("s3://samples/nothing-here", fs_options=s3.options)
@@ -239,14 +239,14 @@ def test_every_way_to_name_a_remote_savepoint(s3):
 
 def _big_keyed(target: str, n: int, options) -> None:
     """A keyed savepoint whose two streams are files of a few MB (written without Spark)."""
-    from fstate.savepoint import handles as H
-    from fstate.savepoint import keyed as K
+    from fstate.savepoint import handles
+    from fstate.savepoint import keyed
     from fstate.savepoint.types import LONG, STRING
     from fstate.savepoint.types.hashing import key_group_for_hash, key_group_range
 
     maxp, p = 128, 2
-    meta = K.KeyedBackendMeta(6, False, STRING, [K.value_state_meta("total", "VALUE", LONG)])
-    enc = K.PairEncoder(meta, 0, maxp)
+    meta = keyed.KeyedBackendMeta(6, False, STRING, [keyed.value_state_meta("total", "VALUE", LONG)])
+    enc = keyed.PairEncoder(meta, 0, maxp)
     b = SavepointBuilder(target, fs_options=options)
     op = b.operator("keyed", parallelism=p, max_parallelism=maxp)
     for sub in range(p):
@@ -257,8 +257,8 @@ def _big_keyed(target: str, n: int, options) -> None:
             kg = key_group_for_hash(STRING.java_hash(k), maxp)
             if lo <= kg <= hi:
                 by.setdefault(kg, {}).setdefault(0, []).extend(enc.pairs(kg, k, i))
-        data, offsets = K.encode_canonical_stream(meta, lo, hi, by)
-        op.subtask(sub).managed_keyed = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, offsets, b.stream(data))
+        data, offsets = keyed.encode_canonical_stream(meta, lo, hi, by)
+        op.subtask(sub).managed_keyed = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, offsets, b.stream(data))
     b.commit()
 
 
@@ -267,7 +267,7 @@ def test_no_state_file_is_read_whole_on_the_driver(s3, monkeypatch):
     target, n = "s3://out/big/sp", 40000
     _big_keyed(target, n, s3.options)
     whole, ranges = [], []
-    real_read, real_range = IO.RemoteFileIO.read, IO.RemoteFileIO.read_range
+    real_read, real_range = savepoint_io.RemoteFileIO.read, savepoint_io.RemoteFileIO.read_range
 
     def read(self, path):
         whole.append(path)
@@ -278,13 +278,13 @@ def test_no_state_file_is_read_whole_on_the_driver(s3, monkeypatch):
         ranges.append((path, offset, length, len(data)))
         return data
 
-    monkeypatch.setattr(IO.RemoteFileIO, "read", read)
-    monkeypatch.setattr(IO.RemoteFileIO, "read_range", read_range)
-    monkeypatch.setattr(TB, "SPLIT_BYTES", 256 * 1024)  # big handles split into key-group ranges
+    monkeypatch.setattr(savepoint_io.RemoteFileIO, "read", read)
+    monkeypatch.setattr(savepoint_io.RemoteFileIO, "read_range", read_range)
+    monkeypatch.setattr(tables, "SPLIT_BYTES", 256 * 1024)  # big handles split into key-group ranges
     sp = Savepoint.open(target, fs_options=s3.options)
-    sizes = {p: sp.io.size(p) for p in IO.io_for(target, s3.options).list_files(target)}
+    sizes = {p: sp.io.size(p) for p in savepoint_io.io_for(target, s3.options).list_files(target)}
     assert sorted(sizes.values())[-1] > 1024 * 1024
-    table = TB.keyed_table(sp.operator("keyed"))
+    table = tables.keyed_table(sp.operator("keyed"))
     # planning: `_metadata` whole, the header of each big stream by a 64 KB probe
     assert [p for p in whole] == [target + "/_metadata"]
     assert ranges and all(n_read <= 64 * 1024 for *_, n_read in ranges), ranges
@@ -293,9 +293,9 @@ def test_no_state_file_is_read_whole_on_the_driver(s3, monkeypatch):
     ranges.clear()
     rows = sorted(table.rows())  # what the executors do, partition by partition
     assert not whole and len(ranges) >= 2 * len(table.partitions)
-    assert all(n_read <= 2 * TB.SPLIT_BYTES for *_, n_read in ranges)
+    assert all(n_read <= 2 * tables.SPLIT_BYTES for *_, n_read in ranges)
     assert rows == sorted((f"key-{i}-" + "x" * 40, i) for i in range(n))
-    assert IO.io_for(target, s3.options).read_range(target + "/_metadata", 10, 1 << 40) == \
+    assert savepoint_io.io_for(target, s3.options).read_range(target + "/_metadata", 10, 1 << 40) == \
         real_read(sp.io, target + "/_metadata")[10:]  # a corrupt length never reads past the end
 
 
@@ -326,23 +326,23 @@ def test_verify_remote(s3):
 
 
 def _operator_stream(n: int) -> bytes:
-    from fstate.savepoint import operator as O
+    from fstate.savepoint import operator as operator_state
     from fstate.savepoint.types import LONG
 
-    return O.encode_operator_stream([(O.list_state_meta("offsets", LONG), list(range(n)))])
+    return operator_state.encode_operator_stream([(operator_state.list_state_meta("offsets", LONG), list(range(n)))])
 
 
 def _build(target, options, n=5000, overwrite=False, fail=False):
-    from fstate.savepoint import handles as H
-    from fstate.savepoint import operator as O
+    from fstate.savepoint import handles
+    from fstate.savepoint import operator as operator_state
     from fstate.savepoint.types import LONG
 
     b = SavepointBuilder(target, overwrite=overwrite, fs_options=options)
     src = b.operator("src", parallelism=2, max_parallelism=128)
     for sub in range(2):
-        data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", LONG),
+        data, offsets = operator_state.encode_operator_stream([(operator_state.list_state_meta("offsets", LONG),
                                                    list(range(sub * n, (sub + 1) * n)))])
-        src.subtask(sub).managed_operator = H.OperatorStreamHandle(offsets, b.stream(data))
+        src.subtask(sub).managed_operator = handles.OperatorStreamHandle(offsets, b.stream(data))
     if fail:
         b.abort()
         return None
@@ -358,15 +358,15 @@ def test_builder_writes_files_under_the_prefix_and_metadata_last(s3):
     opts = s3.options
     s3.make_bucket("out")
     target = "s3://out/builder/sp"
-    from fstate.savepoint import handles as H
+    from fstate.savepoint import handles
 
     b = SavepointBuilder(target, fs_options=opts)
     op = b.operator("src", parallelism=1, max_parallelism=128)
-    from fstate.savepoint import operator as O
+    from fstate.savepoint import operator as operator_state
     from fstate.savepoint.types import LONG
 
-    data, offsets = O.encode_operator_stream([(O.list_state_meta("offsets", LONG), list(range(5000)))])
-    op.subtask(0).managed_operator = H.OperatorStreamHandle(offsets, b.stream(data))
+    data, offsets = operator_state.encode_operator_stream([(operator_state.list_state_meta("offsets", LONG), list(range(5000)))])
+    op.subtask(0).managed_operator = handles.OperatorStreamHandle(offsets, b.stream(data))
     written = s3.keys(target)
     assert len(written) == 1 and "_metadata" not in written  # the state file is there, the savepoint is not
     with pytest.raises(SavepointNotFoundError):
@@ -376,7 +376,7 @@ def test_builder_writes_files_under_the_prefix_and_metadata_last(s3):
     # an upload that did not arrive whole is caught before `_metadata` is written
     b = SavepointBuilder("s3://out/builder/short", fs_options=opts)
     op = b.operator("src", parallelism=1, max_parallelism=128)
-    op.subtask(0).managed_operator = H.OperatorStreamHandle(offsets, b.stream(data))
+    op.subtask(0).managed_operator = handles.OperatorStreamHandle(offsets, b.stream(data))
     (name,) = s3.keys("s3://out/builder/short")
     with s3.filesystem().open_output_stream(f"out/builder/short/{name}") as f:
         f.write(data[:-10])
@@ -449,24 +449,24 @@ def test_shallow_modify_deps_external_paths_and_relocate_between_buckets(s3):
     assert dependencies(new, fs_options=opts) == {base: 3}
     sp = Savepoint.open(new, fs_options=opts)
     with pytest.raises(ExternalPathError, match="s3://bucket-a/base/.* lies outside the savepoint directory"):
-        list(TB.keyed_table(sp.operator("keyed")).rows())
+        list(tables.keyed_table(sp.operator("keyed")).rows())
     report = verify(new, fs_options=opts)
     assert not report.ok and all(p.startswith("s3://bucket-a/base/") for p in report.external)
     assert verify(new, fs_options=opts, allow_external_paths=True).ok
-    expected = sorted(map(repr, TB.keyed_table(Savepoint.open(str(sample_snapshot(sample))).operator("keyed")).rows()))
+    expected = sorted(map(repr, tables.keyed_table(Savepoint.open(str(sample_snapshot(sample))).operator("keyed")).rows()))
     ext = Savepoint.open(new, fs_options=opts, allow_external_paths=True)
-    assert sorted(map(repr, TB.keyed_table(ext.operator("keyed")).rows())) == expected
+    assert sorted(map(repr, tables.keyed_table(ext.operator("keyed")).rows())) == expected
     # the base moves to another bucket: NEW breaks, relocate mends it
     moved = s3.upload(sample_snapshot(sample), "s3://bucket-b/moved")
     fs = s3.filesystem()
     fs.delete_dir_contents("bucket-a/base")
     with pytest.raises(MissingStateFileError, match="s3://bucket-a/base/"):
-        list(TB.keyed_table(Savepoint.open(new, fs_options=opts, allow_external_paths=True)
+        list(tables.keyed_table(Savepoint.open(new, fs_options=opts, allow_external_paths=True)
                             .operator("keyed")).rows())
     assert relocate(new, base.replace("s3://", "s3a://"), moved, fs_options=opts) == 3
     assert "_metadata.before-relocate" in s3.keys(new)
     sp = Savepoint.open(new, fs_options=opts, allow_external_paths=True)
-    assert sorted(map(repr, TB.keyed_table(sp.operator("keyed")).rows())) == expected
+    assert sorted(map(repr, tables.keyed_table(sp.operator("keyed")).rows())) == expected
     assert dependencies(new, fs_options=opts) == {moved: 3}
 
 
@@ -483,8 +483,8 @@ def test_deep_modify_from_s3_is_self_contained(s3, tmp_path):
         assert report.ok and not report.external, report.to_dict()
         sp = Savepoint.open(target, fs_options=opts)
         local = Savepoint.open(str(sample_snapshot(sample)))
-        assert (sorted(map(repr, TB.keyed_table(sp.operator("keyed-v2")).rows()))
-                == sorted(map(repr, TB.keyed_table(local.operator("keyed")).rows())))
+        assert (sorted(map(repr, tables.keyed_table(sp.operator("keyed-v2")).rows()))
+                == sorted(map(repr, tables.keyed_table(local.operator("keyed")).rows())))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,7 +513,7 @@ def test_cli_info_verify_deps_modify_relocate_on_s3(s3, tmp_path):
     assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
     res = _cli("modify", uri, "--out", "s3://out/cli/modified", "--remove", "lists", *_fs_args(s3))
     assert res.returncode == 0, res.stderr
-    res = _cli("deps", "s3://out/cli/modified", "--json", env={IO.FS_OPTIONS_ENV: json.dumps(s3.options)})
+    res = _cli("deps", "s3://out/cli/modified", "--json", env={savepoint_io.FS_OPTIONS_ENV: json.dumps(s3.options)})
     assert res.returncode == 0 and json.loads(res.stdout)["dependencies"], res.stderr
     res = _cli("modify", uri, "--out", "s3://out/cli/modified", "--remove", "lists", *_fs_args(s3))
     assert res.returncode == 2 and "target already exists" in res.stderr
@@ -541,7 +541,7 @@ operators:
     out = "s3://out/cli/boot"
     res = _cli("bootstrap", "--spec", str(spec), "--out", out, "--master", "local[2]", *_fs_args(s3))
     assert res.returncode == 0, res.stderr
-    rows = list(TB.keyed_table(Savepoint.open(out, fs_options=s3.options).operator("counter")).rows())
+    rows = list(tables.keyed_table(Savepoint.open(out, fs_options=s3.options).operator("counter")).rows())
     assert sorted(rows) == sorted((f"u{i}", i) for i in range(2000))
     res = _cli("bootstrap", "--spec", str(spec), "--out", out, *_fs_args(s3))
     assert res.returncode == 2 and "target already exists" in res.stderr
@@ -593,7 +593,7 @@ def test_cli_access_denied_and_no_credentials(s3_auth, tmp_path):
     _one_line_exit_2(_cli("info", "s3://bkt/sp", *fs,
                           env={"AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG", "AWS_SECRET_ACCESS_KEY": "wrong"}),
                      "s3://bkt/sp", "access denied")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != IO.FS_OPTIONS_ENV}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != savepoint_io.FS_OPTIONS_ENV}
     env.update({"AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
                 "AWS_CONFIG_FILE": str(tmp_path / "none"), "COLUMNS": "200"})
     res = subprocess.run([sys.executable, "-m", "fstate.cli.app", "info", "s3://bkt/sp", *fs], capture_output=True,
@@ -609,7 +609,7 @@ def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path):
     from tests.test_kill import WRITER, kill_before_metadata
 
     s3.make_bucket("out")
-    env = {**os.environ, IO.FS_OPTIONS_ENV: json.dumps(s3.options)}
+    env = {**os.environ, savepoint_io.FS_OPTIONS_ENV: json.dumps(s3.options)}
     t0 = time.time()
     subprocess.run([sys.executable, "-c", WRITER, "s3://out/kill/full", "60000"], check=True, capture_output=True,
                    env=env, timeout=300)

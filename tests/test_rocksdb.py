@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fstate.readers import tables as TB
-from fstate.savepoint import handles as H
+from fstate.readers import tables
+from fstate.savepoint import handles
 from fstate.savepoint import streams
-from fstate.savepoint import keyed as K
-from fstate.savepoint import rocksdb as RX
+from fstate.savepoint import keyed
+from fstate.savepoint import rocksdb
 from fstate.savepoint.errors import CorruptStateError, FStateError, MissingStateFileError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metadata import write_metadata
@@ -44,21 +44,21 @@ def tmp_root(tmp_path, monkeypatch):
 
 
 def _leftovers(root: Path) -> list[str]:
-    return [p.name for p in root.iterdir() if p.name.startswith(RX.TEMP_PREFIX)]
+    return [p.name for p in root.iterdir() if p.name.startswith(rocksdb.TEMP_PREFIX)]
 
 
 def test_sample_is_a_native_rocksdb_checkpoint():
     sp = Savepoint.open(str(sample_snapshot(ROCKS)))
     op = sp.operator("keyed")
-    handles = op.keyed_handles()
-    assert len(handles) == 3 and all(isinstance(h, H.IncrementalKeyedHandle) for _, h in handles)
-    for _, h in handles:
+    found_handles = op.keyed_handles()
+    assert len(found_handles) == 3 and all(isinstance(h, handles.IncrementalKeyedHandle) for _, h in found_handles)
+    for _, h in found_handles:
         assert not h.shared  # native (non-incremental) checkpoint: private files only
         names = {n for n, _ in h.private}
         assert "CURRENT" in names and any(n.startswith("MANIFEST-") for n in names)
         assert any(n.endswith(".sst") for n in names)
         # nothing absolute: the chk-N directory is self-contained
-        assert all(isinstance(x, (H.ByteStreamHandle, H.RelativeFileHandle)) for _, x in h.private)
+        assert all(isinstance(x, (handles.ByteStreamHandle, handles.RelativeFileHandle)) for _, x in h.private)
     assert [s.name for s in op.keyed_meta.states][:5] == ["total", "events", "counts", "sum", "avg"]
     descr = {d.name: d.kind for d in op.describe_states()}
     assert descr["counts"] == "MAP" and descr["_timer_state/event_user-timers"] == "TIMERS"
@@ -69,9 +69,9 @@ def test_column_families_and_cleanup(tmp_root):
     op = sp.operator("keyed")
     subtask, h = op.keyed_handles()[0]
     src = op.rocksdb_source(subtask, h)
-    meta = RX.read_meta(src)
+    meta = rocksdb.read_meta(src)
     assert meta.header_size == len(sp.read_stream(h.metadata_state))  # the proxy and nothing else
-    with RX.open_snapshot(src) as db:
+    with rocksdb.open_snapshot(src) as db:
         assert os.path.isdir(db.path) and _leftovers(tmp_root) == [os.path.basename(db.path)]
         assert set(db.column_families) == {"default"} | {s.name for s in meta.states}
         keys = [k for k, _ in db.items("total")]
@@ -98,15 +98,15 @@ def test_entries_equal_the_canonical_savepoint_of_the_same_state(tmp_root):
         expected = set()
         for _, h in canon.key_group_handles():
             buf = canon.savepoint.read_stream(h.delegate)
-            m = K.read_keyed_proxy(buf)
-            expected |= _entries_by_state(m, K.iter_entries(buf, h, m, canon.max_parallelism))
+            m = keyed.read_keyed_proxy(buf)
+            expected |= _entries_by_state(m, keyed.iter_entries(buf, h, m, canon.max_parallelism))
         rocks = Savepoint.open(str(sample_snapshot(ROCKS))).operator(uid)
         actual = set()
         for subtask, h in rocks.keyed_handles():
             src = rocks.rocksdb_source(subtask, h)
-            m = RX.read_meta(src)
-            with RX.open_snapshot(src) as db:
-                actual |= _entries_by_state(m, RX.iter_entries(db, m, rocks.max_parallelism))
+            m = rocksdb.read_meta(src)
+            with rocksdb.open_snapshot(src) as db:
+                actual |= _entries_by_state(m, rocksdb.iter_entries(db, m, rocks.max_parallelism))
         assert actual == expected, uid
         assert len(actual) > 100
     assert _leftovers(tmp_root) == []
@@ -116,17 +116,17 @@ def test_key_group_selection_and_key_push_down(tmp_root):
     op = Savepoint.open(str(sample_snapshot(ROCKS))).operator("keyed")
     subtask, h = op.keyed_handles()[1]
     src = op.rocksdb_source(subtask, h)
-    meta = RX.read_meta(src)
+    meta = rocksdb.read_meta(src)
     wanted = {h.start_key_group + 1, h.start_key_group + 5, h.start_key_group + 6, 0 if h.start_key_group else 127}
-    with RX.open_snapshot(src) as db:
-        every = list(RX.iter_entries(db, meta, op.max_parallelism))
-        some = list(RX.iter_entries(db, meta, op.max_parallelism, key_groups=wanted))
+    with rocksdb.open_snapshot(src) as db:
+        every = list(rocksdb.iter_entries(db, meta, op.max_parallelism))
+        some = list(rocksdb.iter_entries(db, meta, op.max_parallelism, key_groups=wanted))
         total = meta.state_id("total")
-        only_total = list(RX.iter_entries(db, meta, op.max_parallelism, states={total}))
+        only_total = list(rocksdb.iter_entries(db, meta, op.max_parallelism, states={total}))
     assert [e[1] for e in every] == sorted(e[1] for e in every)  # ordered by key group
     assert some == [e for e in every if e[1] in wanted] and some
     assert only_total == [e for e in every if e[0] == total]
-    table = TB.keyed_table(op, keys=["k-7", "k-8"])
+    table = tables.keyed_table(op, keys=["k-7", "k-8"])
     assert len(table.partitions) <= 2
     assert sorted(r[0] for r in table.rows()) == ["k-7", "k-8"]
     assert _leftovers(tmp_root) == []
@@ -135,12 +135,12 @@ def test_key_group_selection_and_key_push_down(tmp_root):
 def test_temp_dir_removed_after_failures_and_early_stops(tmp_root):
     op = Savepoint.open(str(sample_snapshot(ROCKS))).operator("keyed")
     # stopping early: the generator is closed, the database and its directory go away
-    rows = TB.keyed_table(op).rows()
+    rows = tables.keyed_table(op).rows()
     next(rows)
     assert len(_leftovers(tmp_root)) == 1
     rows.close()
     assert _leftovers(tmp_root) == []
-    rows = TB.timers_table(op).rows()
+    rows = tables.timers_table(op).rows()
     next(rows)
     del rows
     gc.collect()
@@ -148,29 +148,29 @@ def test_temp_dir_removed_after_failures_and_early_stops(tmp_root):
     # a decoding failure while reading
     subtask, h = op.keyed_handles()[0]
     src = op.rocksdb_source(subtask, h)
-    meta = RX.read_meta(src)
-    codecs = K.state_codecs(meta, op.max_parallelism)
+    meta = rocksdb.read_meta(src)
+    codecs = keyed.state_codecs(meta, op.max_parallelism)
 
     def broken(kb, vb):
         raise ValueError("boom")
 
     codecs[0] = dataclasses.replace(codecs[0], canonical=broken)
     with pytest.raises(CorruptStateError, match="state 'total', key group .*boom"):
-        with RX.open_snapshot(src) as db:
-            list(RX.iter_entries(db, meta, op.max_parallelism, codecs=codecs))
+        with rocksdb.open_snapshot(src) as db:
+            list(rocksdb.iter_entries(db, meta, op.max_parallelism, codecs=codecs))
     assert _leftovers(tmp_root) == []
     # a failure while opening: a corrupt SST
     files = tuple((n, dataclasses.replace(s, data=b"\0" * 64) if n.endswith(".sst") else s)
                   for n, s in src.files)
     with pytest.raises(CorruptStateError, match="RocksDB"):
-        with RX.open_snapshot(dataclasses.replace(src, files=files)) as db:
+        with rocksdb.open_snapshot(dataclasses.replace(src, files=files)) as db:
             for cf in db.column_families:
                 list(db.items(cf))
     assert _leftovers(tmp_root) == []
     # no MANIFEST
     files = tuple((n, s) for n, s in src.files if not n.startswith("MANIFEST"))
     with pytest.raises(CorruptStateError, match="no MANIFEST"):
-        RX.open_snapshot(dataclasses.replace(src, files=files)).open()
+        rocksdb.open_snapshot(dataclasses.replace(src, files=files)).open()
     assert _leftovers(tmp_root) == []
 
 
@@ -182,11 +182,11 @@ def test_missing_private_file_is_named(tmp_path):
     _, h = op.keyed_handles()[0]
     # make one SST a relative file, then lose it
     meta = sp.metadata
-    _replace_sst(meta, op.state.operator_id, lambda name, data: H.RelativeFileHandle("gone-" + name, len(data)))
+    _replace_sst(meta, op.state.operator_id, lambda name, data: handles.RelativeFileHandle("gone-" + name, len(data)))
     (snap / "_metadata").write_bytes(write_metadata(meta))
     op = Savepoint.open(str(snap)).operator("keyed")
     with pytest.raises(MissingStateFileError, match=r"RocksDB file 0\d+\.sst .*does not exist") as e:
-        TB.keyed_table(op)
+        tables.keyed_table(op)
     assert "gone-" in str(e.value)
 
 
@@ -213,7 +213,7 @@ def _with_shared_file(tmp_path):
     op = sp.operator("keyed")
     old_job_dir = "/gone/flink/checkpoints/0123456789abcdef0123456789abcdef"
     name, data = _replace_sst(sp.metadata, op.state.operator_id,
-                              lambda n, d: H.FileHandle(f"file:{old_job_dir}/shared/4f1c-{n}", len(d)))
+                              lambda n, d: handles.FileHandle(f"file:{old_job_dir}/shared/4f1c-{n}", len(d)))
     (chk / "_metadata").write_bytes(write_metadata(sp.metadata))
     (job / "shared").mkdir()
     (job / "shared" / f"4f1c-{name}").write_bytes(data)
@@ -233,19 +233,19 @@ def test_shared_file_of_a_moved_checkpoint_directory(tmp_path, tmp_root):
     elsewhere.mkdir(parents=True)
     shutil.move(str(job / "shared"), str(elsewhere / "shared"))
     with pytest.raises(MissingStateFileError) as e:
-        TB.keyed_table(Savepoint.open(str(chk)).operator("keyed"))
+        tables.keyed_table(Savepoint.open(str(chk)).operator("keyed"))
     msg = str(e.value)
     assert name in msg and "shared/4f1c-" in msg and "--checkpoint-base-dir" in msg
     for base in (elsewhere, str(elsewhere) + "/", f"file:{elsewhere}"):
         sp = Savepoint.open(str(chk), checkpoint_base_dir=str(base))
-        rows = list(TB.keyed_table(sp.operator("keyed"), ["total"]).rows())
+        rows = list(tables.keyed_table(sp.operator("keyed"), ["total"]).rows())
         assert len(rows) == len(next(e for o in dump["operators"] if o["uid"] == "keyed"
                                      for e in o["keyed_state"] if e["state"] == "total")["entries"])
     # the parent of the job directory works too (<base>/<job id>/shared/...)
     parent = tmp_path / "parent"
     shutil.move(str(elsewhere), str(parent / "0123456789abcdef0123456789abcdef"))
     sp = Savepoint.open(str(chk), checkpoint_base_dir=str(parent))
-    assert list(TB.keyed_table(sp.operator("keyed"), ["total"]).rows())
+    assert list(tables.keyed_table(sp.operator("keyed"), ["total"]).rows())
     assert _leftovers(tmp_root) == []
 
 
@@ -254,18 +254,18 @@ def test_external_path_policy_for_checkpoints(tmp_path, tmp_root):
     explicit checkpoint_base_dir are the checkpoint's; any other absolute path is external."""
     job, chk, name, dump = _with_shared_file(tmp_path)
     assert Savepoint.open(str(chk)).allow_external_paths is False  # the default
-    assert list(TB.keyed_table(Savepoint.open(str(chk)).operator("keyed"), ["total"]).rows())
+    assert list(tables.keyed_table(Savepoint.open(str(chk)).operator("keyed"), ["total"]).rows())
     outside = tmp_path / "outside"
     outside.mkdir()
     shutil.copy(job / "shared" / f"4f1c-{name}", outside / name)
     sp = Savepoint.open(str(chk))
     op_id = sp.operator("keyed").state.operator_id
-    _replace_sst_handle(sp.metadata, op_id, name, H.FileHandle(f"file:{outside / name}", (outside / name).stat().st_size))
+    _replace_sst_handle(sp.metadata, op_id, name, handles.FileHandle(f"file:{outside / name}", (outside / name).stat().st_size))
     (chk / "_metadata").write_bytes(write_metadata(sp.metadata))
     with pytest.raises(FStateError, match="outside the savepoint directory"):
-        TB.keyed_table(Savepoint.open(str(chk)).operator("keyed"))
-    assert list(TB.keyed_table(Savepoint.open(str(chk), allow_external_paths=True).operator("keyed"), ["total"]).rows())
-    assert list(TB.keyed_table(Savepoint.open(str(chk), checkpoint_base_dir=str(outside)).operator("keyed"),
+        tables.keyed_table(Savepoint.open(str(chk)).operator("keyed"))
+    assert list(tables.keyed_table(Savepoint.open(str(chk), allow_external_paths=True).operator("keyed"), ["total"]).rows())
+    assert list(tables.keyed_table(Savepoint.open(str(chk), checkpoint_base_dir=str(outside)).operator("keyed"),
                                ["total"]).rows())
     assert _leftovers(tmp_root) == []
 
@@ -288,11 +288,11 @@ def test_relocation_candidates():
 
 
 def test_options_escaping_and_runs():
-    assert RX._escape_option("_timer_state/event_user-timers") == "_timer_state/event_user-timers"
-    assert RX._escape_option("a:b#c\\d\ne") == "a\\:b\\#c\\\\d\\ne"
-    assert RX._runs(None, 3, 9) == [(3, 9)]
-    assert RX._runs([1, 4, 5, 6, 9, 12], 3, 9) == [(4, 6), (9, 9)]
-    assert RX._runs([], 0, 5) == []
+    assert rocksdb._escape_option("_timer_state/event_user-timers") == "_timer_state/event_user-timers"
+    assert rocksdb._escape_option("a:b#c\\d\ne") == "a\\:b\\#c\\\\d\\ne"
+    assert rocksdb._runs(None, 3, 9) == [(3, 9)]
+    assert rocksdb._runs([1, 4, 5, 6, 9, 12], 3, 9) == [(4, 6), (9, 9)]
+    assert rocksdb._runs([], 0, 5) == []
 
 
 @pytest.mark.spark
@@ -304,10 +304,10 @@ def test_spark_reads_rocksdb_keyed_state(spark):
     df = r.keyed("keyed")
     assert df.rdd.getNumPartitions() == 3  # one per subtask's RocksDB snapshot
     got = sorted((norm(list(row)) for row in df.collect()), key=repr)
-    assert got == sorted((norm(list(row)) for row in TB.keyed_table(r.operator("keyed")).rows()), key=repr)
+    assert got == sorted((norm(list(row)) for row in tables.keyed_table(r.operator("keyed")).rows()), key=repr)
     one = r.keyed("keyed").where("key = 'k-7'")
     assert [row["key"] for row in one.collect()] == ["k-7"] and one.rdd.getNumPartitions() == 1
-    assert r.timers("window-agg").count() == len(list(TB.timers_table(r.operator("window-agg")).rows()))
+    assert r.timers("window-agg").count() == len(list(tables.timers_table(r.operator("window-agg")).rows()))
 
 
 @pytest.mark.spark
@@ -337,22 +337,22 @@ def test_cli_checkpoint_base_dir(tmp_path, spark):
 def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
     """A RocksDB database written like Flink's RocksDB backend (via the canonical pair encoder),
     with its files as a RocksDBSource: key groups [start, end] of ``max_parallelism``."""
-    import rocksdict as R
+    import rocksdict
 
     from fstate.savepoint.types import LONG, STRING, MapType
     from fstate.savepoint.types.hashing import key_group_for_hash
 
-    states = [K.value_state_meta("total", "VALUE", LONG),
-              K.value_state_meta("tags", "LIST", STRING),
-              K.value_state_meta("m", "MAP", MapType(STRING, LONG)),
-              K.timer_state_meta("event", STRING)]
-    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, STRING, states)
-    enc = [K.PairEncoder(meta, i, max_parallelism) for i in range(len(states))]
+    states = [keyed.value_state_meta("total", "VALUE", LONG),
+              keyed.value_state_meta("tags", "LIST", STRING),
+              keyed.value_state_meta("m", "MAP", MapType(STRING, LONG)),
+              keyed.timer_state_meta("event", STRING)]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING, states)
+    enc = [keyed.PairEncoder(meta, i, max_parallelism) for i in range(len(states))]
     expected = {}
-    opts = R.Options(raw_mode=True)
+    opts = rocksdict.Options(raw_mode=True)
     opts.create_if_missing(True)
-    db = R.Rdict(str(path), opts)
-    cfs = [db.create_column_family(s.name, R.Options(raw_mode=True)) for s in states]
+    db = rocksdict.Rdict(str(path), opts)
+    cfs = [db.create_column_family(s.name, rocksdict.Options(raw_mode=True)) for s in states]
     for i in range(400):
         key = f"key-{i}"
         kg = key_group_for_hash(STRING.java_hash(key), max_parallelism)
@@ -370,8 +370,8 @@ def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
     gc.collect()
     files = tuple((n, streams.StreamSource(str(path / n), 0, (path / n).stat().st_size, label=n))
                   for n in sorted(os.listdir(path)) if n.endswith(".sst") or n.startswith("MANIFEST-") or n == "CURRENT")
-    data = K.proxy_bytes(meta)
-    src = RX.RocksDBSource("synthetic", start, end, streams.StreamSource(None, data=data, label="meta"), files)
+    data = keyed.proxy_bytes(meta)
+    src = rocksdb.RocksDBSource("synthetic", start, end, streams.StreamSource(None, data=data, label="meta"), files)
     return src, expected
 
 
@@ -379,12 +379,12 @@ def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
 def test_synthetic_database_prefix_sizes(tmp_path, tmp_root, max_parallelism, start, end):
     src, expected = _synthetic_db(tmp_path / "db", max_parallelism, start, end)
     assert expected and (max_parallelism == 128 or max(kg for kg, _ in expected.values()) > 255)
-    meta = RX.read_meta(src)
-    with RX.open_snapshot(src) as db:
-        rows = {key: (kg, vals) for kg, key, _, vals in RX.keyed_rows(db, meta, max_parallelism, [0, 1, 2])}
-        timers = {key: (kg, ts) for _, kind, ts, key, _, kg in RX.timer_rows(db, meta, max_parallelism)}
+    meta = rocksdb.read_meta(src)
+    with rocksdb.open_snapshot(src) as db:
+        rows = {key: (kg, vals) for kg, key, _, vals in rocksdb.keyed_rows(db, meta, max_parallelism, [0, 1, 2])}
+        timers = {key: (kg, ts) for _, kind, ts, key, _, kg in rocksdb.timer_rows(db, meta, max_parallelism)}
         some = {kg for kg, _ in list(expected.values())[:3]}
-        picked = {key for _, key, _, _ in RX.keyed_rows(db, meta, max_parallelism, [0], key_groups=some)}
+        picked = {key for _, key, _, _ in rocksdb.keyed_rows(db, meta, max_parallelism, [0], key_groups=some)}
     assert rows == {k: (kg, [v[0], v[1], v[2]]) for k, (kg, v) in expected.items()}
     assert timers == {k: (kg, v[3]) for k, (kg, v) in expected.items()}
     assert picked == {k for k, (kg, _) in expected.items() if kg in some}

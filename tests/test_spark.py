@@ -3,7 +3,7 @@
 import pytest
 
 from tests.support import sample_dirs, sample_snapshot
-from fstate.readers import tables as TB
+from fstate.readers import tables
 from fstate.readers.reader import SavepointReader
 from tests.oracle_compare import norm
 
@@ -35,10 +35,10 @@ def test_list_and_broadcast_state_dataframes(spark):
     df = r.list_state("lists", "tuples")
     assert df.columns == ["subtask", "index", "value"]
     assert [f.name for f in df.schema["value"].dataType.fields] == ["f0", "f1"]
-    assert _rows(df) == _py_rows(TB.list_state_table(r.operator("lists"), "tuples"))
+    assert _rows(df) == _py_rows(tables.list_state_table(r.operator("lists"), "tuples"))
     b = r.broadcast_state("bcast", "rules")
     assert b.columns == ["key", "value"]
-    assert _rows(b) == _py_rows(TB.broadcast_state_table(r.operator("bcast"), "rules"))
+    assert _rows(b) == _py_rows(tables.broadcast_state_table(r.operator("bcast"), "rules"))
 
 
 def test_keyed_table_dataframe(spark):
@@ -46,7 +46,7 @@ def test_keyed_table_dataframe(spark):
     df = r.keyed("keyed")
     assert df.columns[0] == "key"
     assert {"total", "events", "counts", "sum", "avg"} <= set(df.columns)
-    assert _rows(df) == _py_rows(TB.keyed_table(r.operator("keyed")))
+    assert _rows(df) == _py_rows(tables.keyed_table(r.operator("keyed")))
     assert df.rdd.getNumPartitions() == r.operator("keyed").parallelism
 
 
@@ -67,7 +67,7 @@ def test_timers_and_windows(spark):
     r = SavepointReader(str(_keyed_sample()), spark)
     t = r.timers("keyed")
     assert t.columns == ["key", "timestamp", "kind", "service"]
-    assert _rows(t) == _py_rows(TB.timers_table(r.operator("keyed")))
+    assert _rows(t) == _py_rows(tables.timers_table(r.operator("keyed")))
     w = r.keyed("window-agg")
     assert w.columns[:3] == ["key", "window_start", "window_end"]
     assert w.count() > 0

@@ -25,11 +25,11 @@ from types import SimpleNamespace
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from fstate.readers import tables as TB
-from fstate.savepoint import _fastpath as FP
-from fstate.savepoint import binary as B
-from fstate.savepoint import handles as H
-from fstate.savepoint import keyed as K
+from fstate.readers import tables
+from fstate.savepoint import _fastpath
+from fstate.savepoint import binary
+from fstate.savepoint import handles
+from fstate.savepoint import keyed
 from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError, FStateError, UnsupportedSerializerError
 from fstate.savepoint.loader import Savepoint
@@ -38,7 +38,7 @@ from fstate.savepoint.types import (BIG_DECIMAL, BOOLEAN, BYTE, CHAR, DOUBLE, FL
                                     TtlType, TupleType)
 from tests.support import ROOT, sample_dirs, sample_snapshot
 
-speedups = FP._speedups
+speedups = _fastpath._speedups
 needs_c = pytest.mark.skipif(speedups is None, reason="fstate.savepoint._speedups is not built")
 
 
@@ -48,10 +48,10 @@ def both(monkeypatch):
 
     def run(f):
         monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
-        assert not FP.available()
+        assert not _fastpath.available()
         py = f()
         monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
-        assert FP.available()
+        assert _fastpath.available()
         c = f()
         return py, c
 
@@ -86,20 +86,20 @@ def test_extension_is_built():
 
 def test_pure_python_switch(monkeypatch):
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
-    assert not FP.available()
-    assert FP.scanner(None, [], 128, None, None) is None
-    monkeypatch.setattr(FP, "_speedups", None)
+    assert not _fastpath.available()
+    assert _fastpath.scanner(None, [], 128, None, None) is None
+    monkeypatch.setattr(_fastpath, "_speedups", None)
     monkeypatch.delenv("FSTATE_PURE_PYTHON")
-    assert not FP.available()
+    assert not _fastpath.available()
 
 
 def test_missing_extension_falls_back(monkeypatch):
     """An install without a compiler: the same rows through the Python path."""
     sp = Savepoint.open(str(sample_snapshot(ROOT / "samples" / "keyed-hashmap-savepoint")))
     op = sp.operator("keyed")
-    want = [r for p in TB.keyed_table(op).partitions for r in TB.read_partition(p)]
-    monkeypatch.setattr(FP, "_speedups", None)
-    assert [r for p in TB.keyed_table(op).partitions for r in TB.read_partition(p)] == want
+    want = [r for p in tables.keyed_table(op).partitions for r in tables.read_partition(p)]
+    monkeypatch.setattr(_fastpath, "_speedups", None)
+    assert [r for p in tables.keyed_table(op).partitions for r in tables.read_partition(p)] == want
 
 
 @needs_c
@@ -127,21 +127,21 @@ def _string_outcome(f, buf, pos):
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=40) | st.none())
 def test_read_flink_string_round_trip(s):
     out = bytearray(b"\x07")
-    B.write_flink_string(out, s)
+    binary.write_flink_string(out, s)
     out += b"tail"
-    assert speedups.read_flink_string(bytes(out), 1) == B.read_flink_string_py(bytes(out), 1)
-    assert speedups.read_flink_string(bytearray(out), 1) == B.read_flink_string_py(bytearray(out), 1)
+    assert speedups.read_flink_string(bytes(out), 1) == binary.read_flink_string_py(bytes(out), 1)
+    assert speedups.read_flink_string(bytearray(out), 1) == binary.read_flink_string_py(bytearray(out), 1)
 
 
 @needs_c
 @given(st.binary(max_size=40), st.integers(0, 45))
 def test_read_flink_string_any_bytes(buf, pos):
-    assert _string_outcome(speedups.read_flink_string, buf, pos) == _string_outcome(B.read_flink_string_py, buf, pos)
+    assert _string_outcome(speedups.read_flink_string, buf, pos) == _string_outcome(binary.read_flink_string_py, buf, pos)
 
 
 @needs_c
 def test_read_flink_string_edges():
-    py, c = B.read_flink_string_py, speedups.read_flink_string
+    py, c = binary.read_flink_string_py, speedups.read_flink_string
     cases = [
         b"", b"\x00", b"\x01", b"\x02", b"\x02a", b"\x03a",
         b"\x03\xff\xff\x03\x41",          # a unit of 0xFFFF, then 'A'
@@ -181,15 +181,15 @@ def test_samples_same_with_both_paths(sample, uid_hash, both):
     meta = op.keyed_meta
     value_ids = [i for i, _ in meta.value_states]
 
-    def tables():
-        rows = [sorted(map(repr, TB.keyed_table(op).rows()))]
+    def table_rows():
+        rows = [sorted(map(repr, tables.keyed_table(op).rows()))]
         for _, s in meta.value_states:
-            rows.append(sorted(map(repr, TB.keyed_table(op, [s.name], flat=True).rows())))
-            rows.append(sorted(map(repr, TB.keyed_table(op, [s.name]).rows())))
-        rows.append(sorted(map(repr, TB.timers_table(op).rows())))
+            rows.append(sorted(map(repr, tables.keyed_table(op, [s.name], flat=True).rows())))
+            rows.append(sorted(map(repr, tables.keyed_table(op, [s.name]).rows())))
+        rows.append(sorted(map(repr, tables.timers_table(op).rows())))
         return rows
 
-    py, c = both(tables)
+    py, c = both(table_rows)
     assert py == c
     assert len(py[0]) > 0
     if op.keyed_layout == "RocksDB incremental/native":
@@ -200,11 +200,11 @@ def test_samples_same_with_both_paths(sample, uid_hash, both):
         for _, h in op.key_group_handles():
             buf = sp.read_stream(h.delegate)
             mp = op.max_parallelism
-            out.append(list(K.iter_entries(buf, h, meta, mp)))
-            out.append(list(K.iter_entries(buf, h, meta, mp, states={value_ids[0]}, key_groups=range(0, 200, 3))))
-            out.append(list(K.keyed_rows(buf, h, meta, mp, value_ids)))
-            out.append(list(K.keyed_rows(buf, h, meta, mp, value_ids[::-1], key_groups=range(5, 90))))
-            out.append(list(K.timer_rows(buf, h, meta, mp)))
+            out.append(list(keyed.iter_entries(buf, h, meta, mp)))
+            out.append(list(keyed.iter_entries(buf, h, meta, mp, states={value_ids[0]}, key_groups=range(0, 200, 3))))
+            out.append(list(keyed.keyed_rows(buf, h, meta, mp, value_ids)))
+            out.append(list(keyed.keyed_rows(buf, h, meta, mp, value_ids[::-1], key_groups=range(5, 90))))
+            out.append(list(keyed.timer_rows(buf, h, meta, mp)))
         return out
 
     py, c = both(streams)
@@ -275,23 +275,23 @@ def keyed_streams(draw):
     for i in range(draw(st.integers(1, 5))):
         kind = draw(st.sampled_from(["VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMER"]))
         if kind == "TIMER":
-            states.append(K.timer_state_meta(draw(st.sampled_from(["event", "processing"])), key_t, ns_t,
+            states.append(keyed.timer_state_meta(draw(st.sampled_from(["event", "processing"])), key_t, ns_t,
                                              service=f"s{i}"))
             strategies.append(_I64)
         elif kind == "LIST":
             t, s = SCALARS[draw(st.sampled_from(sorted(SCALARS)))]
-            states.append(K.value_state_meta(f"s{i}", kind, t, ns_t))
+            states.append(keyed.value_state_meta(f"s{i}", kind, t, ns_t))
             strategies.append(st.lists(s, max_size=4))
         elif kind == "MAP":
             (kt, ks), (vt, vs) = SCALARS[draw(st.sampled_from(KEY_TYPES))], draw(value_types())
-            states.append(K.value_state_meta(f"s{i}", kind, MapType(kt, vt), ns_t))
+            states.append(keyed.value_state_meta(f"s{i}", kind, MapType(kt, vt), ns_t))
             strategies.append(st.dictionaries(ks, st.none() | vs, max_size=3))
         else:
             t, s = draw(value_types())
-            states.append(K.value_state_meta(f"s{i}", kind, t, ns_t))
+            states.append(keyed.value_state_meta(f"s{i}", kind, t, ns_t))
             strategies.append(st.none() | s)
-    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, compressed, key_t, states)
-    meta.header_size = len(K.proxy_bytes(meta))
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, compressed, key_t, states)
+    meta.header_size = len(keyed.proxy_bytes(meta))
     kgs = draw(st.lists(st.integers(0, min(mp, 300) - 1), min_size=1, max_size=4, unique=True))
     data: dict = {}
     for kg in kgs:
@@ -306,7 +306,7 @@ def keyed_streams(draw):
 
 
 def encode(meta, mp, data, lo, hi):
-    encoders = [K.PairEncoder(meta, sid, mp) for sid in range(len(meta.states))]
+    encoders = [keyed.PairEncoder(meta, sid, mp) for sid in range(len(meta.states))]
     pairs: dict = {}
     for kg, by_state in data.items():
         for sid, items in by_state.items():
@@ -316,16 +316,16 @@ def encode(meta, mp, data, lo, hi):
                     seen[k] = b  # a float key of -0.0 and 0.0 are different bytes; same bytes: last wins
             pairs.setdefault(kg, {})[sid] = sorted(seen.items())
     if not meta.compressed:
-        buf, offsets = K.encode_canonical_stream(meta, lo, hi, pairs)
+        buf, offsets = keyed.encode_canonical_stream(meta, lo, hi, pairs)
     else:
-        out = bytearray(K.proxy_bytes(meta))
+        out = bytearray(keyed.proxy_bytes(meta))
         offsets = []
         for kg in range(lo, hi + 1):
-            block = K.encode_key_group(kg, pairs.get(kg) or {})
+            block = keyed.encode_key_group(kg, pairs.get(kg) or {})
             offsets.append(len(out) if block else 0)
             out += frame_chunks(block) if block else b""
         buf, offsets = bytes(out), tuple(offsets)
-    return buf, H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), None)
+    return buf, handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), None)
 
 
 def _same(a, b):
@@ -336,10 +336,10 @@ def _same(a, b):
 def _reads(buf, handle, meta, mp, states=None, key_groups=None):
     value_ids = [i for i, _ in meta.value_states]
     return [
-        outcome(lambda: K.iter_entries(buf, handle, meta, mp, states=states, key_groups=key_groups)),
-        outcome(lambda: K.keyed_rows(buf, handle, meta, mp, value_ids, key_groups=key_groups)),
-        outcome(lambda: K.keyed_rows(buf, handle, meta, mp, value_ids[::-1], key_groups=key_groups)),
-        outcome(lambda: K.timer_rows(buf, handle, meta, mp, key_groups=key_groups)),
+        outcome(lambda: keyed.iter_entries(buf, handle, meta, mp, states=states, key_groups=key_groups)),
+        outcome(lambda: keyed.keyed_rows(buf, handle, meta, mp, value_ids, key_groups=key_groups)),
+        outcome(lambda: keyed.keyed_rows(buf, handle, meta, mp, value_ids[::-1], key_groups=key_groups)),
+        outcome(lambda: keyed.timer_rows(buf, handle, meta, mp, key_groups=key_groups)),
     ]
 
 
@@ -368,14 +368,14 @@ def test_generated_rows_hold_the_values(stream, both):
     meta, mp, values, lo, hi = stream
     buf, handle = encode(meta, mp, values, lo, hi)
     value_ids = [i for i, _ in meta.value_states]
-    py, c = both(lambda: list(K.keyed_rows(buf, handle, meta, mp, value_ids)))
+    py, c = both(lambda: list(keyed.keyed_rows(buf, handle, meta, mp, value_ids)))
     assert _same(py, c)
     expected = 0
     for kg, by_state in values.items():
         idents = set()
         for sid, items in by_state.items():
             if sid in value_ids:
-                enc = K.PairEncoder(meta, sid, mp)
+                enc = keyed.PairEncoder(meta, sid, mp)
                 for key, ns, v in items:
                     if enc.pairs(kg, key, v, ns):
                         idents.add(bytes(enc._composite(kg, key, ns)))
@@ -387,7 +387,7 @@ def test_generated_rows_hold_the_values(stream, both):
 @GEN
 @given(stream=keyed_streams(), data=st.data())
 def test_generated_table_rows(stream, data, monkeypatch):
-    """The keyed table's tuples built in C (FP.table_rows) against tables._keyed_output's own rule
+    """The keyed table's tuples built in C (_fastpath.table_rows) against tables._keyed_output's own rule
     (key fields with flatten, namespace columns per mode)."""
     meta, mp, values, lo, hi = stream
     buf, handle = encode(meta, mp, values, lo, hi)
@@ -402,10 +402,10 @@ def test_generated_table_rows(stream, data, monkeypatch):
                            source=SimpleNamespace(label=None), state_names=[meta.states[i].name for i in ids])
 
     def table(fast):
-        return list(TB._keyed_output(
+        return list(tables._keyed_output(
             part, meta, None, None,
-            lambda sids: K.keyed_rows(buf, handle, meta, mp, sids, key_groups=kgs),
-            (lambda sids, fl, ns: K.table_rows(buf, handle, meta, mp, sids, kgs, None, fl, ns)) if fast else None))
+            lambda sids: keyed.keyed_rows(buf, handle, meta, mp, sids, key_groups=kgs),
+            (lambda sids, fl, ns: keyed.table_rows(buf, handle, meta, mp, sids, kgs, None, fl, ns)) if fast else None))
 
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     want = table(fast=False)
@@ -498,7 +498,7 @@ def test_corrupt_samples_same_errors(data, corruptions, both):
 @given(st.binary(max_size=300), st.integers(0, 5), st.sampled_from([1, 2]), st.integers(0, 300))
 def test_scanner_on_random_bytes(raw, n_states, prefix, kg):
     """Arbitrary bytes straight into the scanner with every plan mode: an exception, never a crash."""
-    S = FP
+    S = _fastpath
     plans = [
         (S.VALUE, S.STRING, S.ZERO, (S.TUPLE, (S.LONG, S.STRING)), None, False, None, 0, S.C_PLAIN),
         (S.LIST, S.LONG, S.WINDOW, S.STRING, None, False, None, 1, S.C_LIST),
@@ -524,15 +524,15 @@ def test_scanner_on_random_bytes(raw, n_states, prefix, kg):
 @needs_c
 def test_scanner_rejects_bad_plans():
     with pytest.raises(ValueError):
-        speedups.Scanner(((FP.VALUE, 99, FP.ZERO, FP.LONG, None, False, None, 0, 0),), 1, CorruptStateError, None)
+        speedups.Scanner(((_fastpath.VALUE, 99, _fastpath.ZERO, _fastpath.LONG, None, False, None, 0, 0),), 1, CorruptStateError, None)
     with pytest.raises(ValueError):
-        speedups.Scanner(((FP.VALUE, FP.STRING, FP.ZERO, None, None, False, None, 0, 0),), 1,
+        speedups.Scanner(((_fastpath.VALUE, _fastpath.STRING, _fastpath.ZERO, None, None, False, None, 0, 0),), 1,
                          CorruptStateError, None)
     with pytest.raises(ValueError):
         speedups.Scanner((), 3, CorruptStateError, None)
     with pytest.raises(TypeError):
-        speedups.Scanner(((FP.PY, None, None, None, None, False, None, 0, 0),), 1, CorruptStateError, None)
-    scan = speedups.Scanner(((FP.VALUE, FP.STRING, FP.ZERO, FP.LONG, None, False, None, 3, 0),), 1,
+        speedups.Scanner(((_fastpath.PY, None, None, None, None, False, None, 0, 0),), 1, CorruptStateError, None)
+    scan = speedups.Scanner(((_fastpath.VALUE, _fastpath.STRING, _fastpath.ZERO, _fastpath.LONG, None, False, None, 3, 0),), 1,
                             CorruptStateError, None)
     with pytest.raises(ValueError, match="no column"):
         scan.rows(b"", 0, 0, 2, {})
@@ -540,7 +540,7 @@ def test_scanner_rejects_bad_plans():
 
 def _fstring(text: str) -> bytes:
     out = bytearray()
-    B.write_flink_string(out, text)
+    binary.write_flink_string(out, text)
     return bytes(out)
 
 
@@ -551,11 +551,11 @@ def _fstring(text: str) -> bytes:
 def test_opaque_values_same_with_both_paths(items, both):
     """Kryo/Avro/unknown values are raw bytes: VALUE, LIST and MAP (key and value) of them."""
     opaque = OpaqueType("com.acme.KryoSerializerSnapshot", 1, b"", "com.acme.Thing")
-    states = [K.value_state_meta("v", "VALUE", opaque), K.value_state_meta("l", "LIST", opaque),
-              K.value_state_meta("m", "MAP", MapType(opaque, opaque)),
-              K.value_state_meta("n", "MAP", MapType(STRING, opaque))]
-    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, STRING, states)
-    meta.header_size = len(K.proxy_bytes(meta))
+    states = [keyed.value_state_meta("v", "VALUE", opaque), keyed.value_state_meta("l", "LIST", opaque),
+              keyed.value_state_meta("m", "MAP", MapType(opaque, opaque)),
+              keyed.value_state_meta("n", "MAP", MapType(STRING, opaque))]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING, states)
+    meta.header_size = len(keyed.proxy_bytes(meta))
     pairs: dict = {0: [], 1: [], 2: [], 3: []}
     for key, a, b, null in items:
         ck = bytes((3,)) + _fstring(key) + b"\x00"
@@ -563,8 +563,8 @@ def test_opaque_values_same_with_both_paths(items, both):
         pairs[1].append((ck, a + b))
         pairs[2].append((ck + b, b"\x01" if null else b"\x00" + a))
         pairs[3].append((ck + _fstring(key), b"\x01" if null else b"\x00" + a))
-    buf, offsets = K.encode_canonical_stream(meta, 3, 3, {3: pairs})
-    handle = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, 3, offsets, None)
+    buf, offsets = keyed.encode_canonical_stream(meta, 3, 3, {3: pairs})
+    handle = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 3, offsets, None)
     py, c = both(lambda: _reads(buf, handle, meta, 128))
     assert _same(py, c)
     assert all(err is None for _, err in py)
@@ -575,16 +575,16 @@ def test_opaque_key_and_unsupported_state(both):
     """An opaque key (Python decoder called from C), and a state fstate cannot decode at all
     (UnsupportedSerializerError from both paths when it is read, nothing when it is not)."""
     opaque = OpaqueType("com.acme.KryoSerializerSnapshot", 1, b"", "com.acme.Key")
-    states = [K.value_state_meta("v", "VALUE", LONG), K.value_state_meta("m", "MAP", MapType(STRING, LONG))]
-    meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, opaque, states)
-    meta.header_size = len(K.proxy_bytes(meta))
+    states = [keyed.value_state_meta("v", "VALUE", LONG), keyed.value_state_meta("m", "MAP", MapType(STRING, LONG))]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, opaque, states)
+    meta.header_size = len(keyed.proxy_bytes(meta))
     pairs = {0: [(bytes((5,)) + b"raw-key\x00", struct.pack(">q", 42))],
              1: [(bytes((5,)) + b"raw-key\x00" + _fstring("u"), b"\x00" + struct.pack(">q", 1))]}
-    buf, offsets = K.encode_canonical_stream(meta, 5, 5, {5: pairs})
-    handle = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, 5, offsets, None)
-    py, c = both(lambda: [outcome(lambda: K.iter_entries(buf, handle, meta, 128, states={0})),
-                          outcome(lambda: K.iter_entries(buf, handle, meta, 128)),
-                          outcome(lambda: K.keyed_rows(buf, handle, meta, 128, [0, 1]))])
+    buf, offsets = keyed.encode_canonical_stream(meta, 5, 5, {5: pairs})
+    handle = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 5, offsets, None)
+    py, c = both(lambda: [outcome(lambda: keyed.iter_entries(buf, handle, meta, 128, states={0})),
+                          outcome(lambda: keyed.iter_entries(buf, handle, meta, 128)),
+                          outcome(lambda: keyed.keyed_rows(buf, handle, meta, 128, [0, 1]))])
     assert py == c
     assert py[0][1] is None and len(py[0][0]) == 1
     assert py[1][1] is UnsupportedSerializerError and py[2][1] is UnsupportedSerializerError

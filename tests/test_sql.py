@@ -2,7 +2,7 @@
 
 import pytest
 
-from fstate.readers import tables as TB
+from fstate.readers import tables
 from fstate.readers.views import diff, plan_views, register_views
 from fstate.savepoint.loader import Savepoint
 from fstate.writers.modify import SavepointModifier
@@ -25,11 +25,11 @@ def test_sql_over_every_table(spark):
     views = register_views(spark, str(KEYED))
     assert "keyed" in views
     op = Savepoint.open(str(KEYED)).operator("keyed")
-    expected = {r[0]: r[1] for r in TB.keyed_table(op, ["total"]).rows() if r[1] is not None and r[1] > 1500}
+    expected = {r[0]: r[1] for r in tables.keyed_table(op, ["total"]).rows() if r[1] is not None and r[1] > 1500}
     got = {r["key"]: r["total"] for r in spark.sql("SELECT key, total FROM keyed WHERE total > 1500").collect()}
     assert got == expected
     n_timers = spark.sql("SELECT count(*) FROM keyed__timers WHERE kind = 'event'").first()[0]
-    assert n_timers == sum(1 for t in TB.timers_table(op).rows() if t[2] == "event")
+    assert n_timers == sum(1 for t in tables.timers_table(op).rows() if t[2] == "event")
     meta = spark.sql("SELECT operator_uid, state_name, kind FROM savepoint_metadata WHERE operator_uid = 'keyed'")
     assert {(r.state_name, r.kind) for r in meta.collect()} >= {("total", "VALUE"), ("counts", "MAP")}
     w = spark.sql("SELECT key, window_start, window_end FROM window_reduce ORDER BY window_start LIMIT 1").first()

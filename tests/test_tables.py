@@ -5,8 +5,8 @@ import shutil
 import pytest
 
 from tests.support import sample_dirs, sample_snapshot
-from fstate.readers import tables as TB
-from fstate.savepoint import errors as E
+from fstate.readers import tables
+from fstate.savepoint import errors
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types.hashing import key_group_for_hash, key_group_range
 
@@ -20,12 +20,12 @@ def _keyed(sample):
 @pytest.mark.parametrize("sample", KEYED, ids=lambda p: p.name)
 def test_splitting_by_key_group_ranges_reads_the_same_rows(sample, monkeypatch):
     op = _keyed(sample)
-    full = sorted(map(repr, TB.keyed_table(op).rows()))
-    monkeypatch.setattr(TB, "SPLIT_BYTES", 1500)
-    table = TB.keyed_table(op)
-    from fstate.savepoint import handles as H
+    full = sorted(map(repr, tables.keyed_table(op).rows()))
+    monkeypatch.setattr(tables, "SPLIT_BYTES", 1500)
+    table = tables.keyed_table(op)
+    from fstate.savepoint import handles
     files = [h for _, h in op.keyed_handles()
-             if isinstance(h, H.KeyGroupsHandle) and not isinstance(h.delegate, H.ByteStreamHandle)]
+             if isinstance(h, handles.KeyGroupsHandle) and not isinstance(h.delegate, handles.ByteStreamHandle)]
     if files:
         assert len(table.partitions) > op.parallelism
     assert sorted(map(repr, table.rows())) == full
@@ -40,39 +40,39 @@ def test_splitting_by_key_group_ranges_reads_the_same_rows(sample, monkeypatch):
 def test_every_key_sits_in_its_key_group_and_subtask(sample):
     op = _keyed(sample)
     km = op.keyed_meta
-    for part in TB.keyed_table(op).partitions:
+    for part in tables.keyed_table(op).partitions:
         lo, hi = key_group_range(part.subtask, op.parallelism, op.max_parallelism)
-        for row in TB.read_partition(part):
+        for row in tables.read_partition(part):
             kg = key_group_for_hash(km.key_type.java_hash(row[0]), op.max_parallelism)
             assert lo <= kg <= hi
 
 
 def test_push_down_reads_only_the_key_group():
     op = _keyed(KEYED[0])
-    table = TB.keyed_table(op, keys=["k-7", "k-8"])
+    table = tables.keyed_table(op, keys=["k-7", "k-8"])
     assert sorted(r[0] for r in table.rows()) == ["k-7", "k-8"]
     assert len(table.partitions) <= 2
 
 
 def test_flat_list_and_map():
     op = _keyed(KEYED[0])
-    nested = {r[0]: r[1] for r in TB.keyed_table(op, ["events"]).rows()}
-    flat = list(TB.keyed_table(op, ["events"], flat=True).rows())
+    nested = {r[0]: r[1] for r in tables.keyed_table(op, ["events"]).rows()}
+    flat = list(tables.keyed_table(op, ["events"], flat=True).rows())
     assert len(flat) == sum(len(v) for v in nested.values() if v)
     for key, i, v in flat:
         assert nested[key][i] == v
-    mflat = list(TB.keyed_table(op, ["counts"], flat=True).rows())
-    mnested = {r[0]: r[1] for r in TB.keyed_table(op, ["counts"]).rows()}
+    mflat = list(tables.keyed_table(op, ["counts"], flat=True).rows())
+    mnested = {r[0]: r[1] for r in tables.keyed_table(op, ["counts"]).rows()}
     assert {(k, mk): mv for k, mk, mv in mflat} == {(k, mk): mv for k, m in mnested.items() if m for mk, mv in m.items()}
 
 
 def test_unknown_keyed_state_and_operator_without_keyed_state():
     op = _keyed(KEYED[0])
-    with pytest.raises(E.UnknownStateError, match="no keyed state 'nope'.*keyed states: "):
-        TB.keyed_table(op, ["nope"])
+    with pytest.raises(errors.UnknownStateError, match="no keyed state 'nope'.*keyed states: "):
+        tables.keyed_table(op, ["nope"])
     src = op.savepoint.operator("src")
-    with pytest.raises(E.UnknownStateError, match="has no keyed state"):
-        TB.keyed_table(src)
+    with pytest.raises(errors.UnknownStateError, match="has no keyed state"):
+        tables.keyed_table(src)
 
 
 def test_corrupted_key_group_file_is_a_clear_error(tmp_path):
@@ -87,5 +87,5 @@ def test_corrupted_key_group_file_is_a_clear_error(tmp_path):
     for i in range(first + 2, min(len(data), first + 400)):
         data[i] ^= 0x5A  # scramble the first key group's entries
     f.write_bytes(bytes(data))
-    with pytest.raises(E.CorruptStateError):
-        list(TB.keyed_table(Savepoint.open(str(dst)).operator("keyed")).rows())
+    with pytest.raises(errors.CorruptStateError):
+        list(tables.keyed_table(Savepoint.open(str(dst)).operator("keyed")).rows())

@@ -6,8 +6,8 @@ from decimal import Decimal
 
 import pytest
 
-from fstate.readers import tables as TB
-from fstate.savepoint import errors as E
+from fstate.readers import tables
+from fstate.savepoint import errors
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metadata import read_metadata
 from fstate.savepoint.types.hashing import operator_id_for_uid
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 
 
 def _rows(op, states=None):
-    return {r[0]: tuple(r[1:]) for r in TB.keyed_table(op, states).rows()}
+    return {r[0]: tuple(r[1:]) for r in tables.keyed_table(op, states).rows()}
 
 
 @pytest.mark.parametrize("max_parallelism,parallelism", [(128, 3), (4096, 2), (10, 1)])
@@ -35,7 +35,7 @@ def test_keyed_roundtrip(spark, tmp_path, max_parallelism, parallelism):
     assert (op.parallelism, op.max_parallelism, op.uid, op.name) == (parallelism, max_parallelism, "keyed", "keyed")
     assert op.state.operator_id == operator_id_for_uid("keyed")
     assert _rows(op) == {k: (t, e, c) for k, t, e, c, _ in rows}
-    timers = sorted(TB.timers_table(op).rows())
+    timers = sorted(tables.timers_table(op).rows())
     assert timers == sorted((k, ts, "event", "user-timers") for k, _, _, _, ts in rows)
     assert sp.metadata.snapshot_kind == "savepoint" and sp.metadata.format_type == "CANONICAL"
     assert not [p for p in os.listdir(tmp_path) if "fstate-tmp" in p]
@@ -69,7 +69,7 @@ def test_composite_and_typed_values(spark, tmp_path):
     assert km.key_type.name == "Tuple2<String, Integer>"
     got = _rows(op)
     assert got == {(k[0], k[1]): ((info[0], info[1], info[2]), amount, day) for k, info, amount, day in rows}
-    flat = TB.keyed_table(op, ["amount"], flatten_key=True)
+    flat = tables.keyed_table(op, ["amount"], flatten_key=True)
     assert flat.column_names == ["key_f0", "key_f1", "amount"]
     assert sorted(flat.rows()) == sorted((k[0], k[1], a) for k, _, a, _ in rows)
 
@@ -87,14 +87,14 @@ def test_operator_and_broadcast_state(spark, tmp_path):
      .write(out))
     sp = Savepoint.open(out)
     src = sp.operator("src")
-    assert sorted(v for _, _, v in TB.list_state_table(src, "offsets").rows()) == [5, 6, 7]
-    assert sorted(v for _, _, v in TB.list_state_table(src, "marks").rows()) == list(range(10))
-    assert sorted((s, v) for s, _, v in TB.list_state_table(src, "placed").rows()) == [(0, "a"), (1, "b"), (1, "c")]
+    assert sorted(v for _, _, v in tables.list_state_table(src, "offsets").rows()) == [5, 6, 7]
+    assert sorted(v for _, _, v in tables.list_state_table(src, "marks").rows()) == list(range(10))
+    assert sorted((s, v) for s, _, v in tables.list_state_table(src, "placed").rows()) == [(0, "a"), (1, "b"), (1, "c")]
     assert {d.name: d.kind for d in src.describe_states()} == {"offsets": "SPLIT_DISTRIBUTE", "marks": "UNION",
                                                               "placed": "SPLIT_DISTRIBUTE"}
     bc = sp.operator("bc")
     assert bc.parallelism == 3
-    assert dict(TB.broadcast_state_table(bc, "rules").rows()) == {"r1": "x", "r2": "é"}
+    assert dict(tables.broadcast_state_table(bc, "rules").rows()) == {"r1": "x", "r2": "é"}
     # every subtask holds a full copy
     assert all(len(h.states["rules"].offsets) == 1 for _, h in bc.operator_handles())
     assert len(bc.operator_handles()) == 3
@@ -117,7 +117,7 @@ def test_uid_hash_and_name(spark, tmp_path):
 ])
 def test_bad_specs(spark, tmp_path, kwargs, message):
     df = spark.createDataFrame([("a", 1, dt.date(2024, 1, 1))], "key string, total long, day date")
-    with pytest.raises(E.FStateError, match=message):
+    with pytest.raises(errors.FStateError, match=message):
         SavepointWriter(128, spark).with_keyed_state("op", df, **kwargs)
 
 
@@ -126,7 +126,7 @@ def test_existing_target_refused_and_nothing_left_behind(spark, tmp_path):
     out.mkdir()
     (out / "keep").write_text("x")
     w = SavepointWriter(128, spark).with_list_state("src", "s", [1], type="LONG")
-    with pytest.raises(E.FStateError, match="already exists"):
+    with pytest.raises(errors.FStateError, match="already exists"):
         w.write(str(out))
     assert os.listdir(out) == ["keep"]
     w.write(str(out), overwrite=True)
@@ -148,5 +148,5 @@ def test_type_strings():
     pojo = parse_type("POJO<com.acme.Order: qty INT, amount DECIMAL>")
     assert pojo.field_names == ("amount", "qty")
     assert parse_type({"pojo": "com.acme.X", "fields": {"b": "LONG", "a": "STRING"}}).field_names == ("a", "b")
-    with pytest.raises(E.InvalidArgumentError, match="unexpected end"):
+    with pytest.raises(errors.InvalidArgumentError, match="unexpected end"):
         parse_type("LIST<LONG")

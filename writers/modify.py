@@ -27,7 +27,7 @@ import dataclasses
 import shutil
 from typing import Any, Callable
 
-from ..savepoint import handles as H
+from ..savepoint import handles
 from ..savepoint.builder import SavepointBuilder, write_metadata_file
 from ..savepoint.errors import UnknownOperatorError
 from ..savepoint.io import METADATA_FILE, canonical, family_of, io_for, is_remote, strip_file_scheme
@@ -170,9 +170,9 @@ def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True
         return p
 
     def stream(h):
-        if isinstance(h, H.FileHandle):
+        if isinstance(h, handles.FileHandle):
             return dataclasses.replace(h, path=fix(h.path))
-        if isinstance(h, H.SegmentFileHandle):
+        if isinstance(h, handles.SegmentFileHandle):
             return dataclasses.replace(h, physical_path=fix(h.physical_path))
         return h
 

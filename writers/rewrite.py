@@ -13,10 +13,10 @@ import os
 import uuid
 from typing import Any
 
-from ..savepoint import handles as H
+from ..savepoint import handles
 from ..savepoint import streams
-from ..savepoint import keyed as K
-from ..savepoint import operator as O
+from ..savepoint import keyed
+from ..savepoint import operator as operator_state
 from ..savepoint.builder import SavepointBuilder
 from ..savepoint.errors import InvalidArgumentError
 from ..savepoint.io import copy_range, is_remote, join, strip_file_scheme
@@ -47,25 +47,25 @@ class HandleMapper:
         self.copied: dict[str, str] = {}
 
     def stream(self, h):
-        if isinstance(h, (H.ByteStreamHandle, H.EmptySegmentFileHandle)):
+        if isinstance(h, (handles.ByteStreamHandle, handles.EmptySegmentFileHandle)):
             return h
-        if isinstance(h, H.RelativeFileHandle):
+        if isinstance(h, handles.RelativeFileHandle):
             src = join(self.base_dir, h.relative_path)
-            return self._copy(src, 0, h.size) if self.deep else H.FileHandle(_file_uri(src), h.size)
-        if isinstance(h, H.FileHandle):
+            return self._copy(src, 0, h.size) if self.deep else handles.FileHandle(_file_uri(src), h.size)
+        if isinstance(h, handles.FileHandle):
             return self._copy(plain_path(h.path), 0, h.size) if self.deep else h
-        if isinstance(h, H.SegmentFileHandle):
+        if isinstance(h, handles.SegmentFileHandle):
             return self._copy(plain_path(h.physical_path), h.start, h.size) if self.deep else h
         raise InvalidArgumentError(f"cannot copy state stored as {type(h).__name__}")
 
-    def _copy(self, src: str, start: int, size: int) -> H.RelativeFileHandle:
+    def _copy(self, src: str, start: int, size: int) -> handles.RelativeFileHandle:
         key = f"{src}@{start}"
         name = self.copied.get(key)
         if name is None:
             name = str(uuid.uuid4())
             copy_range(src, start, size, join(self.new_dir, name), self.fs_options)
             self.copied[key] = name
-        return H.RelativeFileHandle(name, size)
+        return handles.RelativeFileHandle(name, size)
 
     def subtask(self, s: SubtaskState) -> SubtaskState:
         if s.input_channels or s.result_subpartitions:
@@ -114,15 +114,15 @@ class PlanWriter:
         km = view.keyed_meta
         sources = [(view.savepoint.stream_source(h.delegate), h) for _, h in view.key_group_handles()]
         old_max, new_max, p = view.max_parallelism, planned.max_parallelism, planned.parallelism
-        meta = K.KeyedBackendMeta(K.CURRENT_VERSION, False, km.key_type, km.states)
+        meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, km.key_type, km.states)
         key_type = km.key_type
 
         def rekey(item):
             src, h = item
             buf = streams.read_source(src)
-            m = K.read_keyed_proxy(buf, src.label)
-            encoders = [K.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
-            for sid, _, _, key, ns, value in K.iter_entries(buf, h, m, old_max, source=src.label):
+            m = keyed.read_keyed_proxy(buf, src.label)
+            encoders = [keyed.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
+            for sid, _, _, key, ns, value in keyed.iter_entries(buf, h, m, old_max, source=src.label):
                 kg = key_group_for_hash(key_type.java_hash(key), new_max)
                 sub = operator_index_for_key_group(kg, p, new_max)
                 enc = encoders[sid]
@@ -133,14 +133,14 @@ class PlanWriter:
 
         builder = self.builder
         rdd = self.spark.sparkContext.parallelize(sources, max(1, len(sources))).flatMap(rekey)
-        keyed = dict(write_keyed_pairs(rdd, meta, p, new_max, builder.temp_dir, builder.inline_threshold,
+        keyed_handles = dict(write_keyed_pairs(rdd, meta, p, new_max, builder.temp_dir, builder.inline_threshold,
                                        builder.fs_options))
         # operator (non-keyed) state is redistributed by Flink itself on restore: keep it as is
         subtasks = {}
         for i in range(p):
             old = view.state.subtasks.get(i)
             mapped = self.mapper.subtask(old) if old is not None else SubtaskState()
-            subtasks[i] = SubtaskState(mapped.managed_operator, mapped.raw_operator, keyed.get(i), None)
+            subtasks[i] = SubtaskState(mapped.managed_operator, mapped.raw_operator, keyed_handles.get(i), None)
         for i, s in view.state.subtasks.items():
             if i >= p and (s.managed_operator is not None or s.raw_operator is not None):
                 mapped = self.mapper.subtask(s)
@@ -158,16 +158,16 @@ class PlanWriter:
         lists = {i.name: [v for _, _, v in view.list_state(i.name)] for i in infos if i.kind != "BROADCAST"}
         # each state's runs in subtask order (Flink's rule for one state; on restore Flink also
         # rotates the first subtask from state to state, which would reorder the elements here)
-        parts = {name: O.split_list_state(values, parallelism) for name, values in lists.items()}
+        parts = {name: operator_state.split_list_state(values, parallelism) for name, values in lists.items()}
         b = self.builder.operator(planned.uid, uid_hash=planned.uid_hash, parallelism=parallelism,
                                   max_parallelism=planned.max_parallelism, name=planned.name)
         b.uid = planned.uid
-        version = O.proxy_version_for_metadata(self.builder.metadata_version)
+        version = operator_state.proxy_version_for_metadata(self.builder.metadata_version)
         for i in range(parallelism):
             part = [(info, broadcast[info.name] if info.kind == "BROADCAST" else parts[info.name][i])
                     for info in infos]
-            data, offsets = O.encode_operator_stream(part, version)
-            b.subtask(i).managed_operator = H.OperatorStreamHandle(offsets, self.builder.stream(data))
+            data, offsets = operator_state.encode_operator_stream(part, version)
+            b.subtask(i).managed_operator = handles.OperatorStreamHandle(offsets, self.builder.stream(data))
 
     def transformed(self, planned: PlannedOperator) -> None:
         """Keyed state read into a DataFrame, transformed, written back (hashed afresh: a max

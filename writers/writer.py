@@ -19,9 +19,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..savepoint import handles as H
-from ..savepoint import keyed as K
-from ..savepoint import operator as O
+from ..savepoint import handles
+from ..savepoint import keyed
+from ..savepoint import operator as operator_state
 from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, resolve_operator_id,
                                  write_stream)
 from ..savepoint.errors import FStateError, InvalidArgumentError
@@ -44,7 +44,7 @@ class KeyedStateSpec:
     column: str
 
     def meta(self) -> StateMetaInfo:
-        return K.value_state_meta(self.name, self.kind, self.type)
+        return keyed.value_state_meta(self.name, self.kind, self.type)
 
 
 def resolve_state_spec(name: str, spec: Any, column_type=None) -> KeyedStateSpec:
@@ -201,7 +201,7 @@ class SavepointWriter:
         A ``subtask`` column in the DataFrame places elements; otherwise they are spread round-robin."""
         t = self._column_type(data, column, type, f"list state '{state}'")
         op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
-        meta = O.list_state_meta(state, t, "UNION" if union else "SPLIT_DISTRIBUTE")
+        meta = operator_state.list_state_meta(state, t, "UNION" if union else "SPLIT_DISTRIBUTE")
         op.operator_states.append(_OperatorPart(meta, data, column))
         return self
 
@@ -216,7 +216,7 @@ class SavepointWriter:
         kt = self._column_type(data, key, key_type, f"broadcast state '{state}' key")
         vt = self._column_type(data, value, value_type, f"broadcast state '{state}' value")
         op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
-        op.operator_states.append(_OperatorPart(O.broadcast_state_meta(state, kt, vt), data, value, key))
+        op.operator_states.append(_OperatorPart(operator_state.broadcast_state_meta(state, kt, vt), data, value, key))
         return self
 
     @staticmethod
@@ -258,7 +258,7 @@ class SavepointWriter:
         if op.operator_states:
             for subtask, handle in write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
                                                          self.inline_threshold,
-                                                         O.proxy_version_for_metadata(builder.metadata_version),
+                                                         operator_state.proxy_version_for_metadata(builder.metadata_version),
                                                          builder.fs_options):
                 b.subtask(subtask).managed_operator = handle
 
@@ -267,17 +267,17 @@ class SavepointWriter:
 # executor side
 
 
-def keyed_backend_meta(part: _KeyedPart) -> K.KeyedBackendMeta:
+def keyed_backend_meta(part: _KeyedPart) -> keyed.KeyedBackendMeta:
     states = [s.meta() for s in part.states]
     if part.event_timers:
-        states.append(K.timer_state_meta("event", part.key_type))
+        states.append(keyed.timer_state_meta("event", part.key_type))
     if part.processing_timers:
-        states.append(K.timer_state_meta("processing", part.key_type))
-    return K.KeyedBackendMeta(K.CURRENT_VERSION, False, part.key_type, states)
+        states.append(keyed.timer_state_meta("processing", part.key_type))
+    return keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, part.key_type, states)
 
 
 def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int, directory: str,
-                inline_threshold: int, fs_options=None) -> list[tuple[int, H.KeyGroupsHandle]]:
+                inline_threshold: int, fs_options=None) -> list[tuple[int, handles.KeyGroupsHandle]]:
     meta = keyed_backend_meta(part)
     n_states = len(part.states)
     timer_ids = []
@@ -289,7 +289,7 @@ def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int,
     key_type = part.key_type
 
     def to_pairs(rows):
-        encoders = [K.PairEncoder(meta, i, max_parallelism) for i in range(len(meta.states))]
+        encoders = [keyed.PairEncoder(meta, i, max_parallelism) for i in range(len(meta.states))]
         for row in rows:
             key = row[0]
             if key is None:
@@ -341,7 +341,7 @@ class _SpillingStream:
             return write_stream(self.directory, b"".join(self.buffer), self.threshold, self.fs_options)
         ctx, self._ctx = self._ctx, None
         ctx.__exit__(None, None, None)
-        return H.RelativeFileHandle(self.name, self.size)
+        return handles.RelativeFileHandle(self.name, self.size)
 
     def fail(self, exc: BaseException) -> None:
         if self._ctx is not None:
@@ -352,8 +352,8 @@ class _SpillingStream:
                 pass
 
 
-def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_parallelism: int, directory: str,
-                      inline_threshold: int, fs_options=None) -> list[tuple[int, H.KeyGroupsHandle]]:
+def write_keyed_pairs(rdd, meta: keyed.KeyedBackendMeta, parallelism: int, max_parallelism: int, directory: str,
+                      inline_threshold: int, fs_options=None) -> list[tuple[int, handles.KeyGroupsHandle]]:
     """Write canonical keyed state streams from an RDD of ((subtask, key group), (state id, (key bytes,
     value bytes))): one Spark partition per subtask, sorted by key group, so each stream is written
     in order without holding it in memory. Returns each subtask's handle. ``directory`` may be
@@ -361,7 +361,7 @@ def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_paral
 
     def write_subtask(index, items):
         lo, hi = key_group_range(index, parallelism, max_parallelism)
-        header = K.proxy_bytes(meta)
+        header = keyed.proxy_bytes(meta)
         offsets = [0] * (hi - lo + 1)
         out = _SpillingStream(directory, inline_threshold, fs_options)
         try:
@@ -373,7 +373,7 @@ def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_paral
                 for _, (sid, pair) in group:
                     by_state.setdefault(sid, []).append(pair)
                 try:
-                    block = K.encode_key_group(kg, by_state)
+                    block = keyed.encode_key_group(kg, by_state)
                 except ValueError as e:
                     raise InvalidArgumentError(f"keyed state: {e}") from None
                 offsets[kg - lo] = out.size
@@ -382,7 +382,7 @@ def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_paral
         except BaseException as e:
             out.fail(e)
             raise
-        yield index, H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), handle)
+        yield index, handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), handle)
 
     sorted_rdd = rdd.repartitionAndSortWithinPartitions(numPartitions=parallelism, partitionFunc=lambda k: k[0])
     results = dict(sorted_rdd.mapPartitionsWithIndex(write_subtask).collect())
@@ -390,15 +390,15 @@ def write_keyed_pairs(rdd, meta: K.KeyedBackendMeta, parallelism: int, max_paral
     for i in range(parallelism):
         if i not in results:
             lo, hi = key_group_range(i, parallelism, max_parallelism)
-            results[i] = H.KeyGroupsHandle(H.SAVEPOINT_KEY_GROUPS, lo, (0,) * (hi - lo + 1),
-                                           write_stream(directory, K.proxy_bytes(meta), inline_threshold,
+            results[i] = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, (0,) * (hi - lo + 1),
+                                           write_stream(directory, keyed.proxy_bytes(meta), inline_threshold,
                                                         fs_options))
     return sorted(results.items())
 
 
 def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, directory: str,
-                          inline_threshold: int, proxy_version: int = O.CURRENT_VERSION, fs_options=None
-                          ) -> list[tuple[int, H.OperatorStreamHandle]]:
+                          inline_threshold: int, proxy_version: int = operator_state.CURRENT_VERSION, fs_options=None
+                          ) -> list[tuple[int, handles.OperatorStreamHandle]]:
     metas = [p.state for p in parts]
     sc = spark.sparkContext
     rdds = []
@@ -435,14 +435,14 @@ def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, d
         for _, (idx, seq, v) in sorted(items, key=lambda x: (x[1][0], x[1][1])):
             values[idx].append(v)
         states = [(m, values[i]) for i, m in enumerate(metas)]
-        data, offsets = O.encode_operator_stream(states, proxy_version)
-        yield index, H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
+        data, offsets = operator_state.encode_operator_stream(states, proxy_version)
+        yield index, handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
 
     results = dict(all_rdd.partitionBy(parallelism, lambda s: s).mapPartitionsWithIndex(write_subtask).collect())
     for i in range(parallelism):
         if i not in results:
-            data, offsets = O.encode_operator_stream([(m, [] if m.kind != "BROADCAST" else {}) for m in metas],
+            data, offsets = operator_state.encode_operator_stream([(m, [] if m.kind != "BROADCAST" else {}) for m in metas],
                                                      proxy_version)
-            results[i] = H.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold,
+            results[i] = handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold,
                                                                       fs_options))
     return sorted(results.items())

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from fstate.savepoint import handles as H
+from fstate.savepoint import handles
 from fstate.savepoint.loader import Savepoint
 from tests.flink import harness
 from tests.oracle_compare import assert_matches_dump
@@ -42,7 +42,7 @@ TYPES_VARIANTS = sorted({
 
 
 def _rocksdb_files(sp: Savepoint) -> bool:
-    return any(isinstance(h, H.IncrementalKeyedHandle) for op in sp.operators for _, h in op.keyed_handles())
+    return any(isinstance(h, handles.IncrementalKeyedHandle) for op in sp.operators for _, h in op.keyed_handles())
 
 
 @pytest.mark.parametrize("job,version,backend,snapshot", VARIANTS, ids=lambda v: str(v))
@@ -74,7 +74,7 @@ def test_every_type_and_key_type(version, backend, snapshot, compression):
 
 
 def test_kryo_in_heap_checkpoint_is_a_clear_error():
-    from fstate.readers import tables as TB
+    from fstate.readers import tables
     from fstate.savepoint.errors import UnsupportedSerializerError
 
     harness.require_flink("2.3.0")
@@ -83,4 +83,4 @@ def test_kryo_in_heap_checkpoint_is_a_clear_error():
     warnings = [w for d in op.describe_states() for w in d.warnings]
     assert any("Kryo" in w for w in warnings), warnings
     with pytest.raises(UnsupportedSerializerError, match="v_kryo"):
-        list(TB.keyed_table(op).rows())
+        list(tables.keyed_table(op).rows())

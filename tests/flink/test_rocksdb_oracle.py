@@ -18,8 +18,8 @@ import tempfile
 
 import pytest
 
-from fstate.readers import tables as TB
-from fstate.savepoint import handles as H
+from fstate.readers import tables
+from fstate.savepoint import handles
 from fstate.savepoint.errors import MissingStateFileError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metadata import write_metadata
@@ -52,12 +52,12 @@ def tmp_root(tmp_path, monkeypatch):
     return root
 
 
-def _rocksdb_handles(sp: Savepoint) -> list[H.IncrementalKeyedHandle]:
-    return [h for op in sp.operators for _, h in op.keyed_handles() if isinstance(h, H.IncrementalKeyedHandle)]
+def _rocksdb_handles(sp: Savepoint) -> list[handles.IncrementalKeyedHandle]:
+    return [h for op in sp.operators for _, h in op.keyed_handles() if isinstance(h, handles.IncrementalKeyedHandle)]
 
 
 def _shared_paths(sp: Savepoint) -> set[str]:
-    return {x.path for h in _rocksdb_handles(sp) for _, x in h.shared if isinstance(x, H.FileHandle)}
+    return {x.path for h in _rocksdb_handles(sp) for _, x in h.shared if isinstance(x, handles.FileHandle)}
 
 
 @pytest.mark.parametrize("version,snapshot,args", VARIANTS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
@@ -66,16 +66,16 @@ def test_fstate_reads_rocksdb_snapshots(version, snapshot, args, tmp_root):
     res = harness.generate("KeyedStateJob", version, "rocksdb", snapshot, extra_args=args)
     sp = Savepoint.open(str(res.snapshot_dir))
     assert sp.metadata.checkpoint_id == res.dump["checkpoint_id"]
-    handles = _rocksdb_handles(sp)
+    found_handles = _rocksdb_handles(sp)
     if version == "1.15.4" and args == NATIVE_SAVEPOINT:
-        assert not handles  # full (key-group) snapshot strategy
+        assert not found_handles  # full (key-group) snapshot strategy
     else:
-        assert len(handles) == 9  # keyed, window-reduce, window-agg × parallelism 3
-        assert {h.tag for h in handles} == {H.INCREMENTAL_V2}  # 1.15.4 included
+        assert len(found_handles) == 9  # keyed, window-reduce, window-agg × parallelism 3
+        assert {h.tag for h in found_handles} == {handles.INCREMENTAL_V2}  # 1.15.4 included
     if snapshot == "savepoint":
         assert sp.metadata.format_type in ("NATIVE", None)  # V3 (Flink 1.15) does not record it
         # a native savepoint is self-contained: no absolute file anywhere
-        assert not any(isinstance(x, H.FileHandle) for h in handles for _, x in h.shared + h.private)
+        assert not any(isinstance(x, handles.FileHandle) for h in found_handles for _, x in h.shared + h.private)
     assert assert_matches_dump(res.snapshot_dir, res.dump) == len(res.dump["operators"])
     assert list(tmp_root.iterdir()) == []  # every RocksDB temp dir is gone
     if args == LARGE:
@@ -113,7 +113,7 @@ def test_moved_incremental_checkpoint(tmp_path, tmp_root):
 
     def fix(x):
         # (the cached run itself may have moved since Flink wrote it: rewrite from "/shared/" on)
-        if isinstance(x, H.FileHandle):
+        if isinstance(x, handles.FileHandle):
             assert f"/{old_job_dir.name}/shared/" in x.path, x.path
             return dataclasses.replace(x, path="file:" + gone + x.path[x.path.rindex("/shared/"):])
         return x
@@ -121,7 +121,7 @@ def test_moved_incremental_checkpoint(tmp_path, tmp_root):
     for op in sp.metadata.operators:
         for i, s in op.subtasks.items():
             h = s.managed_keyed
-            if isinstance(h, H.IncrementalKeyedHandle):
+            if isinstance(h, handles.IncrementalKeyedHandle):
                 op.subtasks[i] = dataclasses.replace(s, managed_keyed=dataclasses.replace(
                     h, metadata_state=fix(h.metadata_state), shared=tuple((n, fix(x)) for n, x in h.shared),
                     private=tuple((n, fix(x)) for n, x in h.private)))
@@ -134,10 +134,10 @@ def test_moved_incremental_checkpoint(tmp_path, tmp_root):
     elsewhere = tmp_path / "archive"
     shutil.move(str(job / "shared"), str(elsewhere / "shared"))
     with pytest.raises(MissingStateFileError, match=r"RocksDB file \d+\.sst .*--checkpoint-base-dir"):
-        TB.keyed_table(Savepoint.open(str(chk)).operator("keyed"))
+        tables.keyed_table(Savepoint.open(str(chk)).operator("keyed"))
     sp = Savepoint.open(str(chk), checkpoint_base_dir=str(elsewhere))
     for uid in ("keyed", "window-agg"):
-        assert list(TB.keyed_table(sp.operator(uid)).rows())
+        assert list(tables.keyed_table(sp.operator(uid)).rows())
     assert list(tmp_root.iterdir()) == []
 
 

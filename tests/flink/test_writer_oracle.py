@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pytest
 
-from fstate.readers import tables as TB
+from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
 from fstate.writers.modify import SavepointModifier, relocate
 from fstate.writers.writer import SavepointWriter
@@ -134,7 +134,7 @@ def test_read_real_operator_state_write_restore_gives_the_original_dump(spark, t
                 states.append({"name": s.name, "mode": "BROADCAST", "key_type": _type_string(s.key_type),
                                "type": _type_string(s.value_type)})
             else:
-                rows = list(TB.list_state_table(view, s.name).rows())
+                rows = list(tables.list_state_table(view, s.name).rows())
                 data = spark.createDataFrame([(v, sub) for sub, _, v in rows],
                                              _spark_schema(s.value_type)) if rows else []
                 w.with_list_state(op["uid"], s.name, data, type=s.value_type, union=s.kind == "UNION",
