@@ -1,7 +1,7 @@
 """Dispatch to the compiled decoder of canonical key groups (``fstate.savepoint._speedups``).
 
 The plain Python decoders in :mod:`keyed` are the reference; the C scanner produces exactly the same
-entries and rows and fails on the same inputs with the same kinds of errors (tests/test_speedups.py
+entries and rows and fails on the same inputs with the same kinds of errors (tests/savepoint/test_speedups.py
 checks both on every sample and on generated and corrupted streams).
 
 A state is decoded in C when its key, namespace and values are built from: String, Long, Integer,

@@ -7,7 +7,7 @@ children itself with ``visit(child, self)``, so it decides whether and how to wa
 
 A missing branch fails loudly: a node class without an entry in :data:`BRANCHES`, or a visitor
 that does not define the method, raises :class:`MissingVisitorBranchError` naming both.
-tests/test_type_visitors.py checks that every node class has a branch in every visitor.
+tests/savepoint/test_type_visitors.py checks that every node class has a branch in every visitor.
 
 Adding a node class: add it to :data:`BRANCHES` and a ``visit_*`` method to :class:`TypeInfoVisitor`,
 then define that method in every visitor the test lists.

@@ -3,7 +3,7 @@
 Hypothesis mutates bytes of real samples (bit flips, truncation, length fields set huge or negative,
 unknown handle types, wrong magic) and runs the metadata parser, the operator and keyed readers and
 `verify`. Every case must either read or raise an FStateError: never another exception, a hang or
-a memory blow-up. The default run is quick; `pytest --fuzz-long tests/test_fuzz.py` runs 10 000+
+a memory blow-up. The default run is quick; `pytest --fuzz-long tests/savepoint/test_fuzz.py` runs 10 000+
 cases.
 """
 

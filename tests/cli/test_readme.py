@@ -5,7 +5,7 @@ from pathlib import Path
 from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 
 def test_runtime_example(tmp_path):

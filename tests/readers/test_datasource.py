@@ -15,7 +15,7 @@ from fstate.savepoint.loader import Savepoint
 from tests.oracle_compare import norm
 from tests.support import sample_dirs, sample_snapshot
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sample(name):
@@ -162,7 +162,7 @@ def test_views_keep_checkpoint_base_dir(spark, tmp_path):
 
     pytest.importorskip("rocksdict")
     from fstate.readers.views import register_views
-    from tests.test_rocksdb import _with_shared_file
+    from tests.savepoint.test_rocksdb import _with_shared_file
 
     job, chk, _, _ = _with_shared_file(tmp_path)
     elsewhere = tmp_path / "moved"

@@ -606,7 +606,7 @@ def test_cli_access_denied_and_no_credentials(s3_auth, tmp_path):
 
 
 def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path):
-    from tests.test_kill import WRITER, kill_before_metadata
+    from tests.writers.test_kill import WRITER, kill_before_metadata
 
     s3.make_bucket("out")
     env = {**os.environ, savepoint_io.FS_OPTIONS_ENV: json.dumps(s3.options)}
