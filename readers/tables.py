@@ -1,8 +1,8 @@
 """State tables, independent of Spark: columns (name + TypeInfo), picklable partitions, and a
 ``read(partition)`` that yields plain tuples.
 
-The Spark data source (``datasource.py``) and the quick pure-Python paths (tests, ``--engine
-python``) share this; nothing here imports pyspark.
+The Spark data source (``datasource.py``), the CLI's Spark-free commands and the tests share this;
+nothing here imports pyspark.
 """
 
 from __future__ import annotations
