@@ -41,7 +41,7 @@ class Savepoint:
     def __init__(self, location: SavepointLocation, metadata: CheckpointMetadata, *, allow_external_paths: bool = False,
                  checkpoint_base_dir: str | None = None, fs_options: tuple = ()):
         self.location = location
-        #: file-system options in force (see savepoint/io.py); every remote StreamSource carries them
+        #: file-system options in force (see savepoint/io/); every remote StreamSource carries them
         self.fs_options = fs_options
         self.metadata = metadata
         self.allow_external_paths = allow_external_paths

@@ -48,7 +48,7 @@ def dependencies(path: str, fs_options=None) -> dict[str, int]:
 
 class SavepointModifier:
     def __init__(self, base: str, spark=None, *, fs_options=None):
-        """``fs_options``: file-system options for remote BASE/NEW (see savepoint/io.py)."""
+        """``fs_options``: file-system options for remote BASE/NEW (see savepoint/io/)."""
         # the base may itself be a shallow copy of another savepoint: its handles are followed
         self.base = Savepoint.open(base, allow_external_paths=True, fs_options=fs_options)
         self.fs_options = self.base.fs_options

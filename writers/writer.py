@@ -8,7 +8,7 @@
         .write("/savepoints/bootstrapped"))
 
 Executors encode and write the state files (one per subtask) into a temporary directory next to
-the target (for s3://, gs://, hdfs:// targets: under the final prefix, through savepoint/io.py);
+the target (for s3://, gs://, hdfs:// targets: under the final prefix, through savepoint/io/);
 the driver only gathers their handles and writes `_metadata` last, then renames (locally).
 """
 
@@ -111,7 +111,7 @@ class SavepointWriter:
                  inline_threshold: int = INLINE_THRESHOLD, flink_version: str | None = None, fs_options=None):
         """``flink_version``: the Flink release that will restore the savepoint (default 2.3: metadata
         V6; 2.0 reads only up to V5, 1.16–1.20 up to V4, 1.11–1.15 V3). ``fs_options``: file-system
-        options for a remote target (endpoint, region, credentials; see savepoint/io.py)."""
+        options for a remote target (endpoint, region, credentials; see savepoint/io/)."""
         self.fs_options = fs_options
         self.max_parallelism = max_parallelism
         self.metadata_version = metadata_version_for(flink_version)

@@ -1,24 +1,276 @@
-"""The README's examples run as written."""
+"""Every ```python and ```bash snippet of README.md runs, from the repository root, as written.
 
+The snippets read the shipped samples (samples/) by relative paths. Paths that snippets write to are
+the one substitution (:data:`PLACEHOLDERS`): ``/tmp/fstate-readme`` and the runtime example's
+``/tmp/wc`` become directories under the test's ``tmp_path``. Bash commands run in-process through
+typer's CliRunner (on the test session's Spark); the commands that cannot run here are in
+:data:`NOT_RUN`, each with the reason. A new snippet fails :func:`test_every_snippet_is_tested` until
+a test runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from fstate.cli.app import app
 from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+KEYED_SAMPLE = REPO / "samples" / "keyed-hashmap-savepoint"
+OPERATOR_SAMPLE = REPO / "samples" / "operator-state-hashmap-savepoint"
+
+#: What snippets write to → where the tests let them write (under tmp_path).
+PLACEHOLDERS = {"/tmp/fstate-readme": "fstate-readme", "/tmp/wc": "wc"}
+
+S3 = ("needs an S3 endpoint; tests/savepoint/test_remote.py runs info, read, bootstrap and verify with "
+      "--fs-option, --fs-config and FSTATE_FS_OPTIONS against a local S3 server")
+
+#: Commands of bash snippets that are not run here, by how they start, and why.
+NOT_RUN = {
+    "pip install": "installing is what this test session already stands on",
+    "pytest": "the test suite itself (this file is part of it)",
+    "fstate info s3://": S3,
+    "fstate read s3a://": S3,
+    "fstate bootstrap --spec spec.yaml --out s3://": S3,
+    "FSTATE_FS_OPTIONS=": S3,
+}
+
+runner = CliRunner()
+COMMAND_NAMES = {"info", "read", "sql", "views", "diff", "verify", "bootstrap", "modify", "deps", "relocate"}
 
 
-def test_runtime_example(tmp_path):
-    code = README.read_text().split("## The runtime")[1].split("```python")[1].split("```")[0]
-    code = code.replace("/tmp/wc", str(tmp_path))
-    exec(compile(code, "README.md", "exec"), {})
-    counts = Savepoint.open(str(tmp_path / "savepoints")).operator("counts")
+@dataclass(frozen=True)
+class Snippet:
+    language: str
+    heading: str
+    number: int  # 1, 2, ... among the snippets of its language under its heading
+    code: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.language}: {self.heading} #{self.number}"
+
+
+def snippets() -> list[Snippet]:
+    text = README.read_text(encoding="utf-8")
+    found: list[Snippet] = []
+    heading = "(top)"
+    counts: dict[tuple[str, str], int] = {}
+    for match in re.finditer(r"^(#{1,4}) ([^\n]+)$|^```(\w*)\n(.*?)^```$", text, re.M | re.S):
+        if match.group(1):
+            heading = match.group(2).strip()
+            continue
+        language = match.group(3)
+        if language not in ("python", "bash"):
+            continue
+        number = counts[(language, heading)] = counts.get((language, heading), 0) + 1
+        found.append(Snippet(language, heading, number, match.group(4)))
+    return found
+
+
+def snippet(key: str) -> Snippet:
+    return next(s for s in snippets() if s.key == key)
+
+
+def with_placeholders(code: str, tmp_path: Path) -> str:
+    for placeholder, directory in PLACEHOLDERS.items():
+        code = code.replace(placeholder, str(tmp_path / directory))
+    return code
+
+
+def run_python(key: str, tmp_path: Path, monkeypatch) -> dict:
+    monkeypatch.chdir(REPO)
+    namespace = {"__name__": "readme_snippet"}
+    code = with_placeholders(snippet(key).code, tmp_path)
+    exec(compile(code, f"README.md ({key})", "exec"), namespace)
+    return namespace
+
+
+def keyed_rows(path, uid: str) -> dict:
+    operator = Savepoint.open(str(path), allow_external_paths=True).operator(uid)
+    return {row[0]: row[1:] for row in tables.keyed_table(operator).rows()}
+
+
+PYTHON_API = "python: Python API #1"
+DATA_SOURCE = "python: Python API #2"
+WRITER = "python: Writing #1"
+MODIFIER = "python: Writing #2"
+RUNTIME = "python: The runtime #1"
+PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, MODIFIER, RUNTIME}
+
+
+def test_every_snippet_is_tested():
+    found = snippets()
+    assert {s.key for s in found if s.language == "python"} == PYTHON_TESTS
+    # bash snippets are all run by test_bash_snippet; there must be some, and the set-up one first
+    assert [s for s in found if s.language == "bash"][0].key == "bash: Set up #1"
+
+
+@pytest.mark.spark
+def test_python_api(spark, tmp_path, monkeypatch, capsys):
+    namespace = run_python(PYTHON_API, tmp_path, monkeypatch)
+    shown = capsys.readouterr().out
+    expected = keyed_rows(KEYED_SAMPLE, "keyed")
+    assert {o["uid"] for o in namespace["reader"].operators()} >= {"keyed", "window-agg", "src"}
+    picked = namespace["reader"].keyed("keyed").where("key = 'k-7'").collect()
+    assert [(r["key"], r["total"]) for r in picked] == [("k-7", expected["k-7"][0])]
+    assert "|k-7|" in shown and "subtask" in shown  # the show() calls printed their tables
+    big = sorted(key for key, row in expected.items() if row[0] is not None and row[0] > 2990)
+    result = namespace["spark"].sql("SELECT key, total FROM keyed WHERE total > 2990").collect()
+    assert sorted(r["key"] for r in result) == big and big
+    operator = Savepoint.open(str(OPERATOR_SAMPLE)).operator("bcast")
+    rules = dict(tables.broadcast_state_table(operator, "rules").rows())
+    assert dict(namespace["operator_state"].broadcast_state("bcast", "rules").collect()) == rules
+
+
+@pytest.mark.spark
+def test_data_source_on_any_session(spark, tmp_path, monkeypatch):
+    namespace = run_python(DATA_SOURCE, tmp_path, monkeypatch)
+    expected = keyed_rows(KEYED_SAMPLE, "keyed")
+    picked = {r["key"]: r["total"] for r in namespace["keyed"].where("key IN ('k-1', 'k-2')").collect()}
+    assert picked == {key: expected[key][0] for key in ("k-1", "k-2")}
+    operator = Savepoint.open(str(OPERATOR_SAMPLE)).operator("bcast")
+    assert dict(namespace["rules"].collect()) == dict(tables.broadcast_state_table(operator, "rules").rows())
+
+
+@pytest.mark.spark
+def test_writer(spark, tmp_path, monkeypatch):
+    run_python(WRITER, tmp_path, monkeypatch)
+    written = Savepoint.open(str(tmp_path / "fstate-readme" / "bootstrapped"))
+    counter = written.operator("counter")
+    assert (counter.parallelism, counter.max_parallelism) == (4, 128)
+    rows = {row[0]: row[1:] for row in tables.keyed_table(counter).rows()}
+    assert rows["alice"][:2] == (3, ["login", "buy"]) and dict(rows["alice"][2]) == {"shoes": 1}
+    assert rows["bob"][:2] == (1, ["login"])
+    timers = list(tables.timers_table(counter).rows())
+    assert [(t[0], t[1]) for t in timers] == [("alice", 1_700_000_000_000)]
+    assert sorted(v for *_, v in tables.list_state_table(written.operator("source"), "offsets").rows()) == [17, 42]
+    assert dict(tables.broadcast_state_table(written.operator("rules"), "rules").rows()) == {"r1": "allow"}
+
+
+@pytest.mark.spark
+def test_modifier_renames_rescales_and_transforms(spark, tmp_path, monkeypatch):
+    run_python(MODIFIER, tmp_path, monkeypatch)
+    new = Savepoint.open(str(tmp_path / "fstate-readme" / "modified"), allow_external_paths=True)
+    base = Savepoint.open(str(KEYED_SAMPLE))
+    uids = {o.uid for o in new.operators}
+    assert "counter" in uids and "keyed" not in uids and "window-reduce" not in uids
+    assert uids == {o.uid for o in base.operators} - {"keyed", "window-reduce"} | {"counter"}
+    counter = new.operator("counter")
+    assert counter.max_parallelism == 256
+    old_rows = keyed_rows(KEYED_SAMPLE, "keyed")
+    assert keyed_rows(new.location.directory, "counter") == {
+        key: ((None if row[0] is None else row[0] * 10),) + row[1:] for key, row in old_rows.items()}
+    assert new.operator("window-agg").max_parallelism == base.operator("window-agg").max_parallelism
+
+
+def test_runtime_example(tmp_path, monkeypatch):
+    run_python(RUNTIME, tmp_path, monkeypatch)
+    counts = Savepoint.open(str(tmp_path / "wc" / "savepoints")).operator("counts")
     assert dict(tables.keyed_table(counts).rows()) == {"to": 200, "be": 200, "or": 100, "not": 100}
 
 
 def test_setup_command_names_a_shipped_sample():
-    text = README.read_text()
-    line = next(ln for ln in text.splitlines() if ln.startswith("pip install -e . && fstate info"))
+    line = next(ln for ln in snippet("bash: Set up #1").code.splitlines() if ln.startswith("pip install -e . &&"))
     sample = line.split("fstate info ")[1].split(" ")[0]
-    assert (README.parent / sample).is_dir()
-    Savepoint.open(str(README.parent / sample)).operator("keyed")
+    assert (REPO / sample).is_dir()
+    Savepoint.open(str(REPO / sample)).operator("keyed")
+
+
+# ---------------------------------------------------------------------------------------------
+# bash
+
+
+def commands(code: str) -> list[str]:
+    """The commands of a bash snippet: continuation lines joined, ``&&`` chains split, comments off."""
+    joined = code.replace("\\\n", " ")
+    found = []
+    for line in joined.splitlines():
+        for command in line.split("&&"):
+            words = shlex.split(command, comments=True)
+            if words:
+                found.append(shlex.join(words))
+    return found
+
+
+def not_run(command: str) -> str | None:
+    return next((why for start, why in NOT_RUN.items() if command.startswith(start)), None)
+
+
+def check_cli_modified(tmp_path: Path) -> None:
+    out = tmp_path / "fstate-readme" / "cli-modified"
+    new = Savepoint.open(str(out), allow_external_paths=True)
+    assert "keyed" not in {o.uid for o in new.operators}
+    assert new.operator("counter").max_parallelism == 256
+    old_rows = keyed_rows(KEYED_SAMPLE, "keyed")
+    assert keyed_rows(out, "counter") == {
+        key: ((None if row[0] is None else row[0] * 10),) + row[1:] for key, row in old_rows.items()}
+
+
+#: Further checks of what a bash snippet made, by snippet.
+BASH_CHECKS = {"bash: Writing #1": check_cli_modified}
+
+
+def run_command(command: str) -> str:
+    words = shlex.split(command)
+    assert words[0] == "fstate", f"{command}: only fstate commands run here; add others to NOT_RUN with a reason"
+    if words[1:] == ["--install-completion"]:
+        # installing edits the user's shell start-up file: print the same script instead, in a real process
+        result = subprocess.run([sys.executable, "-m", "fstate.cli.app", "--show-completion", "bash"],
+                                capture_output=True, text=True, cwd=REPO)
+        assert result.returncode == 0, result.stderr
+        assert "_fstate_completion" in result.stdout
+        return result.stdout
+    result = runner.invoke(app, words[1:], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, f"{command}\n{result.output}"
+    assert result.output.strip(), f"{command}: no output"
+    if "--json" in words or "--output" in words and words[words.index("--output") + 1] == "json":
+        command_name = next(w for w in words[1:] if w in COMMAND_NAMES)
+        if command_name in ("read", "sql"):  # one JSON object per row
+            assert [json.loads(line) for line in result.stdout.splitlines()]
+        else:
+            json.loads(result.stdout)
+    return result.output
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("key", [s.key for s in snippets() if s.language == "bash"])
+def test_bash_snippet(key, spark, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
+    ran = skipped = 0
+    for command in commands(with_placeholders(snippet(key).code, tmp_path)):
+        if not_run(command):
+            skipped += 1
+            continue
+        run_command(command)
+        ran += 1
+    if not ran:
+        pytest.skip("; ".join(sorted({not_run(c) for c in commands(snippet(key).code)})))
+    if key in BASH_CHECKS:
+        BASH_CHECKS[key](tmp_path)
+
+
+def test_version_is_the_installed_one():
+    from importlib.metadata import version
+
+    assert run_command("fstate --version").strip() == f"fstate {version('fstate')}"
+
+
+def test_snippets_read_shipped_samples():
+    for s in snippets():
+        assert "/savepoints/" not in s.code or "s3://" in s.code, f"{s.key} names a savepoint that is not shipped"
+    named = set(re.findall(r"samples/[\w.-]+", README.read_text(encoding="utf-8")))
+    assert named >= {"samples/keyed-hashmap-savepoint", "samples/operator-state-hashmap-savepoint"}
+    for sample in named - {"samples/README.md"}:
+        assert Savepoint.open(str(REPO / sample)).operators, sample  # the directory holding one savepoint

@@ -9,7 +9,7 @@ import importlib.util
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def package_dirs(prefix: str) -> dict[str, Path]:
@@ -132,3 +132,31 @@ def test_the_fstate_package_imports_no_cycle():
     assert "fstate.savepoint.loader" in graph and "fstate.runtime.job" in graph
     found = cycles(graph)
     assert not found, f"import cycles: {found}"
+
+
+def all_imports(prefix: str) -> dict[str, set[str]]:
+    """Module -> every absolute module name it imports (relative imports resolved), anywhere in it."""
+    modules = module_files(prefix)
+    out: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = name.split(".") if is_package else name.split(".")[:-1]
+                    parts = parts[:len(parts) - (node.level - 1)]
+                    found.add(".".join(parts + ([node.module] if node.module else [])))
+                else:
+                    found.add(node.module or "")
+        out[name] = found
+    return out
+
+
+def test_the_format_core_imports_no_spark_and_no_upper_room():
+    """savepoint/ is the format core: no Spark, nothing from readers/, writers/, cli/ or runtime/."""
+    upper = ("fstate.readers", "fstate.writers", "fstate.cli", "fstate.runtime")
+    bad = {name: sorted(m for m in imported if m.split(".")[0] == "pyspark" or m.startswith(upper))
+           for name, imported in all_imports("fstate.savepoint").items()}
+    assert not {name: found for name, found in bad.items() if found}
