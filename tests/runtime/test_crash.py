@@ -95,7 +95,7 @@ def test_exactly_once_under_crashes(tmp_path, reference):
         injector = FailureInjector(max_failures=6, **schedule)
         res = build(tmp_path, f"eo-{i}", injector=injector).execute(f"exactly-once {i}")
         assert res.status == JobStatus.FINISHED
-        assert 1 <= res.restarts <= injector.count  # failures of two subtasks at once: one failover
+        assert res.restarts >= 1 and res.restarts <= injector.count  # failures of two subtasks at once: one failover
         assert Counter(read_committed(str(tmp_path / f"eo-{i}"))) == reference, f"run {i}: {injector.injected}"
         crashes.update(injector.sites())
     assert sum(crashes.values()) >= 20, crashes
