@@ -17,6 +17,7 @@ from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArray
                                NullableType, OpaquePickle, OpaqueType, PickledType, PojoType, RowType, Scalar,
                                SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
                                visit)
+from ..savepoint.types.cep import CepType
 from ..savepoint.types.visitor import MissingVisitorBranchError
 
 DECIMAL = spark_types.DecimalType(38, 18)
@@ -113,6 +114,10 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
     def visit_opaque(self, node: OpaqueType) -> spark_types.DataType:
         return spark_types.BinaryType()  # the raw value bytes
 
+    # CEP
+    def visit_cep(self, node: CepType) -> spark_types.DataType:
+        return visit(node.shape, self)  # structs and arrays named after CEP's fields
+
 
 def spark_type(t: TypeInfo) -> spark_types.DataType:
     return visit(t, SparkTypeVisitor())
@@ -204,6 +209,10 @@ class SparkConverterVisitor(TypeInfoVisitor["Converter | None"]):
 
     def visit_opaque(self, node: OpaqueType) -> Converter | None:
         return None
+
+    # CEP
+    def visit_cep(self, node: CepType) -> Converter | None:
+        return visit(node.shape, self)
 
 
 def converter(t: TypeInfo) -> Converter | None:

@@ -26,6 +26,7 @@ from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
+from .types.cep import CepType
 
 ABI = 2  # the interface version of _speedups.c this module speaks
 
@@ -123,6 +124,10 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
         return None
 
     def visit_opaque(self, node: OpaqueType) -> Any:
+        return None
+
+    # CEP
+    def visit_cep(self, node: CepType) -> Any:
         return None
 
 

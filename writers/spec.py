@@ -24,6 +24,7 @@ from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, C
                                ListType, MapType, NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
                                SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
                                scalar, visit)
+from ..savepoint.types.cep import CepType
 
 #: The scalar type names: the canonical name (what :func:`type_name` writes) first, then aliases.
 SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = (
@@ -223,6 +224,10 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
         return self._none(node)
 
     def visit_opaque(self, node: OpaqueType) -> str:
+        return self._none(node)
+
+    # CEP
+    def visit_cep(self, node: CepType) -> str:
         return self._none(node)
 
 

@@ -7,6 +7,7 @@ Modules: :mod:`.base` (the ``TypeInfo`` base), :mod:`.scalars`, :mod:`.composite
 """
 
 from .base import Decoder, Encoder, TypeInfo
+from .cep import CepType
 from .composites import (ROW_KINDS, ArrayListType, Composite, EitherType, GenericArrayType, ListType, MapType,
                          NullableType, RowType, SetType, TimerType, TtlType, TupleType)
 from .pickled import PICKLED, OpaquePickle, OpaqueType, PickledType, trusted_pickles
@@ -27,4 +28,5 @@ __all__ = [
     "PojoType", "EnumType",
     "PickledType", "PICKLED", "OpaquePickle", "OpaqueType", "trusted_pickles",
     "TypeInfoVisitor", "visit", "MissingVisitorBranchError",
+    "CepType",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .base import TypeInfo
+from .cep import CepType
 from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, MapType, NullableType, RowType,
                          SetType, TimerType, TtlType, TupleType)
 from .pickled import OpaqueType, PickledType
@@ -65,6 +66,10 @@ class ValueHashVisitor(TypeInfoVisitor[bool]):
         return False
 
     def visit_opaque(self, node: OpaqueType) -> bool:
+        return False
+
+    # CEP: never the key of a CEP operator (its keys are the user's); fstate places no such keys
+    def visit_cep(self, node: CepType) -> bool:
         return False
 
 

@@ -12,6 +12,7 @@ from typing import Callable
 from ..binary import DataInput, DataOutput
 from ..errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
 from .base import COMPOSITE_MAGIC, NESTED_MAGIC, RUNTIME, TypeInfo
+from .cep import KINDS as CEP_KINDS, CepType
 from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, MapType, NullableType, RowType,
                          SetType, TimerType, TtlType, TupleType)
 from .pickled import PICKLED, OpaqueType, PickledType
@@ -269,6 +270,35 @@ def _empty_opaque(reason: str):
     return parse
 
 
+# ---------------------------------------------------------------------------------------------
+# CEP (CepOperator's NFA state and shared buffer)
+
+
+def _cep(kind: str):
+    simple = CEP_KINDS[kind][1]
+
+    def parse(inp, version, depth):
+        if simple:
+            if version == 2:
+                inp.read_utf()  # old simple snapshots stored the serializer class name
+            elif version != 3:
+                raise inp.fail(f"unknown version {version} of the CEP {kind} serializer snapshot",
+                               UnsupportedVersionError)
+            return CepType(kind)
+
+        def outer(i, v):
+            # NFAState's outer version 2 added the flag for the previous timestamp of computation states
+            return v, (i.read_bool() if kind == "NFAState" and v >= 2 else False)
+
+        (outer_version, flag), nested = _read_composite(inp, version, depth, outer)
+        _arity(inp, f"CEP {kind} serializer", nested, len(CEP_KINDS[kind][2]))
+        return CepType(kind, tuple(nested), outer_version, bool(flag))
+
+    return parse
+
+
+# ---------------------------------------------------------------------------------------------
+
 _KRYO = RUNTIME + "kryo.KryoSerializerSnapshot"
 
 _PARSERS: dict[str, Callable] = {
@@ -289,6 +319,8 @@ _PARSERS: dict[str, Callable] = {
     EnumType.snapshot_class: _enum,
     PickledType.snapshot_class: _pickled,
     _KRYO: _kryo,
+    # CEP
+    **{cls: _cep(kind) for kind, (cls, _, _) in CEP_KINDS.items()},
 }
 
 for _cls, _parser in {

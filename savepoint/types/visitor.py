@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Generic, TypeVar
 
 from .base import TypeInfo
+from .cep import CepType
 from .composites import (ArrayListType, Composite, EitherType, GenericArrayType, ListType, MapType, NullableType,
                          RowType, SetType, TimerType, TtlType, TupleType)
 from .pickled import OpaqueType, PickledType
@@ -50,6 +51,8 @@ BRANCHES: dict[type[TypeInfo], str] = {
     EnumType: "visit_enum",
     PickledType: "visit_pickled",
     OpaqueType: "visit_opaque",
+    # CEP
+    CepType: "visit_cep",
 }
 
 #: Base classes that are never nodes themselves.
@@ -124,3 +127,7 @@ class TypeInfoVisitor(Generic[Result]):
 
     def visit_opaque(self, node: OpaqueType) -> Result:
         return self._missing(node, "visit_opaque")
+
+    # CEP
+    def visit_cep(self, node: CepType) -> Result:
+        return self._missing(node, "visit_cep")

@@ -14,6 +14,7 @@ from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, INT, LONG, PICKLED
                                     ListType, MapType, NullableType, OpaqueType, PojoType, RowType, SetType,
                                     TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, scalar, visit)
 from fstate.savepoint.types import visitor as visitor_module
+from fstate.savepoint.types.cep import KINDS as CEP_KINDS, CepType
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
 
 #: The visitors of the code base (importing their modules above registers them as subclasses).
@@ -44,6 +45,11 @@ def _samples() -> dict[type, list[TypeInfo]]:
               PICKLED, OpaqueType("org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot", 2, b"",
                                   "com.acme.Thing")]:
         samples.setdefault(type(t), []).append(t)
+    # CEP
+    for kind in CEP_KINDS:
+        samples.setdefault(CepType, []).append(
+            CepType(kind, (TupleType((STRING, LONG)),)) if kind == "Lockable" else CepType(kind))
+    samples[CepType].append(CepType("NFAState", outer_version=1, supports_previous_timestamp=False))
     return samples
 
 
@@ -153,3 +159,24 @@ def test_spark_types():
     assert spark_schema.spark_type(OpaqueType("x.Snapshot", 1, b"")) == spark_types.BinaryType()
     assert spark_schema.converter(ArrayListType(BIG_INTEGER))([1, None]) == [1, None]
     assert spark_schema.converter(ListType(LONG)) is None
+
+
+def test_cep_spark_types():
+    from pyspark.sql import types as spark_types
+
+    nfa = spark_schema.spark_type(CepType("NFAState"))
+    (partial, completed) = nfa.fields
+    assert (partial.name, completed.name) == ("partial_matches", "completed_matches")
+    state = partial.dataType.elementType
+    assert state.names == ["state_name", "previous_entry", "version", "start_timestamp", "previous_timestamp",
+                           "start_event"]
+    assert state["previous_entry"].dataType.names == ["event_id", "page_name"]
+    assert state["start_event"].dataType.names == ["id", "timestamp"]
+    assert state["version"].dataType == spark_types.ArrayType(spark_types.IntegerType(), True)
+    node = spark_schema.spark_type(CepType("Lockable", (CepType("SharedBufferNode"),)))
+    assert node.names == ["lock_count", "element"]
+    edge = node["element"].dataType["edges"].dataType.elementType
+    assert edge.names == ["lock_count", "edge"]
+    assert edge["edge"].dataType.names == ["target", "version"]
+    assert not key_hash.has_value_hash(CepType("EventId"))
+    assert fastpath.type_spec(CepType("NFAState")) is None
