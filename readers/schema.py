@@ -116,6 +116,8 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
 
     # CEP
     def visit_cep(self, node: CepType) -> spark_types.DataType:
+        if not node.fully_decodable:  # e.g. Lockable<Kryo event>: the value is read as raw bytes
+            return spark_types.BinaryType()
         return visit(node.shape, self)  # structs and arrays named after CEP's fields
 
 
@@ -212,7 +214,7 @@ class SparkConverterVisitor(TypeInfoVisitor["Converter | None"]):
 
     # CEP
     def visit_cep(self, node: CepType) -> Converter | None:
-        return visit(node.shape, self)
+        return visit(node.shape, self) if node.fully_decodable else None
 
 
 def converter(t: TypeInfo) -> Converter | None:

@@ -291,7 +291,12 @@ def _cep(kind: str):
             return v, (i.read_bool() if kind == "NFAState" and v >= 2 else False)
 
         (outer_version, flag), nested = _read_composite(inp, version, depth, outer)
-        _arity(inp, f"CEP {kind} serializer", nested, len(CEP_KINDS[kind][2]))
+        expected = CEP_KINDS[kind][2]
+        _arity(inp, f"CEP {kind} serializer", nested, len(expected))
+        for want, got in zip(expected, nested):
+            if want is not None and not (isinstance(got, CepType) and got.kind == want):
+                raise inp.fail(f"the CEP {kind} serializer's nested serializer is {got.name}, expected {want}",
+                               UnsupportedSerializerError)
         return CepType(kind, tuple(nested), outer_version, bool(flag))
 
     return parse

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from fstate.savepoint.binary import DataInput, DataOutput
-from fstate.savepoint.errors import UnsupportedVersionError
-from fstate.savepoint.types import LONG, STRING, CepType, MapType, TupleType
+from fstate.savepoint.errors import UnsupportedSerializerError, UnsupportedVersionError
+from fstate.savepoint.types import LONG, STRING, CepType, MapType, OpaqueType, TupleType
 from fstate.savepoint.types.cep import KINDS
 from fstate.savepoint.types.snapshots import read_versioned_snapshot
 
@@ -128,3 +128,27 @@ def test_shared_buffer_values():
         "00000001" "0000000000000002")
     node_id = CepType("NodeId")
     assert enc(node_id, None) == b"\x00" and dec(node_id, b"\x00") is None
+
+
+def test_nested_serializers_of_another_kind_are_refused():
+    out = DataOutput()
+    out.write_utf(KINDS["NodeId"][0])
+    out.write_i32(3)
+    out.write_i32(911108)  # composite magic, outer version 1
+    out.write_i32(1)
+    out.write_i32(1333245)  # nested magic, version 1, one nested snapshot: a Long, not an EventId
+    out.write_i32(1)
+    out.write_i32(1)
+    LONG.write_snapshot(out)
+    with pytest.raises(UnsupportedSerializerError, match="NodeId serializer's nested serializer is Long"):
+        read_versioned_snapshot(DataInput(out.getvalue()))
+
+
+def test_lockable_of_an_undecodable_event_reads_as_bytes():
+    from fstate.readers.schema import spark_type
+    from pyspark.sql import types as spark_types
+
+    kryo = OpaqueType("org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot", 2, b"", "com.acme.E")
+    lockable = CepType("Lockable", (kryo,))
+    assert not lockable.fully_decodable
+    assert spark_type(lockable) == spark_types.BinaryType()
