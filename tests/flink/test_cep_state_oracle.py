@@ -29,15 +29,23 @@ pytestmark = pytest.mark.flink
 VERSION = "2.3.0"
 
 
+def _generate(backend: str) -> harness.JobResult:
+    harness.require_flink(VERSION)
+    return harness.generate("CepJob", VERSION, backend, "savepoint", timeout=harness.DEFAULT_JOB_TIMEOUT)
+
+
+def _operator(job: harness.JobResult):
+    return Savepoint.open(str(job.snapshot_dir)).operator("cep")
+
+
 @pytest.fixture(scope="module")
 def job() -> harness.JobResult:
-    harness.require_flink(VERSION)
-    return harness.generate("CepJob", VERSION, "hashmap", "savepoint", timeout=harness.DEFAULT_JOB_TIMEOUT)
+    return _generate("hashmap")
 
 
 @pytest.fixture(scope="module")
 def operator(job):
-    return Savepoint.open(str(job.snapshot_dir)).operator("cep")
+    return _operator(job)
 
 
 def _expected(job) -> dict[str, list]:
@@ -54,7 +62,10 @@ def test_state_types(operator):
     assert cep.is_cep_operator(operator)
 
 
-def test_pending_partial_matches_are_the_jobs(job, operator):
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_pending_partial_matches_are_the_jobs(backend):
+    job = _generate(backend)
+    operator = _operator(job)
     expected = _expected(job)
     got: dict[str, list] = {k: [] for k in expected}
     for key, state_name, version, start_timestamp, events in cep.partial_match_rows(operator):
