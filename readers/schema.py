@@ -119,7 +119,7 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
     def visit_row_data(self, node: RowDataType) -> spark_types.DataType:
         if not node.decodable:
             return spark_types.BinaryType()
-        return spark_types.StructType([spark_types.StructField(n, logical_spark_type(t), t.nullable)
+        return spark_types.StructType([spark_types.StructField(n, logical_spark_type(t), _nullable(t))
                                        for n, t in zip(node.field_names, node.types)])
 
     def visit_table_data(self, node: TableDataType) -> spark_types.DataType:
@@ -144,6 +144,11 @@ LOGICAL_TYPES: dict[str, spark_types.DataType] = {
 }
 
 
+def _nullable(t: LogicalType) -> bool:
+    # a processing-time attribute is declared NOT NULL but stored rows hold it unmaterialised (null)
+    return t.nullable or t.kind == "PROCTIME"
+
+
 def logical_spark_type(t: LogicalType) -> spark_types.DataType:
     """The Spark type of a table LogicalType's values (DECIMAL(p, s) → DecimalType(p, s), TIMESTAMP →
     timestamp_ntz, TIMESTAMP_LTZ → timestamp, ROW → struct with the fields' nullability)."""
@@ -157,7 +162,7 @@ def logical_spark_type(t: LogicalType) -> spark_types.DataType:
     if t.root == "MULTISET":
         return spark_types.MapType(logical_spark_type(t.children[0]), spark_types.IntegerType(), False)
     if t.root == "ROW":
-        return spark_types.StructType([spark_types.StructField(n, logical_spark_type(c), c.nullable)
+        return spark_types.StructType([spark_types.StructField(n, logical_spark_type(c), _nullable(c))
                                        for n, c in zip(t.field_names, t.children)])
     try:
         return LOGICAL_TYPES[t.root]

@@ -222,3 +222,28 @@ def test_standalone_forms():
         encode(out, value)
         assert len(out) == size
         assert decode(bytes(out), 0) == (value, size)
+
+
+# -- visitors ---------------------------------------------------------------------------------
+
+
+def test_spark_types_follow_the_logical_types():
+    from pyspark.sql import types as spark_types
+
+    import fstate.readers.schema as spark_schema
+    import fstate.savepoint.types.key_hash as key_hash
+
+    meta = keyed.read_keyed_proxy((DATA / "sql-deduplicate-keep-last-header.bin").read_bytes())
+    row = spark_schema.spark_type(meta.states[0].value_type)
+    assert [(f.name, f.dataType, f.nullable) for f in row.fields] == [
+        ("f0", spark_types.LongType(), True), ("f1", spark_types.StringType(), True),
+        ("f2", spark_types.LongType(), True),
+        ("f3", spark_types.TimestampType(), True)]  # NOT NULL, but a proctime is stored unmaterialised
+    types = (LogicalType("DECIMAL", False, precision=30, scale=5), LogicalType("TIMESTAMP_WITHOUT_TIME_ZONE", precision=6),
+             LogicalType("ARRAY", children=(LogicalType("INTEGER", False),)))
+    fields = spark_schema.spark_type(RowDataType(types)).fields
+    assert [(f.dataType, f.nullable) for f in fields] == [
+        (spark_types.DecimalType(30, 5), False), (spark_types.TimestampNTZType(), True),
+        (spark_types.ArrayType(spark_types.IntegerType(), False), True)]
+    assert key_hash.has_value_hash(meta.key_type)
+    assert not key_hash.has_value_hash(RowDataType(None, arity=1))
