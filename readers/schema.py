@@ -18,6 +18,8 @@ from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArray
                                SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
                                visit)
 from ..savepoint.types.cep import CepType
+from ..savepoint.types.logical import LogicalType
+from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from ..savepoint.types.visitor import MissingVisitorBranchError
 
 DECIMAL = spark_types.DecimalType(38, 18)
@@ -119,6 +121,59 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
         if not node.fully_decodable:  # e.g. Lockable<Kryo event>: the value is read as raw bytes
             return spark_types.BinaryType()
         return visit(node.shape, self)  # structs and arrays named after CEP's fields
+    # table runtime: Spark types follow the LogicalTypes
+    def visit_row_data(self, node: RowDataType) -> spark_types.DataType:
+        if not node.decodable:
+            return spark_types.BinaryType()
+        return spark_types.StructType([spark_types.StructField(n, logical_spark_type(t), _nullable(t))
+                                       for n, t in zip(node.field_names, node.types)])
+
+    def visit_table_data(self, node: TableDataType) -> spark_types.DataType:
+        return logical_spark_type(node.logical)
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> spark_types.DataType:
+        return spark_types.BinaryType()  # the bytes the inner serializer wrote
+
+    def visit_external(self, node: ExternalType) -> spark_types.DataType:
+        return visit(node.inner, self)
+
+
+#: The Spark type of each LogicalType root without parameters or children.
+LOGICAL_TYPES: dict[str, spark_types.DataType] = {
+    "CHAR": spark_types.StringType(), "VARCHAR": spark_types.StringType(), "BOOLEAN": spark_types.BooleanType(),
+    "BINARY": spark_types.BinaryType(), "VARBINARY": spark_types.BinaryType(), "TINYINT": spark_types.ByteType(),
+    "SMALLINT": spark_types.ShortType(), "INTEGER": spark_types.IntegerType(), "BIGINT": spark_types.LongType(),
+    "FLOAT": spark_types.FloatType(), "DOUBLE": spark_types.DoubleType(), "DATE": spark_types.DateType(),
+    "TIME_WITHOUT_TIME_ZONE": spark_types.TimeType(6), "TIMESTAMP_WITHOUT_TIME_ZONE": spark_types.TimestampNTZType(),
+    "TIMESTAMP_WITH_LOCAL_TIME_ZONE": spark_types.TimestampType(), "INTERVAL_YEAR_MONTH": spark_types.IntegerType(),
+    "INTERVAL_DAY_TIME": spark_types.LongType(), "RAW": spark_types.BinaryType(), "NULL": spark_types.NullType(),
+}
+
+
+def _nullable(t: LogicalType) -> bool:
+    # a processing-time attribute is declared NOT NULL but stored rows hold it unmaterialised (null)
+    return t.nullable or t.kind == "PROCTIME"
+
+
+def logical_spark_type(t: LogicalType) -> spark_types.DataType:
+    """The Spark type of a table LogicalType's values (DECIMAL(p, s) → DecimalType(p, s), TIMESTAMP →
+    timestamp_ntz, TIMESTAMP_LTZ → timestamp, ROW → struct with the fields' nullability)."""
+    if t.root == "DECIMAL":
+        return spark_types.DecimalType(t.precision, t.scale)
+    if t.root == "ARRAY":
+        return spark_types.ArrayType(logical_spark_type(t.children[0]), t.children[0].nullable)
+    if t.root == "MAP":
+        return spark_types.MapType(logical_spark_type(t.children[0]), logical_spark_type(t.children[1]),
+                                   t.children[1].nullable)
+    if t.root == "MULTISET":
+        return spark_types.MapType(logical_spark_type(t.children[0]), spark_types.IntegerType(), False)
+    if t.root == "ROW":
+        return spark_types.StructType([spark_types.StructField(n, logical_spark_type(c), _nullable(c))
+                                       for n, c in zip(t.field_names, t.children)])
+    try:
+        return LOGICAL_TYPES[t.root]
+    except KeyError:
+        return spark_types.BinaryType()  # types fstate does not decode (structured, distinct, ...)
 
 
 def spark_type(t: TypeInfo) -> spark_types.DataType:
@@ -215,6 +270,18 @@ class SparkConverterVisitor(TypeInfoVisitor["Converter | None"]):
     # CEP
     def visit_cep(self, node: CepType) -> Converter | None:
         return visit(node.shape, self) if node.fully_decodable else None
+    # table runtime: decoded values are what Spark takes (tuples, str, Decimal of the type's scale, ...)
+    def visit_row_data(self, node: RowDataType) -> Converter | None:
+        return None
+
+    def visit_table_data(self, node: TableDataType) -> Converter | None:
+        return None
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> Converter | None:
+        return None
+
+    def visit_external(self, node: ExternalType) -> Converter | None:
+        return visit(node.inner, self)
 
 
 def converter(t: TypeInfo) -> Converter | None:

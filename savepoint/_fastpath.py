@@ -27,6 +27,7 @@ from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListT
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from .types.cep import CepType
+from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 ABI = 2  # the interface version of _speedups.c this module speaks
 
@@ -128,6 +129,19 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
 
     # CEP
     def visit_cep(self, node: CepType) -> Any:
+        return None
+
+    # table runtime: not on the fast path (decoded by their Python decoders)
+    def visit_row_data(self, node: RowDataType) -> Any:
+        return None
+
+    def visit_table_data(self, node: TableDataType) -> Any:
+        return None
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> Any:
+        return None
+
+    def visit_external(self, node: ExternalType) -> Any:
         return None
 
 

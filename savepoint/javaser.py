@@ -4,6 +4,8 @@ Metadata V4+ ends with a Java-serialized ``CheckpointProperties`` object (what k
 is: canonical/native savepoint or checkpoint). This reads the subset of the grammar such streams use
 (objects, class descriptors, strings, enums, references, nulls, primitive fields, block data) into
 plain Python values: objects become dicts with a ``"@class"`` entry, enums their constant name.
+What a class writes itself (``writeObject``) is kept under ``"@written"`` (the block data and objects
+in order); a ``java.util.ArrayList``'s elements are under ``"@items"``.
 """
 
 from __future__ import annotations
@@ -131,12 +133,14 @@ class _Parser:
         desc.super = self.class_desc()
         return desc
 
-    def _skip_annotation(self) -> None:
+    def _skip_annotation(self) -> list:
+        """Read up to the end of a class annotation or of what writeObject wrote; returns it."""
+        written = []
         while True:
             if self.inp.buf[self.inp.pos] == TC_ENDBLOCKDATA:
                 self.inp.pos += 1
-                return
-            self.content()
+                return written
+            written.append(self.content())
 
     def _value(self, code: str):
         r = self.inp
@@ -173,7 +177,11 @@ class _Parser:
             for code, fname, _ in d.fields:
                 result[fname] = self._value(code)
             if d.flags & SC_WRITE_METHOD:
-                self._skip_annotation()
+                written = self._skip_annotation()
+                if written:
+                    result.setdefault("@written", []).extend(written)
+                    if d.name == "java.util.ArrayList":
+                        result["@items"] = [x for x in written if not isinstance(x, bytes)]
         return result
 
     def array(self) -> list:

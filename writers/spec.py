@@ -25,6 +25,7 @@ from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, C
                                SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
                                scalar, visit)
 from ..savepoint.types.cep import CepType
+from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 #: The scalar type names: the canonical name (what :func:`type_name` writes) first, then aliases.
 SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = (
@@ -228,6 +229,19 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
 
     # CEP
     def visit_cep(self, node: CepType) -> str:
+        return self._none(node)
+
+    # table runtime: read from SQL savepoints (their LogicalTypes are kept as read), not named in specs
+    def visit_row_data(self, node: RowDataType) -> str:
+        return self._none(node)
+
+    def visit_table_data(self, node: TableDataType) -> str:
+        return self._none(node)
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> str:
+        return self._none(node)
+
+    def visit_external(self, node: ExternalType) -> str:
         return self._none(node)
 
 

@@ -2,7 +2,8 @@
 
 Callers import the nodes from here: ``from fstate.savepoint.types import TupleType, LONG``.
 Modules: :mod:`.base` (the ``TypeInfo`` base), :mod:`.scalars`, :mod:`.composites`, :mod:`.pojo`,
-:mod:`.pickled` (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.key_hash`,
+:mod:`.pickled`, :mod:`.table` (the table runtime's serializers, with :mod:`.logical` and
+:mod:`.table_binary`) (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.key_hash`,
 :mod:`.snapshots` (serializer snapshots ↔ trees) and :mod:`.hashing` (Java hash codes, key groups).
 """
 
@@ -15,6 +16,8 @@ from .pojo import EnumType, PojoType
 from .scalars import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT, LOCAL_DATE,
                       LOCAL_DATE_TIME, LOCAL_TIME, LONG, SCALARS, SHORT, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, STRING,
                       TIME_WINDOW, VOID_NAMESPACE, Scalar, TimeWindowType, scalar)
+from .logical import LogicalType
+from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from .visitor import MissingVisitorBranchError, TypeInfoVisitor, visit
 
 __all__ = [
@@ -29,4 +32,6 @@ __all__ = [
     "PickledType", "PICKLED", "OpaquePickle", "OpaqueType", "trusted_pickles",
     "TypeInfoVisitor", "visit", "MissingVisitorBranchError",
     "CepType",
+    # table runtime
+    "LogicalType", "RowDataType", "TableDataType", "RawValueDataType", "ExternalType",
 ]

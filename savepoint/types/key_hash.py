@@ -9,6 +9,7 @@ from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, 
 from .pickled import OpaqueType, PickledType
 from .pojo import EnumType, PojoType
 from .scalars import Scalar, TimeWindowType
+from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from .visitor import TypeInfoVisitor, visit
 
 
@@ -71,6 +72,19 @@ class ValueHashVisitor(TypeInfoVisitor[bool]):
     # CEP: never the key of a CEP operator (its keys are the user's); fstate places no such keys
     def visit_cep(self, node: CepType) -> bool:
         return False
+
+    # table runtime
+    def visit_row_data(self, node: RowDataType) -> bool:
+        return node.decodable  # BinaryRowData.hashCode: a hash of the row's bytes
+
+    def visit_table_data(self, node: TableDataType) -> bool:
+        return False
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> bool:
+        return False
+
+    def visit_external(self, node: ExternalType) -> bool:
+        return visit(node.inner, self)
 
 
 def has_value_hash(t: TypeInfo) -> bool:

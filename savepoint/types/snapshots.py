@@ -18,6 +18,9 @@ from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, 
 from .pickled import PICKLED, OpaqueType, PickledType
 from .pojo import OPTIONAL_MAP_HEADER, EnumType, PojoType
 from .scalars import SCALARS, TIME_WINDOW, TimeWindowType
+from . import table
+from .logical import LogicalType, data_type_logical, from_java, read_logical_type
+from ..javaser import read_java_object
 
 PROXY_VERSION = 2
 _MAX_DEPTH = 48
@@ -301,8 +304,77 @@ def _cep(kind: str):
 
     return parse
 
+# table runtime (Flink SQL): see .table
+
+
+def _java_object(inp: DataInput):
+    start = inp.pos
+    obj, inp.pos = read_java_object(inp.buf, start, inp.source)
+    return obj, bytes(inp.buf[start:inp.pos])
+
+
+def _row_data(inp, version, depth):
+    if version != 3:
+        raise inp.fail(f"unknown RowDataSerializer snapshot version {version}", UnsupportedVersionError)
+    n = inp.read_count("row field type", limit=1 << 16, unit_size=4)
+    types = []
+    for _ in range(n):
+        t, inp.pos = read_logical_type(inp.buf, inp.pos, inp.source)
+        types.append(t)
+    magic = inp.read_i32()
+    if magic != NESTED_MAGIC:
+        raise inp.fail(f"bad nested serializer snapshot magic {magic}")
+    if inp.read_i32() != 1:
+        raise inp.fail("unknown nested serializer snapshot version", UnsupportedVersionError)
+    count = inp.read_count("nested serializer", limit=1 << 16, unit_size=6)
+    fields = [read_versioned_snapshot(inp, depth + 1) for _ in range(count)]
+    _arity(inp, "RowDataSerializer", fields, n)
+    return table.RowDataType(tuple(types), tuple(fields))
+
+
+def _binary_row_data(inp, version, depth):
+    return table.RowDataType(None, arity=inp.read_i32())
+
+
+def _simple_table(payload_size: int):
+    def parse(inp, version, depth):
+        payload = inp.read_bytes(payload_size)
+        return table.TableDataType(parse.cls, version, payload, table.standalone_logical(parse.cls, payload))
+
+    return parse
+
 
 # ---------------------------------------------------------------------------------------------
+def _table_collection(n_types: int, n_serializers: int, root: str):
+    """ArrayData / MapData snapshots: Java-serialized LogicalTypes, then Java-serialized serializers."""
+
+    def parse(inp, version, depth):
+        start = inp.pos
+        types = [from_java(_java_object(inp)[0], inp.source) for _ in range(n_types)]
+        for _ in range(n_serializers):
+            _java_object(inp)
+        logical = LogicalType(root, True, children=tuple(types))
+        return table.TableDataType(parse.cls, version, bytes(inp.buf[start:inp.pos]), logical)
+
+    return parse
+
+
+def _raw_value_data(inp, version, depth):
+    _, nested = _read_composite(inp, version, depth, _no_outer)
+    _arity(inp, "RawValueDataSerializer", nested, 1)
+    return table.RawValueDataType(nested[0])
+
+
+def _external(inp, version, depth):
+    def outer(i, v):
+        obj, raw = _java_object(i)
+        return obj, raw, i.read_bool()
+
+    (obj, raw, internal_input), nested = _read_composite(inp, version, depth, outer)
+    _arity(inp, "ExternalSerializer", nested, 1)
+    logical, conversion = data_type_logical(obj, inp.source)
+    return table.ExternalType(nested[0], raw, internal_input, logical, conversion)
+
 
 _KRYO = RUNTIME + "kryo.KryoSerializerSnapshot"
 
@@ -328,7 +400,19 @@ _PARSERS: dict[str, Callable] = {
     **{cls: _cep(kind) for kind, (cls, _, _) in CEP_KINDS.items()},
 }
 
+# table runtime
+_PARSERS[table.ROW_DATA] = _row_data
+_PARSERS[table.BINARY_ROW_DATA] = _binary_row_data
+_PARSERS[table.RawValueDataType.snapshot_class] = _raw_value_data
+_PARSERS[table.ExternalType.snapshot_class] = _external
+
 for _cls, _parser in {
+    table.STRING_DATA: _simple_table(0),
+    table.NULL_DATA: _simple_table(0),
+    table.DECIMAL_DATA: _simple_table(8),
+    table.TIMESTAMP_DATA: _simple_table(4),
+    table.ARRAY_DATA: _table_collection(1, 1, "ARRAY"),
+    table.MAP_DATA: _table_collection(2, 2, "MAP"),
     "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _type_class_only("Avro values"),
     RUNTIME + "ValueSerializer$ValueSerializerSnapshot": _type_class_only("custom Value type"),
     RUNTIME + "CopyableValueSerializer$CopyableValueSerializerSnapshot": _type_class_only("custom Value type"),

@@ -24,6 +24,7 @@ from .composites import (ArrayListType, Composite, EitherType, GenericArrayType,
 from .pickled import OpaqueType, PickledType
 from .pojo import EnumType, PojoType
 from .scalars import Scalar, TimeWindowType
+from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 Result = TypeVar("Result")
 
@@ -53,6 +54,11 @@ BRANCHES: dict[type[TypeInfo], str] = {
     OpaqueType: "visit_opaque",
     # CEP
     CepType: "visit_cep",
+    # table runtime
+    RowDataType: "visit_row_data",
+    TableDataType: "visit_table_data",
+    RawValueDataType: "visit_raw_value_data",
+    ExternalType: "visit_external",
 }
 
 #: Base classes that are never nodes themselves.
@@ -131,3 +137,15 @@ class TypeInfoVisitor(Generic[Result]):
     # CEP
     def visit_cep(self, node: CepType) -> Result:
         return self._missing(node, "visit_cep")
+    # table runtime
+    def visit_row_data(self, node: RowDataType) -> Result:
+        return self._missing(node, "visit_row_data")
+
+    def visit_table_data(self, node: TableDataType) -> Result:
+        return self._missing(node, "visit_table_data")
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> Result:
+        return self._missing(node, "visit_raw_value_data")
+
+    def visit_external(self, node: ExternalType) -> Result:
+        return self._missing(node, "visit_external")

@@ -15,6 +15,8 @@ from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, INT, LONG, PICKLED
                                     TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, scalar, visit)
 from fstate.savepoint.types import visitor as visitor_module
 from fstate.savepoint.types.cep import KINDS as CEP_KINDS, CepType
+from fstate.savepoint.types import table
+from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
 
 #: The visitors of the code base (importing their modules above registers them as subclasses).
@@ -43,7 +45,8 @@ def _samples() -> dict[type, list[TypeInfo]]:
               PojoType("com.acme.Order", [("amount", "com.acme.Order", BIG_DECIMAL), ("id", "com.acme.Order", LONG)]),
               PojoType("com.acme.Gone", [("x", "com.acme.Gone", None)]), EnumType("com.acme.Color", ("RED", "GREEN")),
               PICKLED, OpaqueType("org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot", 2, b"",
-                                  "com.acme.Thing")]:
+                                  "com.acme.Thing"),
+              *_table_samples()]:
         samples.setdefault(type(t), []).append(t)
     # CEP
     for kind in CEP_KINDS:
@@ -51,6 +54,16 @@ def _samples() -> dict[type, list[TypeInfo]]:
             CepType(kind, (TupleType((STRING, LONG)),)) if kind == "Lockable" else CepType(kind))
     samples[CepType].append(CepType("NFAState", outer_version=1, supports_previous_timestamp=False))
     return samples
+
+
+def _table_samples() -> list[TypeInfo]:
+    varchar = LogicalType("VARCHAR", True, length=10)
+    decimal = LogicalType("DECIMAL", False, precision=20, scale=2)
+    string_data = table.TableDataType(table.STRING_DATA, 3, b"", varchar)
+    decimal_data = table.TableDataType(table.DECIMAL_DATA, 3, bytes(8), decimal)
+    row = table.RowDataType((LogicalType("BIGINT"), varchar, decimal), (LONG, string_data, decimal_data))
+    return [row, table.RowDataType(None, arity=2), string_data, decimal_data,
+            table.RawValueDataType(LONG), table.ExternalType(LONG, b"", False, LogicalType("BIGINT"), "java.lang.Long")]
 
 
 SAMPLES = _samples()
