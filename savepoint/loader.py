@@ -250,11 +250,14 @@ class OperatorView:
         for _, h in found:
             if isinstance(h, handles.KeyGroupsHandle) and h.delegate is not None:
                 src = self.savepoint.stream_source(h.delegate).label
-                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src))
+                end = keyed.header_end(h.offsets)
+                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src, end))
             if isinstance(h, handles.IncrementalKeyedHandle) and h.metadata_state is not None:
                 # the meta-data stream of a RocksDB snapshot is the keyed-backend proxy alone
-                src = self.savepoint.stream_source(h.metadata_state).label
-                return self.savepoint.read_header(h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src))
+                stream = self.savepoint.stream_source(h.metadata_state)
+                src = stream.label
+                return self.savepoint.read_header(
+                    h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src, stream.length))
         return None
 
     @property
