@@ -65,6 +65,11 @@ class UnknownSnapshotError(UnsupportedSerializerError):
         self.version = version
 
 
+class UnresolvedSnapshotError(UnsupportedSerializerError, CorruptStateError):
+    """An unknown serializer snapshot whose end could not be found in the bytes read (a CorruptStateError
+    too, so that a reader that read only a prefix of the stream reads more and retries)."""
+
+
 class ExternalPathError(FStateError):
     """A handle points outside the savepoint directory and the user did not allow that."""
 

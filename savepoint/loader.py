@@ -12,7 +12,7 @@ from . import streams
 from . import keyed
 from . import operator as operator_state
 from . import rocksdb
-from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError
+from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
 from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
 from .metainfo import StateMetaInfo
@@ -284,7 +284,13 @@ class OperatorView:
             out.append(StateDescription("(keyed state)", "keyed", self.keyed_layout or "?", "?", None, None,
                                         (f"stored as {self.keyed_layout}: not decoded yet",)))
             return out
-        km = self.keyed_meta
+        try:
+            km = self.keyed_meta
+        except UnsupportedSerializerError as e:
+            # contained to this operator: the others are still listed
+            out.append(StateDescription("(keyed state)", "keyed", "?", "?", None, None,
+                                        (f"keyed-state header not decoded: {e.detail}",)))
+            return out
         if km is not None:
             for s in km.states:
                 if s.backend_type == 3:

@@ -20,7 +20,7 @@ import contextvars
 import re
 from typing import Callable, TypeVar
 
-from ..errors import CorruptStateError, FStateError, UnknownSnapshotError
+from ..errors import FStateError, UnknownSnapshotError, UnresolvedSnapshotError
 
 Result = TypeVar("Result")
 
@@ -121,7 +121,7 @@ def parse_skipping_unknown(buf, parse: Callable[[object], Result], accept: Calla
             return result
         if truncated:
             # maybe only a prefix of the stream was read: a caller that probes widens and retries
-            raise CorruptStateError(f"{first.detail} (and no end for it was found before the end of "
+            raise UnresolvedSnapshotError(f"{first.detail} (and no end for it was found before the end of "
                                     "the bytes read: truncated?)", first.path) from first
         raise
 
