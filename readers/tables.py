@@ -265,14 +265,14 @@ def _load_key_groups(p: Partition) -> tuple[bytes, handles.KeyGroupsHandle, keye
     label = p.source.label
     if p.span is None or p.source.path is None:
         buf = _load(p)
-        return buf, p.handle, keyed.read_keyed_proxy(buf, label)
+        return buf, p.handle, keyed.read_keyed_proxy(buf, label, keyed.header_end(p.handle.offsets))
     io = streams.source_io(p.source)
     header = b""
     size = 64 * 1024
     while True:
         header = io.read_range(p.source.path, p.source.start, min(size, p.span[0]))
         try:
-            meta = keyed.read_keyed_proxy(header, label)
+            meta = keyed.read_keyed_proxy(header, label, keyed.header_end(p.handle.offsets))
             break
         except FStateError:
             if size >= p.span[0]:

@@ -50,6 +50,26 @@ class UnsupportedSerializerError(FStateError):
     """A serializer snapshot class whose values fstate cannot decode or encode."""
 
 
+class UnknownSnapshotError(UnsupportedSerializerError):
+    """A serializer snapshot class fstate does not know, met where no length frames it: ``start`` is
+    where its class name begins, ``payload_start`` where its payload begins (savepoint.types.skipping
+    looks for where the payload ends)."""
+
+    def __init__(self, message: str, path: str | None, *, buffer: bytes, start: int, payload_start: int,
+                 snapshot_class: str, version: int):
+        super().__init__(message, path)
+        self.buffer = buffer
+        self.start = start
+        self.payload_start = payload_start
+        self.snapshot_class = snapshot_class
+        self.version = version
+
+
+class UnresolvedSnapshotError(UnsupportedSerializerError, CorruptStateError):
+    """An unknown serializer snapshot whose end could not be found in the bytes read (a CorruptStateError
+    too, so that a reader that read only a prefix of the stream reads more and retries)."""
+
+
 class ExternalPathError(FStateError):
     """A handle points outside the savepoint directory and the user did not allow that."""
 

@@ -11,6 +11,7 @@ from .binary import DataInput, DataOutput
 from .errors import UnsupportedVersionError
 from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
 from .types import TypeInfo
+from .types.skipping import parse_skipping_unknown
 from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
 
 CURRENT_VERSION = 6
@@ -36,7 +37,22 @@ class KeyedBackendMeta:
         return [(i, s) for i, s in enumerate(self.states) if s.backend_type == metainfo.PRIORITY_QUEUE]
 
 
-def read_keyed_proxy(buf: bytes, source: str | None = None) -> KeyedBackendMeta:
+def read_keyed_proxy(buf: bytes, source: str | None = None, end: int | None = None) -> KeyedBackendMeta:
+    """The header at the start of ``buf``. When ``end`` (where the header ends: the first key group's
+    offset, or the length of a RocksDB meta-data stream) is known, serializer snapshots of classes
+    fstate does not know become opaque types (see types.skipping); without it they raise."""
+    if end is None:
+        return _read_keyed_proxy(buf, source)
+    return parse_skipping_unknown(buf, lambda b: _read_keyed_proxy(b, source),
+                                  lambda meta: meta.header_size == end)
+
+
+def header_end(offsets) -> int | None:
+    """Where a keyed-state stream's header ends: its first non-empty key group's offset."""
+    return min((o for o in offsets if o), default=None)
+
+
+def _read_keyed_proxy(buf: bytes, source: str | None) -> KeyedBackendMeta:
     inp = DataInput(buf, source=source)
     version = inp.read_i32()
     if version != CURRENT_VERSION:

@@ -12,7 +12,7 @@ from . import streams
 from . import keyed
 from . import operator as operator_state
 from . import rocksdb
-from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError
+from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
 from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
 from .metainfo import StateMetaInfo
@@ -250,11 +250,14 @@ class OperatorView:
         for _, h in found:
             if isinstance(h, handles.KeyGroupsHandle) and h.delegate is not None:
                 src = self.savepoint.stream_source(h.delegate).label
-                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src))
+                end = keyed.header_end(h.offsets)
+                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src, end))
             if isinstance(h, handles.IncrementalKeyedHandle) and h.metadata_state is not None:
                 # the meta-data stream of a RocksDB snapshot is the keyed-backend proxy alone
-                src = self.savepoint.stream_source(h.metadata_state).label
-                return self.savepoint.read_header(h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src))
+                stream = self.savepoint.stream_source(h.metadata_state)
+                src = stream.label
+                return self.savepoint.read_header(
+                    h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src, stream.length))
         return None
 
     @property
@@ -281,7 +284,13 @@ class OperatorView:
             out.append(StateDescription("(keyed state)", "keyed", self.keyed_layout or "?", "?", None, None,
                                         (f"stored as {self.keyed_layout}: not decoded yet",)))
             return out
-        km = self.keyed_meta
+        try:
+            km = self.keyed_meta
+        except UnsupportedSerializerError as e:
+            # contained to this operator: the others are still listed
+            out.append(StateDescription("(keyed state)", "keyed", "?", "?", None, None,
+                                        (f"keyed-state header not decoded: {e.detail}",)))
+            return out
         if km is not None:
             for s in km.states:
                 if s.backend_type == 3:

@@ -155,7 +155,7 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
             def decode_all(h=h):
                 src = op.savepoint.stream_source(h.delegate)
                 buf = streams.read_source(src, op.savepoint.io)
-                meta = keyed.read_keyed_proxy(buf, src.label)
+                meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets))
                 return sum(1 for _ in keyed.iter_entries(buf, h, meta, op.max_parallelism, source=src.label))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         _guard(r, what, decode_all)
