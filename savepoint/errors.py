@@ -50,24 +50,10 @@ class UnsupportedSerializerError(FStateError):
     """A serializer snapshot class whose values fstate cannot decode or encode."""
 
 
-class UnknownSnapshotError(UnsupportedSerializerError):
-    """A serializer snapshot class fstate does not know, met where no length frames it: ``start`` is
-    where its class name begins, ``payload_start`` where its payload begins (savepoint.types.skipping
-    looks for where the payload ends)."""
-
-    def __init__(self, message: str, path: str | None, *, buffer: bytes, start: int, payload_start: int,
-                 snapshot_class: str, version: int):
-        super().__init__(message, path)
-        self.buffer = buffer
-        self.start = start
-        self.payload_start = payload_start
-        self.snapshot_class = snapshot_class
-        self.version = version
-
-
 class UnresolvedSnapshotError(UnsupportedSerializerError, CorruptStateError):
-    """An unknown serializer snapshot whose end could not be found in the bytes read (a CorruptStateError
-    too, so that a reader that read only a prefix of the stream reads more and retries)."""
+    """A backend header with a serializer snapshot fstate cannot parse, whose end could not be
+    determined (see savepoint.header_search): the states of that one header are not known. A
+    CorruptStateError too, so that a reader that read only a prefix of the stream reads more and retries."""
 
 
 class ExternalPathError(FStateError):

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 from . import metainfo
 from .binary import DataInput, DataOutput
-from .errors import UnsupportedVersionError
+from . import header_search
+from .errors import DECODE_ERRORS, FStateError, UnsupportedVersionError
 from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
 from .types import TypeInfo
-from .types.skipping import parse_skipping_unknown
 from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
 
 CURRENT_VERSION = 6
@@ -38,21 +38,10 @@ class KeyedBackendMeta:
 
 
 def read_keyed_proxy(buf: bytes, source: str | None = None, end: int | None = None) -> KeyedBackendMeta:
-    """The header at the start of ``buf``. When ``end`` (where the header ends: the first key group's
-    offset, or the length of a RocksDB meta-data stream) is known, serializer snapshots of classes
-    fstate does not know become opaque types (see types.skipping); without it they raise."""
-    if end is None:
-        return _read_keyed_proxy(buf, source)
-    return parse_skipping_unknown(buf, lambda b: _read_keyed_proxy(b, source),
-                                  lambda meta: meta.header_size == end)
-
-
-def header_end(offsets) -> int | None:
-    """Where a keyed-state stream's header ends: its first non-empty key group's offset."""
-    return min((o for o in offsets if o), default=None)
-
-
-def _read_keyed_proxy(buf: bytes, source: str | None) -> KeyedBackendMeta:
+    """The header at the start of ``buf``. A serializer snapshot fstate cannot parse makes only its
+    own serializer opaque (raw bytes) when ``end``, where the header ends (see :func:`header_end`, or
+    the length of a RocksDB meta-data stream), is known: see :mod:`.header_search`. Without ``end``,
+    or when no unique reading exists, the error names this header only."""
     inp = DataInput(buf, source=source)
     version = inp.read_i32()
     if version != CURRENT_VERSION:
@@ -60,12 +49,25 @@ def _read_keyed_proxy(buf: bytes, source: str | None) -> KeyedBackendMeta:
             f"unsupported keyed state backend version {version} (fstate reads {CURRENT_VERSION}, "
             "written by Flink 1.7 and later)", source)
     compressed = inp.read_bool()
-    key_type = read_serializer_snapshot(inp)
-    n = inp.read_i16()
-    if n < 0:
-        raise inp.fail(f"negative keyed state count {n}")
-    states = [read_state_meta_info(inp) for _ in range(n)]
-    return KeyedBackendMeta(version, compressed, key_type, states, inp.pos)
+    key_start = inp.pos
+    try:
+        key_type = read_serializer_snapshot(inp)
+        n = inp.read_i16()
+        if n < 0:
+            raise inp.fail(f"negative keyed state count {n}")
+        states = [read_state_meta_info(inp) for _ in range(n)]
+        return KeyedBackendMeta(version, compressed, key_type, states, inp.pos)
+    except (FStateError, *DECODE_ERRORS) as first:
+        if end is None:
+            raise
+        key_type, states = header_search.resolve(buf, end, source, first, lambda finder: finder.keyed(key_start))
+        return KeyedBackendMeta(version, compressed, key_type, states, end)
+
+
+def header_end(offsets, stream_length: int | None = None) -> int | None:
+    """Where a key-group stream's header ends: its first non-empty key group's offset (offset 0
+    marks an empty key group); with no key group stored, the stream is the header alone."""
+    return min((o for o in offsets if o), default=stream_length)
 
 
 def write_keyed_proxy(out: DataOutput, meta: KeyedBackendMeta) -> None:

@@ -1,9 +1,8 @@
 """Serializer snapshots → TypeInfo trees (and back).
 
 A snapshot is ``UTF class name, i32 version, payload`` with **no length prefix**: a reader must
-understand every class it meets. Unknown classes raise :class:`UnknownSnapshotError`, except
-inside length-framed entries (POJO fields, Kryo registrations), where the bytes are kept opaque, and
-where :mod:`.skipping` has found where the unknown payload ends (then it is an OpaqueType too).
+understand every class it meets. Unknown classes raise :class:`UnsupportedSerializerError`, except
+inside length-framed entries (POJO fields, Kryo registrations), where the bytes are kept opaque.
 """
 
 from __future__ import annotations
@@ -11,14 +10,13 @@ from __future__ import annotations
 from typing import Callable
 
 from ..binary import DataInput, DataOutput
-from ..errors import CorruptStateError, UnknownSnapshotError, UnsupportedSerializerError, UnsupportedVersionError
+from ..errors import CorruptStateError, UnsupportedSerializerError, UnsupportedVersionError
 from .base import COMPOSITE_MAGIC, NESTED_MAGIC, RUNTIME, TypeInfo
 from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, MapType, NullableType, RowType,
                          SetType, TimerType, TtlType, TupleType)
 from .pickled import PICKLED, OpaqueType, PickledType
 from .pojo import OPTIONAL_MAP_HEADER, EnumType, PojoType
 from .scalars import SCALARS, TIME_WINDOW, TimeWindowType
-from .skipping import skip_hint
 
 PROXY_VERSION = 2
 _MAX_DEPTH = 48
@@ -60,16 +58,9 @@ def read_versioned_snapshot(inp: DataInput, depth: int = 0) -> TypeInfo:
         return TIME_WINDOW
     parser = _PARSERS.get(cls)
     if parser is None:
-        end = skip_hint(inp.buf, start)
-        if end is not None:
-            payload = bytes(inp.buf[inp.pos:end])
-            inp.pos = end
-            return OpaqueType(cls, version, payload, reason="unknown serializer")
-        payload_start = inp.pos
         inp.pos = start
-        raise UnknownSnapshotError(
-            f"serializer snapshot class {cls} (version {version}) is not known to fstate", inp.source,
-            buffer=inp.buf, start=start, payload_start=payload_start, snapshot_class=cls, version=version)
+        raise UnsupportedSerializerError(
+            f"serializer snapshot class {cls} (version {version}) is not known to fstate", inp.source)
     return parser(inp, version, depth)
 
 
