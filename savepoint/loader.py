@@ -8,6 +8,7 @@ from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
 
 from . import handles
+from . import header_search
 from . import streams
 from . import keyed
 from . import operator as operator_state
@@ -250,7 +251,7 @@ class OperatorView:
         for _, h in found:
             if isinstance(h, handles.KeyGroupsHandle) and h.delegate is not None:
                 src = self.savepoint.stream_source(h.delegate).label
-                end = keyed.header_end(h.offsets)
+                end = keyed.header_end(h.offsets, self.savepoint.stream_source(h.delegate).length)
                 return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src, end))
             if isinstance(h, handles.IncrementalKeyedHandle) and h.metadata_state is not None:
                 # the meta-data stream of a RocksDB snapshot is the keyed-backend proxy alone
@@ -292,14 +293,15 @@ class OperatorView:
                                         (f"keyed-state header not decoded: {e.detail}",)))
             return out
         if km is not None:
+            key_warning = _key_warning(km.key_type)
             for s in km.states:
                 if s.backend_type == 3:
                     out.append(StateDescription(s.name, "timers", s.kind, s.value_type.name, km.key_type.name,
-                                                None, _warnings(s)))
+                                                None, key_warning + _warnings(s)))
                 else:
                     ns = s.namespace_type.name
                     out.append(StateDescription(s.name, "keyed", s.kind, s.value_type.name, km.key_type.name,
-                                                None if ns == "VoidNamespace" else ns, _warnings(s)))
+                                                None if ns == "VoidNamespace" else ns, key_warning + _warnings(s)))
         return out
 
     def operator_state_info(self, name: str, broadcast: bool) -> StateMetaInfo:
@@ -339,10 +341,25 @@ class OperatorView:
             return
 
 
+def _key_warning(key_type) -> tuple[str, ...]:
+    if key_type.fully_decodable:
+        return ()
+    unknown = _unknown_serializers([key_type])
+    what = unknown[0] if unknown else f"{key_type.name} cannot be decoded"
+    return (f"key serializer: {what}; keys are read as raw bytes",)
+
+
+def _unknown_serializers(types) -> list[str]:
+    return [t.reason[len(header_search.UNKNOWN_REASON) + 2:] for t in types if header_search.is_unresolved(t)]
+
+
 def _warnings(s: StateMetaInfo) -> tuple[str, ...]:
     bad = s.undecodable
     if not bad:
         return ()
+    unknown = _unknown_serializers(s.serializers.values())
+    if unknown:
+        return (f"{'; '.join(unknown)}; values are read as raw bytes",)
     names = ", ".join(sorted({b.name for b in bad}))
     return (f"values of {names} cannot be decoded; they are read as raw bytes",)
 
