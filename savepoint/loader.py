@@ -241,8 +241,10 @@ class OperatorView:
     def operator_meta(self) -> operator_state.OperatorBackendMeta | None:
         for _, h in self.operator_handles():
             if h.delegate is not None and h.size > 0:
-                src = self.savepoint.stream_source(h.delegate).label
-                return self.savepoint.read_header(h.delegate, lambda b: operator_state.read_operator_proxy(b, src))
+                stream = self.savepoint.stream_source(h.delegate)
+                src = stream.label
+                return self.savepoint.read_header(h.delegate, lambda b: operator_state.read_operator_proxy(
+                    b, src, operator_state.header_end(h, stream.length or len(b))))
         return None
 
     @cached_property
@@ -251,14 +253,15 @@ class OperatorView:
         for _, h in found:
             if isinstance(h, handles.KeyGroupsHandle) and h.delegate is not None:
                 src = self.savepoint.stream_source(h.delegate).label
-                end = keyed.header_end(h.offsets, self.savepoint.stream_source(h.delegate).length)
-                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src, end))
+                length = self.savepoint.stream_source(h.delegate).length
+                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(
+                    b, src, keyed.header_end(h.offsets, length or len(b))))
             if isinstance(h, handles.IncrementalKeyedHandle) and h.metadata_state is not None:
                 # the meta-data stream of a RocksDB snapshot is the keyed-backend proxy alone
                 stream = self.savepoint.stream_source(h.metadata_state)
                 src = stream.label
                 return self.savepoint.read_header(
-                    h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src, stream.length))
+                    h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src, stream.length or len(b)))
         return None
 
     @property
@@ -274,7 +277,12 @@ class OperatorView:
 
     def describe_states(self) -> list[StateDescription]:
         out: list[StateDescription] = []
-        om = self.operator_meta
+        try:
+            om = self.operator_meta
+        except UnsupportedSerializerError as e:  # contained to this operator's operator state
+            om = None
+            out.append(StateDescription("(operator state)", "operator", "?", "?", None, None,
+                                        (f"operator-state header not decoded: {e.detail}",)))
         if om is not None:
             for s in om.states:
                 backend = "broadcast" if s.kind == "BROADCAST" else "operator"
@@ -324,7 +332,7 @@ class OperatorView:
                 continue
             buf = self.savepoint.read_stream(h.delegate)
             src = self.savepoint.stream_source(h.delegate).label
-            meta = operator_state.read_operator_proxy(buf, src)
+            meta = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
             for i, v in enumerate(operator_state.read_list_state(buf, h, meta, name, src)):
                 yield subtask, i, v
 
@@ -336,7 +344,7 @@ class OperatorView:
                 continue
             buf = self.savepoint.read_stream(h.delegate)
             src = self.savepoint.stream_source(h.delegate).label
-            meta = operator_state.read_operator_proxy(buf, src)
+            meta = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
             yield from operator_state.read_broadcast_state(buf, h, meta, name, src)
             return
 
