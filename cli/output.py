@@ -164,6 +164,8 @@ class TableOutput(Output):
             out.print(f"{mark} {operator.operator} ({len(operator.checked)} checks)")
             for problem in operator.problems:
                 out.print(f"    [red]•[/] {problem}")
+            for warning in getattr(operator, "warnings", ()):
+                out.print(f"    [yellow]•[/] {warning}")
         external = sorted(set(report.external))
         if external:
             out.print(f"[yellow]handles outside the savepoint directory:[/] {len(external)} file(s), "

@@ -249,13 +249,13 @@ def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterato
     label = p.source.label
     if p.kind == "list":
         buf = _load(p)
-        meta = operator_state.read_operator_proxy(buf, label)
+        meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
         for i, v in enumerate(operator_state.read_list_state(buf, p.handle, meta, p.state_names[0], label)):
             yield (p.subtask, i, v)
         return
     if p.kind == "broadcast":
         buf = _load(p)
-        meta = operator_state.read_operator_proxy(buf, label)
+        meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
         yield from operator_state.read_broadcast_state(buf, p.handle, meta, p.state_names[0], label)
         return
     yield from _read_keyed(p, key_filter)
@@ -265,14 +265,14 @@ def _load_key_groups(p: Partition) -> tuple[bytes, handles.KeyGroupsHandle, keye
     label = p.source.label
     if p.span is None or p.source.path is None:
         buf = _load(p)
-        return buf, p.handle, keyed.read_keyed_proxy(buf, label)
+        return buf, p.handle, keyed.read_keyed_proxy(buf, label, keyed.header_end(p.handle.offsets, len(buf)))
     io = streams.source_io(p.source)
     header = b""
     size = 64 * 1024
     while True:
         header = io.read_range(p.source.path, p.source.start, min(size, p.span[0]))
         try:
-            meta = keyed.read_keyed_proxy(header, label)
+            meta = keyed.read_keyed_proxy(header, label, keyed.header_end(p.handle.offsets))
             break
         except FStateError:
             if size >= p.span[0]:

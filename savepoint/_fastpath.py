@@ -194,6 +194,8 @@ def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kin
             return py(codec.canonical)
         return (LIST, k, n, e, None, ambiguous, None, column, column_kind)
     if kind == "MAP":
+        if not isinstance(vt, MapType):  # a map serializer fstate cannot read (raw entries, in Python)
+            return py(codec.canonical)
         uk, uv = _opaque_or_spec(vt.key), _opaque_or_spec(vt.value)
         if uk is None or uv is None:
             return py(codec.canonical)

@@ -50,6 +50,12 @@ class UnsupportedSerializerError(FStateError):
     """A serializer snapshot class whose values fstate cannot decode or encode."""
 
 
+class UnresolvedSnapshotError(UnsupportedSerializerError, CorruptStateError):
+    """A backend header with a serializer snapshot fstate cannot parse, whose end could not be
+    determined (see savepoint.header_search): the states of that one header are not known. A
+    CorruptStateError too, so that a reader that read only a prefix of the stream reads more and retries."""
+
+
 class ExternalPathError(FStateError):
     """A handle points outside the savepoint directory and the user did not allow that."""
 

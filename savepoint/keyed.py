@@ -17,7 +17,7 @@ from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .handles import KeyGroupsHandle
 from .keyed_codecs import LIST_DELIMITER, StateCodec, key_group_prefix_size, state_codecs
 # the proxy's names are part of this module's API (keyed.read_keyed_proxy, keyed.KeyedBackendMeta, ...)
-from .keyed_proxy import CURRENT_VERSION, KeyedBackendMeta, read_keyed_proxy, write_keyed_proxy  # noqa: F401
+from .keyed_proxy import CURRENT_VERSION, KeyedBackendMeta, header_end, read_keyed_proxy, write_keyed_proxy  # noqa: F401
 from .metainfo import StateMetaInfo
 from . import types as savepoint_types
 

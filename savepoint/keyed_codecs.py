@@ -45,6 +45,12 @@ class StateCodec:
 def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, source: str | None):
     kind = info.kind
     if info.backend_type == metainfo.PRIORITY_QUEUE:
+        if not info.value_type.fully_decodable:
+            def opaque_timer(kb, vb):  # the raw timer element (timestamp, key, namespace) as the key
+                raw = bytes(kb[prefix:])
+                return raw, raw, None, None
+
+            return opaque_timer
         dec_elem = info.value_type.decoder()
 
         def timer(kb, vb):
@@ -104,6 +110,12 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
             return ident, key, ns, out
 
         return list_entry
+    if kind == "MAP" and not vt.fully_decodable and not isinstance(vt, MapType):
+        def opaque_map_entry(kb, vb):  # a map serializer fstate cannot read: raw user key and value
+            ident, key, ns, p = split(kb)
+            return ident, key, ns, (bytes(kb[p:]), None if vb[0] else bytes(vb[1:]))
+
+        return opaque_map_entry
     if kind == "MAP":
         if not isinstance(vt, MapType):
             raise CorruptStateError(f"map state '{info.name}' has value serializer {vt.name}", source)
@@ -133,6 +145,8 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
 def native_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, source: str | None):
     """Heap-native entries: namespace, key, whole value (no framing: every type must decode)."""
     if info.backend_type == metainfo.PRIORITY_QUEUE:
+        if not info.value_type.fully_decodable:
+            return None
         dec_elem = info.value_type.decoder()
 
         def timer(buf, p):

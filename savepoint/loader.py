@@ -8,11 +8,12 @@ from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
 
 from . import handles
+from . import header_search
 from . import streams
 from . import keyed
 from . import operator as operator_state
 from . import rocksdb
-from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError
+from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
 from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
 from .metainfo import StateMetaInfo
@@ -240,8 +241,10 @@ class OperatorView:
     def operator_meta(self) -> operator_state.OperatorBackendMeta | None:
         for _, h in self.operator_handles():
             if h.delegate is not None and h.size > 0:
-                src = self.savepoint.stream_source(h.delegate).label
-                return self.savepoint.read_header(h.delegate, lambda b: operator_state.read_operator_proxy(b, src))
+                stream = self.savepoint.stream_source(h.delegate)
+                src = stream.label
+                return self.savepoint.read_header(h.delegate, lambda b: operator_state.read_operator_proxy(
+                    b, src, operator_state.header_end(h, stream.length or len(b))))
         return None
 
     @cached_property
@@ -250,11 +253,15 @@ class OperatorView:
         for _, h in found:
             if isinstance(h, handles.KeyGroupsHandle) and h.delegate is not None:
                 src = self.savepoint.stream_source(h.delegate).label
-                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(b, src))
+                length = self.savepoint.stream_source(h.delegate).length
+                return self.savepoint.read_header(h.delegate, lambda b: keyed.read_keyed_proxy(
+                    b, src, keyed.header_end(h.offsets, length or len(b))))
             if isinstance(h, handles.IncrementalKeyedHandle) and h.metadata_state is not None:
                 # the meta-data stream of a RocksDB snapshot is the keyed-backend proxy alone
-                src = self.savepoint.stream_source(h.metadata_state).label
-                return self.savepoint.read_header(h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src))
+                stream = self.savepoint.stream_source(h.metadata_state)
+                src = stream.label
+                return self.savepoint.read_header(
+                    h.metadata_state, lambda b: keyed.read_keyed_proxy(b, src, stream.length or len(b)))
         return None
 
     @property
@@ -270,7 +277,12 @@ class OperatorView:
 
     def describe_states(self) -> list[StateDescription]:
         out: list[StateDescription] = []
-        om = self.operator_meta
+        try:
+            om = self.operator_meta
+        except UnsupportedSerializerError as e:  # contained to this operator's operator state
+            om = None
+            out.append(StateDescription("(operator state)", "operator", "?", "?", None, None,
+                                        (f"operator-state header not decoded: {e.detail}",)))
         if om is not None:
             for s in om.states:
                 backend = "broadcast" if s.kind == "BROADCAST" else "operator"
@@ -281,16 +293,23 @@ class OperatorView:
             out.append(StateDescription("(keyed state)", "keyed", self.keyed_layout or "?", "?", None, None,
                                         (f"stored as {self.keyed_layout}: not decoded yet",)))
             return out
-        km = self.keyed_meta
+        try:
+            km = self.keyed_meta
+        except UnsupportedSerializerError as e:
+            # contained to this operator: the others are still listed
+            out.append(StateDescription("(keyed state)", "keyed", "?", "?", None, None,
+                                        (f"keyed-state header not decoded: {e.detail}",)))
+            return out
         if km is not None:
+            key_warning = _key_warning(km.key_type)
             for s in km.states:
                 if s.backend_type == 3:
                     out.append(StateDescription(s.name, "timers", s.kind, s.value_type.name, km.key_type.name,
-                                                None, _warnings(s)))
+                                                None, key_warning + _warnings(s)))
                 else:
                     ns = s.namespace_type.name
                     out.append(StateDescription(s.name, "keyed", s.kind, s.value_type.name, km.key_type.name,
-                                                None if ns == "VoidNamespace" else ns, _warnings(s)))
+                                                None if ns == "VoidNamespace" else ns, key_warning + _warnings(s)))
         return out
 
     def operator_state_info(self, name: str, broadcast: bool) -> StateMetaInfo:
@@ -313,7 +332,7 @@ class OperatorView:
                 continue
             buf = self.savepoint.read_stream(h.delegate)
             src = self.savepoint.stream_source(h.delegate).label
-            meta = operator_state.read_operator_proxy(buf, src)
+            meta = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
             for i, v in enumerate(operator_state.read_list_state(buf, h, meta, name, src)):
                 yield subtask, i, v
 
@@ -325,15 +344,30 @@ class OperatorView:
                 continue
             buf = self.savepoint.read_stream(h.delegate)
             src = self.savepoint.stream_source(h.delegate).label
-            meta = operator_state.read_operator_proxy(buf, src)
+            meta = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
             yield from operator_state.read_broadcast_state(buf, h, meta, name, src)
             return
+
+
+def _key_warning(key_type) -> tuple[str, ...]:
+    if key_type.fully_decodable:
+        return ()
+    unknown = _unknown_serializers([key_type])
+    what = unknown[0] if unknown else f"{key_type.name} cannot be decoded"
+    return (f"key serializer: {what}; keys are read as raw bytes",)
+
+
+def _unknown_serializers(types) -> list[str]:
+    return [t.reason[len(header_search.UNKNOWN_REASON) + 2:] for t in types if header_search.is_unresolved(t)]
 
 
 def _warnings(s: StateMetaInfo) -> tuple[str, ...]:
     bad = s.undecodable
     if not bad:
         return ()
+    unknown = _unknown_serializers(s.serializers.values())
+    if unknown:
+        return (f"{'; '.join(unknown)}; values are read as raw bytes",)
     names = ", ".join(sorted({b.name for b in bad}))
     return (f"values of {names} cannot be decoded; they are read as raw bytes",)
 

@@ -8,7 +8,8 @@ from typing import Any, Iterator
 
 from .binary import DataInput, DataOutput
 from .compression import decompress_framed
-from .errors import DECODE_ERRORS, CorruptStateError, UnknownStateError, UnsupportedVersionError
+from . import header_search
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnknownStateError, UnsupportedVersionError
 from .handles import OperatorStreamHandle
 from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
 
@@ -26,20 +27,35 @@ class OperatorBackendMeta:
         return next((s for s in self.states if s.name == name), None)
 
 
-def read_operator_proxy(buf: bytes, source: str | None = None) -> OperatorBackendMeta:
+def read_operator_proxy(buf: bytes, source: str | None = None, end: int | None = None) -> OperatorBackendMeta:
+    """The header at the start of ``buf``; with ``end`` (:func:`header_end`) known, a serializer
+    fstate cannot parse makes only its own state opaque (see keyed_proxy.read_keyed_proxy)."""
     inp = DataInput(buf, source=source)
     version = inp.read_i32()
     if version not in (5, 6):
         raise UnsupportedVersionError(
             f"unsupported operator state backend version {version} (fstate reads 5 and 6)", source)
     compressed = inp.read_bool() if version >= 6 else False
+    counts_start = inp.pos
     states = []
-    for _ in range(2):  # list/union states, then broadcast states
-        n = inp.read_i16()
-        if n < 0:
-            raise inp.fail(f"negative operator state count {n}")
-        states.extend(read_state_meta_info(inp) for _ in range(n))
+    try:
+        for _ in range(2):  # list/union states, then broadcast states
+            n = inp.read_i16()
+            if n < 0:
+                raise inp.fail(f"negative operator state count {n}")
+            states.extend(read_state_meta_info(inp) for _ in range(n))
+    except (FStateError, *DECODE_ERRORS) as first:
+        if end is None:
+            raise
+        states = header_search.resolve(buf, end, source, first, lambda finder: finder.operator(counts_start))
+        return OperatorBackendMeta(version, compressed, states, end)
     return OperatorBackendMeta(version, compressed, states, inp.pos)
+
+
+def header_end(handle: OperatorStreamHandle, stream_length: int | None) -> int | None:
+    """Where an operator state stream's header ends: the first state's first offset (the states'
+    data follows the header); a stream with no state data is the header alone."""
+    return min((o for entry in handle.states.values() for o in entry.offsets), default=stream_length)
 
 
 def write_operator_proxy(out: DataOutput, meta: OperatorBackendMeta) -> None:

@@ -125,7 +125,7 @@ def read_meta(src: RocksDBSource, io: FileIO | None = None) -> keyed.KeyedBacken
     """The keyed-backend proxy of the snapshot (its meta-data stream holds nothing else)."""
     m = src.metadata
     data = streams.read_source(m, io)
-    return keyed.read_keyed_proxy(data, m.label or src.label)
+    return keyed.read_keyed_proxy(data, m.label or src.label, len(data))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from . import handles
 from . import streams
 from . import keyed
 from . import rocksdb
-from .errors import ExternalPathError, FStateError
+from .errors import ExternalPathError, FStateError, UnsupportedSerializerError
 from .io import io_for, is_remote, is_within, join, strip_file_scheme
 from .loader import OperatorView, Savepoint
 from .metadata import subtask_stream_handles
@@ -23,6 +23,8 @@ class OperatorReport:
     uid_hash: str
     checked: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: what was not checked because fstate cannot decode it (serializers it does not know): no problem
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -92,6 +94,8 @@ def _guard(report: OperatorReport, what: str, fn: Callable[[], object]) -> None:
     try:
         fn()
         report.checked.append(what)
+    except UnsupportedSerializerError as e:
+        report.warnings.append(f"{what}: not decoded: {e.detail}")
     except FStateError as e:
         report.problems.append(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""))
 
@@ -148,17 +152,34 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
             def decode_all(h=h, subtask=subtask):
                 src = op.rocksdb_source(subtask, h)
                 meta = rocksdb.read_meta(src, op.savepoint.io)
+                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
                 with rocksdb.open_snapshot(src, io=op.savepoint.io) as db:
-                    return sum(1 for _ in rocksdb.iter_entries(db, meta, op.max_parallelism))
+                    return sum(1 for _ in rocksdb.iter_entries(db, meta, op.max_parallelism, codecs=codecs,
+                                                               states=_decodable(codecs, r)))
             what = f"RocksDB state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         else:
             def decode_all(h=h):
                 src = op.savepoint.stream_source(h.delegate)
                 buf = streams.read_source(src, op.savepoint.io)
-                meta = keyed.read_keyed_proxy(buf, src.label)
-                return sum(1 for _ in keyed.iter_entries(buf, h, meta, op.max_parallelism, source=src.label))
+                meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
+                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
+                return sum(1 for _ in keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
+                                                         states=_decodable(codecs, r), source=src.label))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         _guard(r, what, decode_all)
+
+
+def _decodable(codecs, report: OperatorReport) -> set[int]:
+    """The states whose entries fstate can decode; the others are noted once as not decoded."""
+    out = set()
+    for codec in codecs:
+        if codec.canonical is not None:
+            out.add(codec.state_id)
+            continue
+        note = f"state '{codec.info.name}': not decoded (it has serializers fstate cannot read)"
+        if note not in report.warnings:
+            report.warnings.append(note)
+    return out
 
 
 __all__ = ["verify", "VerifyReport", "OperatorReport", "ExternalPathError"]

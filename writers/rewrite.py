@@ -120,7 +120,7 @@ class PlanWriter:
         def rekey(item):
             src, h = item
             buf = streams.read_source(src)
-            m = keyed.read_keyed_proxy(buf, src.label)
+            m = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets))
             encoders = [keyed.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
             for sid, _, _, key, ns, value in keyed.iter_entries(buf, h, m, old_max, source=src.label):
                 kg = key_group_for_hash(key_type.java_hash(key), new_max)
