@@ -70,7 +70,8 @@ def _assert_same_job_graph(restored: dict, original: dict) -> None:
 
 
 def _operator(dump: dict, kind: str | None = None, name: str | None = None) -> dict:
-    (op,) = [o for o in dump["operators"] if (kind is None or o["kind"] == kind) and (name is None or o["name"] == name)]
+    (op,) = [o for o in dump["operators"]
+             if (kind is None or o["kind"] == kind) and (name is None or o["name"] == name)]
     return op
 
 
@@ -102,7 +103,8 @@ def test_restore_own_savepoint_continues_from_the_stored_state(variant):
     open_windows = _operator(original.dump, kind="window-aggregate")["expected"]
     assert len(open_windows) == 3 * 6
     for (k, start, end), (count, total, maximum) in open_windows:
-        assert f"[{k}, {_timestamp(start)}, {_timestamp(end)}, {count}, {total}, {maximum}]" in restored["output"]["window"]
+        row = f"[{k}, {_timestamp(start)}, {_timestamp(end)}, {count}, {total}, {maximum}]"
+        assert row in restored["output"]["window"]
 
 
 @pytest.mark.xfail(strict=True, reason=CANNOT_PARSE_SQL_STATE)

@@ -210,7 +210,8 @@ public final class InternalStateOracle {
      */
     private static String awaitRestoredRun(Job job, Oracle.Params p, JobClient client, long deadline) throws Exception {
         try {
-            client.getJobExecutionResult().get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
+            long remaining = Math.max(1, deadline - System.currentTimeMillis());
+            client.getJobExecutionResult().get(remaining, TimeUnit.MILLISECONDS);
         } catch (java.util.concurrent.TimeoutException e) {
             throw new IllegalStateException("the restored job did not finish: " + job.pending(p), e);
         }
