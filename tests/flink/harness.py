@@ -13,8 +13,9 @@ Public API::
     generate(job="OperatorStateJob", version="2.3.0", backend="hashmap",
              snapshot="savepoint", extra_args=(), force=False) -> JobResult  # cached
     flink_unavailable_reason(version="2.3.0") -> str | None
-    verify_restore(job, version, snapshot_dir, backend="hashmap", out_dir=None) -> JobResult
+    verify_restore(job, version, snapshot_dir, backend="hashmap", out_dir=None, extra_args=()) -> JobResult
                                                       # start from a snapshot, dump what Flink restored
+                                                      # (SqlJob: its output after a second batch)
     restore_comparable(dump) -> dict                  # normalise dumps for original-vs-restored
     require_flink(version="2.3.0") -> None            # pytest.skip() if Flink cannot run here
 
@@ -540,6 +541,7 @@ def verify_restore(
     backend: str = "hashmap",
     out_dir: Path | None = None,
     timeout: int = DEFAULT_JOB_TIMEOUT,
+    extra_args: Sequence[str] = (),
 ) -> JobResult:
     """Start ``job`` from ``snapshot_dir`` (a savepoint or chk-N directory, e.g. one fstate wrote)
     and return the job's dump of the state Flink restored (``dump["kind"] == "restored"``).
@@ -550,18 +552,25 @@ def verify_restore(
     those keys, window contents and event-time timers; processing-time timers cannot be seen.
     See :func:`restore_comparable` to compare with a dump of the original snapshot.
 
-    Without ``out_dir`` the result is cached by (job sources, version, backend, content hash of
-    ``snapshot_dir``).
+    Jobs of INTERNAL_STATE_JOBS that support it (SqlJob) run the same job graph from the savepoint:
+    ``extra_args`` must repeat the args the savepoint was taken with (``--uids``, ``--ttl``,
+    ``--records``), since without uids the operator ids are hashes of the graph. Their sources
+    emit a second batch and finish; the dump holds the job's output after the restore (see
+    ``jobs/v2/SqlJob.java``), not a state mirror.
+
+    Without ``out_dir`` the result is cached by (job sources, version, backend, ``extra_args``,
+    content hash of ``snapshot_dir``; a shallow copy's ``_metadata`` names the files it shares).
     """
     snapshot_dir = Path(snapshot_dir).resolve()
     if not (snapshot_dir / "_metadata").is_file():
         raise FlinkJobError(f"{snapshot_dir} has no _metadata")
-    args = ["--backend", backend, "--restore", str(snapshot_dir)]
+    args = ["--backend", backend, "--restore", str(snapshot_dir), *map(str, extra_args)]
     if out_dir is not None:
         return run_job(job, version, out_dir, args, timeout=timeout)
-    key = hashlib.sha256(
-        json.dumps([GENERATION_FORMAT, job, version, backend, job_hash(job, version), _tree_hash(snapshot_dir)]).encode()
-    ).hexdigest()[:12]
+    key_parts = [GENERATION_FORMAT, job, version, backend, job_hash(job, version), _tree_hash(snapshot_dir)]
+    if extra_args:
+        key_parts.append(list(map(str, extra_args)))
+    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:12]
     out = CACHE / "oracle" / f"verify-{job}-{version}-{backend}-{key}"
     marker = out / ".complete.json"
     with _locked(out):
