@@ -12,6 +12,8 @@ from .options import (CONF, FS_CONFIG, FS_OPTION, MASTER, apply_fs_options, outp
 
 OUT_DIR = typer.Option(..., "--out", "-o", metavar="DIR", help="Directory of the new savepoint.")
 OVERWRITE = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out.")
+FLINK_VERSION_HELP = ("The Flink release that restores the new savepoint (1.16 to 1.20 read metadata V4, "
+                      "2.0 V5, 2.1 and later V6); {default}.")
 
 
 def bootstrap(
@@ -19,6 +21,9 @@ def bootstrap(
     spec: str = typer.Option(..., "--spec", metavar="FILE",
                              help="YAML spec: operators, their states and data sources."),
     out_dir: str = OUT_DIR,
+    flink_version: Optional[str] = typer.Option(
+        None, "--flink-version", metavar="X.Y",
+        help=FLINK_VERSION_HELP.format(default="default: the spec's flink_version, else 2.3")),
     overwrite: bool = OVERWRITE,
     master: Optional[str] = MASTER,
     conf: Optional[list[str]] = CONF,
@@ -29,14 +34,16 @@ def bootstrap(
     with user_errors():
         shown = output(context)
         apply_fs_options(fs_option, fs_config)
-        from ..savepoint.builder import ensure_writable_target
+        from ..savepoint.builder import ensure_writable_target, metadata_version_for
         from ..writers.bootstrap import load_spec, writer_from_spec
 
         spec_data = load_spec(spec)
+        if flink_version:
+            metadata_version_for(flink_version)  # a bad version fails before Spark starts
         ensure_writable_target(out_dir, overwrite)
         conf_map = parse_conf(conf)
         spark = start_spark(master, conf_map)
-        writer = writer_from_spec(spec_data, spec, spark)
+        writer = writer_from_spec(spec_data, spec, spark, flink_version)
         with progress(f"writing savepoint {out_dir}"):
             path = writer.write(out_dir, overwrite=overwrite)
         shown.message(f"wrote savepoint {path}")
@@ -60,6 +67,9 @@ def modify(
     spec: Optional[str] = typer.Option(None, "--add", metavar="FILE",
                                        help="A bootstrap YAML spec of operators to add or replace."),
     deep: bool = typer.Option(False, "--deep", help="Copy BASE's files instead of pointing at them."),
+    flink_version: Optional[str] = typer.Option(
+        None, "--flink-version", metavar="X.Y",
+        help=FLINK_VERSION_HELP.format(default="default: the release that wrote BASE")),
     overwrite: bool = OVERWRITE,
     master: Optional[str] = MASTER,
     conf: Optional[list[str]] = CONF,
@@ -76,7 +86,7 @@ def modify(
 
         ensure_writable_target(out_dir, overwrite)
         conf_map = parse_conf(conf)
-        modifier = SavepointModifier(base)
+        modifier = SavepointModifier(base, flink_version=flink_version)
         for uid in remove or []:
             modifier.remove_operator(uid)
         for old, new in parse_pairs(rename, "--rename"):

@@ -2,6 +2,7 @@
 
 ```yaml
 max_parallelism: 128
+flink_version: "1.20"                  # optional: the Flink release that restores it (default 2.3)
 views:                                 # optional: temp views for `sql` sources
   users: {path: data/users.parquet}
 operators:
@@ -71,12 +72,15 @@ def _source(spark, src: Any, base: str, what: str):
     return reader.load(path)
 
 
-def writer_from_spec(spec: dict, spec_path: str, spark) -> SavepointWriter:
+def writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | None = None) -> SavepointWriter:
+    """The writer a spec describes; ``flink_version`` (e.g. from ``--flink-version``) overrides the
+    spec's ``flink_version``."""
     base = os.path.dirname(os.path.abspath(spec_path))
     for name, src in (spec.get("views") or {}).items():
         _source(spark, src, base, f"view {name}").createOrReplaceTempView(name)
-    w = SavepointWriter(int(spec.get("max_parallelism", 128)), spark,
-                        flink_version=str(spec["flink_version"]) if spec.get("flink_version") else None)
+    if flink_version is None and spec.get("flink_version"):
+        flink_version = str(spec["flink_version"])
+    w = SavepointWriter(int(spec.get("max_parallelism", 128)), spark, flink_version=flink_version)
     for i, op in enumerate(spec["operators"]):
         if not isinstance(op, dict):
             raise InvalidArgumentError(f"operator #{i + 1} must be a mapping")

@@ -28,7 +28,7 @@ import shutil
 from typing import Any, Callable
 
 from ..savepoint import handles
-from ..savepoint.builder import SavepointBuilder, write_metadata_file
+from ..savepoint.builder import SavepointBuilder, metadata_version_for, write_metadata_file
 from ..savepoint.errors import UnknownOperatorError
 from ..savepoint.io import METADATA_FILE, canonical, family_of, io_for, is_remote, strip_file_scheme
 from ..savepoint.loader import Savepoint
@@ -47,11 +47,17 @@ def dependencies(path: str, fs_options=None) -> dict[str, int]:
 
 
 class SavepointModifier:
-    def __init__(self, base: str, spark=None, *, fs_options=None):
-        """``fs_options``: file-system options for remote BASE/NEW (see savepoint/io/)."""
+    def __init__(self, base: str, spark=None, *, flink_version: str | None = None, fs_options=None):
+        """``flink_version``: the Flink release that will restore NEW (e.g. "1.20", "2.0", "2.3");
+        by default the one that wrote BASE (NEW keeps BASE's metadata version). For another release
+        NEW gets that release's metadata version and serializers (writers/flink_target.py).
+        ``fs_options``: file-system options for remote BASE/NEW (see savepoint/io/)."""
         # the base may itself be a shallow copy of another savepoint: its handles are followed
         self.base = Savepoint.open(base, allow_external_paths=True, fs_options=fs_options)
         self.fs_options = self.base.fs_options
+        #: the `_metadata` version NEW is written with
+        self.metadata_version = (metadata_version_for(flink_version) if flink_version
+                                 else self.base.metadata.version)
         self._spark = spark
         #: operators to add (or replace), written like bootstrap's
         self.writer = SavepointWriter(spark=spark, fs_options=self.fs_options)
@@ -125,8 +131,9 @@ class SavepointModifier:
     def write(self, path: str, *, deep: bool = False, overwrite: bool = False) -> str:
         plan = self.plan()  # conflicts are reported here, before anything is written
         # NEW keeps BASE's metadata version (and so stays readable by the Flink that wrote BASE)
+        # unless another Flink release was asked for
         builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.base.metadata.checkpoint_id,
-                                   metadata_version=self.base.metadata.version, fs_options=self.fs_options)
+                                   metadata_version=self.metadata_version, fs_options=self.fs_options)
         try:
             writer = PlanWriter(self, builder, deep)
             for planned in plan.operators:

@@ -22,6 +22,7 @@ from ..savepoint.errors import InvalidArgumentError
 from ..savepoint.io import copy_range, is_remote, join, strip_file_scheme
 from ..savepoint.metadata import OperatorState, SubtaskState, map_subtask_stream_handles
 from ..savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
+from .flink_target import check_copied_types
 from .operations import PlannedOperator
 from .writer import SavepointWriter, write_keyed_pairs
 
@@ -90,8 +91,14 @@ class PlanWriter:
             self.modifier.writer.spark = self.spark
             self.modifier.writer.write_operator(self.builder, planned.added)
         elif planned.transforms:
-            self.transformed(planned)
-        elif planned.rekeyed:
+            self.transformed(planned)  # re-encoded with the target release's serializers
+        else:
+            # state re-used with its serializers: they must be the target release's
+            check_copied_types(planned.source, self.builder.metadata_version)
+            self.reused(planned)
+
+    def reused(self, planned: PlannedOperator) -> None:
+        if planned.rekeyed:
             self.rekeyed(planned)
         elif planned.split_parallelism is not None:
             self.split(planned)

@@ -14,6 +14,7 @@ the driver only gathers their handles and writes `_metadata` last, then renames 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
 from dataclasses import dataclass, field
@@ -30,6 +31,7 @@ from ..savepoint.metainfo import StateMetaInfo
 from ..savepoint.types import ListType, MapType, TypeInfo
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
 from ..savepoint.types.key_hash import has_value_hash
+from .flink_target import state_meta_for_target, type_for_target
 from .spec import from_spark, parse_type
 
 DEFAULT_MAX_PARALLELISM = 128
@@ -245,7 +247,9 @@ class SavepointWriter:
             raise
 
     def write_operator(self, builder: SavepointBuilder, op: OperatorSpec) -> None:
-        """Write one operator's state files and add it to ``builder`` (used by modify too)."""
+        """Write one operator's state files and add it to ``builder`` (used by modify too), with the
+        serializers of the Flink release ``builder``'s metadata version is for."""
+        op = operator_for_target(op, builder.metadata_version)
         p = op.parallelism or (min(self.spark.sparkContext.defaultParallelism, op.max_parallelism)
                                if op.keyed is not None else 1)
         check_parallelism(p, op.max_parallelism)
@@ -261,6 +265,20 @@ class SavepointWriter:
                                                          operator_state.proxy_version_for_metadata(builder.metadata_version),
                                                          builder.fs_options):
                 b.subtask(subtask).managed_operator = handle
+
+
+def operator_for_target(op: OperatorSpec, metadata_version: int) -> OperatorSpec:
+    """``op`` with its types as the Flink release writing ``metadata_version`` has them."""
+    what = f"operator {op.uid or op.uid_hash}"
+    keyed_part = op.keyed
+    if keyed_part is not None:
+        keyed_part = dataclasses.replace(
+            keyed_part, key_type=type_for_target(keyed_part.key_type, metadata_version, f"{what}, key"),
+            states=[dataclasses.replace(s, type=type_for_target(s.type, metadata_version, f"{what}, state '{s.name}'"))
+                    for s in keyed_part.states])
+    states = [dataclasses.replace(part, state=state_meta_for_target(part.state, metadata_version, what))
+              for part in op.operator_states]
+    return dataclasses.replace(op, keyed=keyed_part, operator_states=states)
 
 
 # ---------------------------------------------------------------------------------------------

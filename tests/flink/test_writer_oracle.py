@@ -258,3 +258,83 @@ def test_flink_2_0_restores_a_v5_savepoint(spark, tmp_path):
         {"uid": "keyed", "kind": "keyed", "parallelism": 1, "key_type": "STRING",
          "states": [{"name": "total", "kind": "VALUE", "type": "LONG"}]}]}, version="2.0.0")
     assert keyed_of(dump, "keyed")["total"] == {_j(f"k{i}"): i for i in range(50)}
+
+
+# ----------------------------------------------------------------------------- Flink 1.20 (metadata V4)
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
+def test_flink_1_20_restores_a_bootstrapped_v4_savepoint(spark, tmp_path, backend):
+    harness.require_flink("1.20.1")
+    rows = [(f"k-{i}", i * 3, [f"e{i}", "ü"] if i % 3 else None, {"a": i} if i % 2 else None, 5_000 + i)
+            for i in range(120)]
+    df = spark.createDataFrame(rows, "key string, total long, events array<string>, counts map<string,bigint>, "
+                                     "ts long")
+    out = str(tmp_path / "sp")
+    (SavepointWriter(128, spark, flink_version="1.20")
+     .with_keyed_state("keyed", df, event_timers="ts", parallelism=2)
+     .with_list_state("src", "offsets", [3, 1, 4], type="LONG", parallelism=2)
+     .with_union_state("src", "marks", [10, 20], type="LONG")
+     .with_broadcast_state("src", "rules", {"r1": "allow"}, key_type="STRING", value_type="STRING")
+     .write(out))
+    assert Savepoint.open(out).metadata.version == 4
+    dump = restore_and_dump({"savepoint": out, "operators": [
+        {"uid": "keyed", "kind": "keyed", "parallelism": 3, "key_type": "STRING", "timers": True, "states": [
+            {"name": "total", "kind": "VALUE", "type": "LONG"}, {"name": "events", "kind": "LIST", "type": "STRING"},
+            {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>"}]},
+        {"uid": "src", "kind": "operator", "parallelism": 1, "states": [
+            {"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"},
+            {"name": "marks", "mode": "UNION", "type": "LONG"},
+            {"name": "rules", "mode": "BROADCAST", "key_type": "STRING", "type": "STRING"}]}]},
+        version="1.20.1", backend=backend)
+    assert dump["flink_version"] == "1.20.1"
+    assert not dump.get("warnings"), dump["warnings"]
+    got = keyed_of(dump, "keyed")
+    assert got["total"] == {_j(k): t for k, t, *_ in rows}
+    assert got["events"] == {_j(k): e for k, _, e, *_ in rows if e}
+    assert got["counts"] == {_j(k): norm_dump_map(list(c.items())) for k, _, _, c, _ in rows if c}
+    assert timers_of(dump, "keyed") == sorted(("event", _j(r[0]), r[4]) for r in rows)
+    assert lists_of(dump, "src") == {"offsets": sorted(map(_j, [3, 1, 4])), "marks": sorted(map(_j, [10, 20]))}
+    assert broadcast_of(dump, "src") == {"rules": [["r1", "allow"]]}
+
+
+KEYED_STATES = [{"name": "total", "kind": "VALUE", "type": "LONG"}, {"name": "events", "kind": "LIST", "type": "STRING"},
+                {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>"},
+                {"name": "sum", "kind": "REDUCING", "type": "LONG"},
+                {"name": "avg", "kind": "AGGREGATING", "type": "TUPLE<LONG, LONG>"}]
+SOURCE_OPERATOR = {"uid": "src", "kind": "operator", "parallelism": 1,
+                   "states": [{"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"}]}
+
+
+@pytest.mark.parametrize("written_by,flink_version,backend", [
+    ("1.20.1", None, "hashmap"),      # a 1.20 savepoint stays a 1.20 one (V4)
+    ("1.20.1", None, "rocksdb"),
+    ("2.3.0", "1.20", "hashmap"),     # a 2.3 savepoint written for 1.20
+])
+def test_flink_1_20_restores_a_modified_savepoint(spark, tmp_path, written_by, flink_version, backend):
+    harness.require_flink("1.20.1")
+    res = harness.generate("KeyedStateJob", written_by, "hashmap", "savepoint")
+    original = keyed_of(res.dump, "keyed")
+    original_timers = [t for t in timers_of(res.dump, "keyed") if t[0] == "event"]
+    new = str(tmp_path / "new")
+    m = SavepointModifier(str(res.snapshot_dir), spark, flink_version=flink_version)
+    m.remove_operator("window-reduce").remove_operator("window-agg")
+    m.rename_uid("keyed", "keyed-v2").set_max_parallelism("keyed-v2", 256)
+    m.transform_state("keyed-v2", "total", sql="SELECT key, total + 1 AS total FROM state")
+    m.writer.with_list_state("added", "names", ["a", "b"], type="STRING")
+    m.write(new)
+    assert Savepoint.open(new).metadata.version == 4
+    restored = restore_and_dump({"savepoint": new, "operators": [
+        SOURCE_OPERATOR,
+        {"uid": "keyed-v2", "kind": "keyed", "parallelism": 2, "key_type": "STRING", "timers": True,
+         "states": KEYED_STATES, "max_parallelism": 256},
+        {"uid": "added", "kind": "operator", "parallelism": 1,
+         "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]},
+        version="1.20.1", backend=backend)
+    assert restored["flink_version"] == "1.20.1"
+    got = keyed_of(restored, "keyed-v2")
+    assert got["total"] == {k: v + 1 for k, v in original["total"].items()}
+    for s in ("events", "counts", "sum", "avg"):
+        assert got[s] == original[s], s
+    assert [t for t in timers_of(restored, "keyed-v2") if t[0] == "event"] == original_timers
+    assert lists_of(restored, "added") == {"names": sorted(map(_j, ["a", "b"]))}

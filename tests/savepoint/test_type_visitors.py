@@ -7,6 +7,7 @@ import pytest
 import fstate.readers.schema as spark_schema
 import fstate.savepoint._fastpath as fastpath
 import fstate.savepoint.types.key_hash as key_hash
+import fstate.writers.flink_target as flink_target
 import fstate.writers.spec as spec
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, INT, LONG, PICKLED, SCALARS, STRING, TIME_WINDOW,
@@ -20,7 +21,7 @@ from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
 
 #: The visitors of the code base (importing their modules above registers them as subclasses).
-VISITOR_MODULES = (spark_schema, fastpath, key_hash, spec)
+VISITOR_MODULES = (spark_schema, fastpath, key_hash, spec, flink_target)
 
 
 def _subclasses(cls) -> set[type]:
@@ -93,7 +94,9 @@ def test_every_visitor_answers_for_every_node(node_class):
             try:
                 visit(t, visitor_class())
             except InvalidArgumentError:
-                assert visitor_class is spec.TypeNameVisitor  # types write specs cannot name
+                # types write specs cannot name; types Flink 1.x has no serializer for (Set)
+                assert visitor_class is spec.TypeNameVisitor or (
+                    visitor_class is flink_target.Flink1Types and node_class is SetType)
 
 
 def test_a_missing_branch_fails_loudly():

@@ -45,12 +45,13 @@ def common(s: str) -> str:
     s = opt(s, ".getTaskInfo().", ".")
     s = opt(s, "import org.apache.flink.api.common.functions.OpenContext;", "import org.apache.flink.configuration.Configuration;")
     s = opt(s, "public void open(OpenContext openContext)", "public void open(Configuration parameters)")
-    s = opt(s, "import java.time.Duration;\n", "")
     s = opt(s, "TumblingEventTimeWindows.of(Duration.ofMillis(WINDOW_SIZE))", "TumblingEventTimeWindows.of(Time.milliseconds(WINDOW_SIZE))")
+    if "Duration." not in s:
+        s = opt(s, "import java.time.Duration;\n", "")
     s = opt(s, "import org.apache.flink.streaming.api.windowing.triggers.Trigger;",
             "import org.apache.flink.streaming.api.windowing.time.Time;\nimport org.apache.flink.streaming.api.windowing.triggers.Trigger;")
     s = opt(s, '"x".repeat(200)', 'String.join("", java.util.Collections.nCopies(200, "x"))')
-    for bad in ("getTaskInfo", "OpenContext", "sinkTo(", ".legacy.", "Duration.of"):
+    for bad in ("getTaskInfo", "OpenContext", "sinkTo(", ".legacy.", "Windows.of(Duration"):
         if bad in s:
             raise SystemExit(f"make_v1: {bad!r} left in output")
     return s
@@ -92,12 +93,51 @@ def oracle(s: str) -> str:
     return s
 
 
+def restore_job(s: str) -> str:
+    """RestoreJob: 1.x configuration keys; the uid hash computed as Flink 1.x does (murmur3-128 of
+    the uid, seed 0, with the Guava that Flink shades), as 1.x has no ``generateUserSpecifiedHash``."""
+    s = sub(s, '''        m.put("execution.state-recovery.path", c.savepoint);
+        m.put("execution.state-recovery.ignore-unclaimed-state", String.valueOf(c.ignoreUnclaimed));''', '''        m.put("execution.savepoint.path", c.savepoint);
+        m.put("execution.savepoint.ignore-unclaimed-state", String.valueOf(c.ignoreUnclaimed));''')
+    s = sub(s, "StreamGraphHasherV2.generateUserSpecifiedHash(op.uid)",
+            "org.apache.flink.shaded.guava31.com.google.common.hash.Hashing.murmur3_128(0).newHasher()"
+            ".putString(op.uid, java.nio.charset.StandardCharsets.UTF_8).hash().asBytes()")
+    return s
+
+
+def internal_state_oracle(s: str) -> str:
+    """InternalStateOracle: ``StreamNode.getMaxParallelism()`` is package-private in 1.x."""
+    s = sub(s, "node.getMaxParallelism() > 0 ? node.getMaxParallelism() : job.maxParallelism()",
+            "maxParallelism(node) > 0 ? maxParallelism(node) : job.maxParallelism()")
+    s = sub(s, """    /** Every stream node in id order""", """    /** StreamNode.getMaxParallelism() is not public in Flink 1.x. */
+    private static int maxParallelism(StreamNode node) {
+        try {
+            java.lang.reflect.Method m = StreamNode.class.getDeclaredMethod("getMaxParallelism");
+            m.setAccessible(true);
+            return (Integer) m.invoke(node);
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    /** Every stream node in id order""")
+    return s
+
+
+def restore_types(s: str) -> str:
+    """RestoreTypes: Flink 1.x has no Set type information (no SetSerializer)."""
+    return sub(s, '''case "SET": return Types.SET((TypeInformation) one(name, typeArgs()));''',
+               '''case "SET": throw error("SET needs Flink 2.x (1.x has no SetSerializer)");''')
+
+
 HEADER = "// GENERATED from ../v2/{name} by ../make_v1.py -- edit v2 and re-run make_v1.py.\n"
 
 
 #: v2 sources ported by default. Other v2 jobs (e.g. TypesJob) are v2-only unless named on the
 #: command line: ``python tests/flink/jobs/make_v1.py TypesJob.java``.
-DEFAULT_FILES = ("Oracle.java", "OperatorStateJob.java", "KeyedStateJob.java")
+DEFAULT_FILES = ("Oracle.java", "OperatorStateJob.java", "KeyedStateJob.java", "TypesJob.java",
+                 "RestoreJob.java", "RestoreJsonReader.java", "RestoreTypes.java",
+                 "SqlJob.java", "SqlJobState.java", "CepJob.java", "InternalStateOracle.java", "PrintCapture.java")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         s = (V2 / name).read_text(encoding="utf-8")
         if name == "Oracle.java":
             s = oracle(s)
+        elif name == "RestoreJob.java":
+            s = restore_job(s)
+        elif name == "RestoreTypes.java":
+            s = restore_types(s)
+        elif name == "InternalStateOracle.java":
+            s = internal_state_oracle(s)
         s = HEADER.format(name=name) + common(s)
         (V1 / name).write_text(s, encoding="utf-8")
         print(f"wrote {V1 / name}")
