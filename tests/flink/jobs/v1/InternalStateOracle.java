@@ -27,6 +27,12 @@ import org.apache.flink.streaming.api.graph.StreamNode;
  * operator id, parallelism, max parallelism) plus the job's expected state.
  *
  * Only savepoints are supported (--snapshot savepoint); --backend hashmap|rocksdb as in Oracle.
+ *
+ * Restore mode (--restore SAVEPOINT, jobs whose {@link Job#restorable()} is true): the same job
+ * starts from the savepoint (no unclaimed state allowed), its sources emit a second known batch
+ * and finish, so the job runs to FINISHED; the driver waits for that (no timing involved), then
+ * writes dump.json (kind "restored", snapshot_path = the restored savepoint) with the job's
+ * output after the restore. No new savepoint is taken.
  */
 public final class InternalStateOracle {
     private InternalStateOracle() {}
@@ -50,6 +56,19 @@ public final class InternalStateOracle {
 
         /** Adds job-level entries (e.g. "output") to the dump. */
         void finish(Map<String, Object> dump, Oracle.Params p);
+
+        /**
+         * Whether the job supports restore mode: started with --restore, its sources emit their
+         * second batch and finish, and pending() tells when they have.
+         */
+        default boolean restorable() {
+            return false;
+        }
+    }
+
+    /** Restore mode: the job was started with --restore SAVEPOINT. */
+    public static boolean restoring(Oracle.Params p) {
+        return p.raw.containsKey("restore");
     }
 
     public static void run(Job job, String[] args) {
@@ -102,8 +121,9 @@ public final class InternalStateOracle {
         if (!p.snapshot().equals("savepoint")) {
             throw new IllegalArgumentException("only --snapshot savepoint is supported by this job");
         }
-        if (p.raw.containsKey("restore")) {
-            throw new IllegalArgumentException("--restore is not supported by this job");
+        boolean restore = restoring(p);
+        if (restore && !job.restorable()) {
+            throw new IllegalArgumentException("--restore is not supported by " + job.getClass().getSimpleName());
         }
         File out = p.out();
         out.mkdirs();
@@ -116,6 +136,33 @@ public final class InternalStateOracle {
         JobClient client = env.executeAsync(graph);
         long deadline = t0 + Math.max(timeoutS * 800L, (timeoutS - 15) * 1000L);
 
+        Map<String, Object> timing = new LinkedHashMap<>();
+        String snapshotPath = restore ? awaitRestoredRun(job, p, client, deadline)
+                : awaitSavepoint(job, p, client, deadline, timing, t0);
+        timing.put(restore ? "job_finished_ms" : "snapshot_done_ms", System.currentTimeMillis() - t0);
+
+        Map<String, Object> dump = new LinkedHashMap<>();
+        dump.put("flink_version", EnvironmentInformation.getVersion());
+        dump.put("job", job.getClass().getSimpleName());
+        dump.put("kind", restore ? "restored" : "savepoint");
+        dump.put("backend", p.backend());
+        java.nio.file.Path snap = new File(snapshotPath).getAbsoluteFile().toPath().normalize();
+        dump.put("snapshot_path", snap.startsWith(out.toPath()) ? out.toPath().relativize(snap).toString() : snap.toString());
+        dump.put("job_id", client.getJobID().toString());
+        Map<String, String> args = new LinkedHashMap<>(p.raw);
+        args.remove("out");
+        args.remove("timeout");
+        dump.put("args", args);
+        dump.put("operators", operators);
+        job.finish(dump, p);
+        dump.put("timing", timing);
+        Files.write(new File(out, "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
+        System.out.println("ORACLE OK snapshot_path=" + snapshotPath);
+    }
+
+    /** Waits until the job has processed every record, then stops it with a savepoint; returns its path. */
+    private static String awaitSavepoint(Job job, Oracle.Params p, JobClient client, long deadline,
+            Map<String, Object> timing, long t0) throws Exception {
         long lastStatusCheck = 0;
         String missing;
         while ((missing = job.pending(p)) != null) {
@@ -144,40 +191,40 @@ public final class InternalStateOracle {
             }
             Thread.sleep(20);
         }
-        long tProcessed = System.currentTimeMillis();
-
-        String target = new File(out, "savepoint").toURI().toString();
+        timing.put("records_processed_ms", System.currentTimeMillis() - t0);
+        String target = new File(p.out(), "savepoint").toURI().toString();
         SavepointFormatType format = SavepointFormatType.valueOf(
                 p.get("savepoint-format", "canonical").toUpperCase(java.util.Locale.ROOT));
         String path = client.stopWithSavepoint(false, target, format)
                 .get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
         client.getJobExecutionResult().get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
-        String snapshotPath = path.startsWith("file:") ? new File(java.net.URI.create(path)).getPath() : path;
+        String snapshotPath = localPath(path);
         if (!new File(snapshotPath, "_metadata").isFile()) {
             throw new IllegalStateException("no _metadata at " + snapshotPath);
         }
-        long tSnap = System.currentTimeMillis();
+        return snapshotPath;
+    }
 
-        Map<String, Object> dump = new LinkedHashMap<>();
-        dump.put("flink_version", EnvironmentInformation.getVersion());
-        dump.put("job", job.getClass().getSimpleName());
-        dump.put("kind", "savepoint");
-        dump.put("backend", p.backend());
-        java.nio.file.Path snap = new File(snapshotPath).getAbsoluteFile().toPath().normalize();
-        dump.put("snapshot_path", snap.startsWith(out.toPath()) ? out.toPath().relativize(snap).toString() : snap.toString());
-        dump.put("job_id", client.getJobID().toString());
-        Map<String, String> args = new LinkedHashMap<>(p.raw);
-        args.remove("out");
-        args.remove("timeout");
-        dump.put("args", args);
-        dump.put("operators", operators);
-        job.finish(dump, p);
-        Map<String, Object> timing = new LinkedHashMap<>();
-        timing.put("records_processed_ms", tProcessed - t0);
-        timing.put("snapshot_done_ms", tSnap - t0);
-        dump.put("timing", timing);
-        Files.write(new File(out, "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
-        System.out.println("ORACLE OK snapshot_path=" + snapshotPath);
+    /**
+     * Restore mode: the sources finish after their second batch, so the job ends by itself; waits
+     * for that (a failed restore fails here with Flink's cause) and returns the restored path.
+     */
+    private static String awaitRestoredRun(Job job, Oracle.Params p, JobClient client, long deadline) throws Exception {
+        try {
+            long remaining = Math.max(1, deadline - System.currentTimeMillis());
+            client.getJobExecutionResult().get(remaining, TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            throw new IllegalStateException("the restored job did not finish: " + job.pending(p), e);
+        }
+        String missing = job.pending(p);
+        if (missing != null) {
+            throw new IllegalStateException("the restored job finished, but " + missing);
+        }
+        return new File(localPath(p.get("restore", null))).getAbsolutePath();
+    }
+
+    private static String localPath(String uri) {
+        return uri.startsWith("file:") ? new File(java.net.URI.create(uri)).getPath() : uri;
     }
 
     /** StreamNode.getMaxParallelism() is not public in Flink 1.x. */

@@ -14,6 +14,10 @@ import java.util.regex.Pattern;
  * Captures what Flink's 'print' table sinks write to System.out ("ident> +I[a, 1]" or, at
  * parallelism > 1, "ident:2> -U[a, 1]") and materialises each identifier's changelog: +I/+U add
  * a row, -U/-D remove one equal row. Other lines pass through to the original stdout.
+ *
+ * After a restore (install(true)) a retraction may name a row the job printed before its
+ * savepoint (the sink's changelog continues from the restored state): such rows are collected
+ * per identifier ({@link #retracted()}) instead of failing; they show the restored state.
  */
 public final class PrintCapture {
     private PrintCapture() {}
@@ -21,9 +25,17 @@ public final class PrintCapture {
     private static final Pattern LINE = Pattern.compile("^([A-Za-z_][A-Za-z0-9_-]*)(?::\\d+)?> ([+-][IUD])(\\[.*\\])$");
     private static final Map<String, List<String>> ROWS = new LinkedHashMap<>();
     private static final List<String> UNMATCHED = new ArrayList<>();
+    private static final Map<String, List<String>> RETRACTED = new LinkedHashMap<>();
     private static boolean installed;
+    private static boolean restored;
 
     public static synchronized void install() {
+        install(false);
+    }
+
+    /** restoredRun: retractions of rows printed before the restore are collected, not errors. */
+    public static synchronized void install(boolean restoredRun) {
+        restored = restoredRun;
         if (installed) {
             return;
         }
@@ -58,7 +70,11 @@ public final class PrintCapture {
         if (kind.equals("+I") || kind.equals("+U")) {
             rows.add(m.group(3));
         } else if (!rows.remove(m.group(3))) {
-            UNMATCHED.add(text);
+            if (restored) {
+                RETRACTED.computeIfAbsent(m.group(1), k -> new ArrayList<>()).add(m.group(3));
+            } else {
+                UNMATCHED.add(text);
+            }
         }
         return true;
     }
@@ -70,6 +86,17 @@ public final class PrintCapture {
         }
         Map<String, List<String>> out = new LinkedHashMap<>();
         for (Map.Entry<String, List<String>> e : ROWS.entrySet()) {
+            List<String> rows = new ArrayList<>(e.getValue());
+            rows.sort(null);
+            out.put(e.getKey(), rows);
+        }
+        return out;
+    }
+
+    /** identifier -> rows printed before the restore that the restored job retracted, sorted. */
+    public static synchronized Map<String, List<String>> retracted() {
+        Map<String, List<String>> out = new LinkedHashMap<>();
+        for (Map.Entry<String, List<String>> e : RETRACTED.entrySet()) {
             List<String> rows = new ArrayList<>(e.getValue());
             rows.sort(null);
             out.put(e.getKey(), rows);

@@ -42,6 +42,19 @@ import org.apache.flink.types.Row;
  *
  * Args: --uids true|false (table.exec.uid.generation ALWAYS, or the default PLAN_ONLY which
  * gives SQL operators no uid), --ttl DURATION (table.exec.state.ttl), --records N, --backend.
+ *
+ * Restore mode (--restore SAVEPOINT, with the args the savepoint was taken with, so that the
+ * job graph and its operator ids are the same): the events source emits the second batch
+ * i = n..2n-1 (same formulas: the same keys again, event times continuing after the first
+ * batch, no watermark of its own), the dims source the same dims again, and both finish; the end
+ * of input fires every window. dump.json then holds "output" (the sinks after the restore,
+ * materialised), "retracted" (rows printed before the savepoint that the restored job retracted:
+ * the restored accumulators and kept rows) and "expected_output" / "expected_retracted", what
+ * both must be when the savepoint holds the first batch's state unchanged (the job cannot know
+ * about a modified savepoint, so it only reports; the test compares). Keep-first deduplication
+ * then prints nothing (every key was seen), keep-last retracts the first batch's last row per
+ * key, the join pairs the new rows with the restored ones on both sides, the windows still
+ * open at the savepoint fire with their restored accumulators.
  */
 public class SqlJob implements InternalStateOracle.Job {
     static final int MAX_PARALLELISM = 128;
@@ -92,7 +105,8 @@ public class SqlJob implements InternalStateOracle.Job {
 
     @Override
     public void build(StreamExecutionEnvironment env, Oracle.Params p) throws Exception {
-        PrintCapture.install();
+        boolean restore = InternalStateOracle.restoring(p);
+        PrintCapture.install(restore);
         StreamTableEnvironment tenv = StreamTableEnvironment.create(env);
         tenv.getConfig().set("table.local-time-zone", "UTC");
         if (Boolean.parseBoolean(p.get("uids", "false"))) {
@@ -103,19 +117,19 @@ public class SqlJob implements InternalStateOracle.Job {
         }
         int n = records(p);
         List<Object[]> events = new ArrayList<>();
-        for (long i = 0; i < n; i++) {
+        for (long i = restore ? n : 0; i < (restore ? 2L * n : n); i++) {
             events.add(new Object[] {i * STEP_MS, Row.of(i, key(i), value(i), name(i))});
         }
         TypeInformation<Row> eventType = Types.ROW_NAMED(new String[] {"id", "k", "v", "name"},
                 Types.LONG, Types.STRING, Types.LONG, Types.STRING);
-        DataStream<Row> ev = env.addSource(new RowSource(events, WATERMARK, "events"), "events-source", eventType)
+        DataStream<Row> ev = env.addSource(new RowSource(events, restore ? Long.MIN_VALUE : WATERMARK, restore, "events"), "events-source", eventType)
                 .setParallelism(1);
         List<Object[]> dims = new ArrayList<>();
         for (String[] d : DIMS) {
             dims.add(new Object[] {0L, Row.of(d[0], d[1])});
         }
         TypeInformation<Row> dimType = Types.ROW_NAMED(new String[] {"k", "label"}, Types.STRING, Types.STRING);
-        DataStream<Row> dm = env.addSource(new RowSource(dims, Long.MIN_VALUE, "dims"), "dims-source", dimType)
+        DataStream<Row> dm = env.addSource(new RowSource(dims, Long.MIN_VALUE, restore, "dims"), "dims-source", dimType)
                 .setParallelism(1);
 
         tenv.createTemporaryView("ev", ev, Schema.newBuilder()
@@ -243,14 +257,13 @@ public class SqlJob implements InternalStateOracle.Job {
         Map<String, List<String>> out = new LinkedHashMap<>();
         List<String> agg = new ArrayList<>();
         for (Map.Entry<String, Object[]> e : groups(n).entrySet()) {
-            Object[] a = e.getValue();
-            agg.add("[" + e.getKey() + ", " + a[0] + ", " + a[1] + ", " + a[2] + ", " + ((Map<?, ?>) a[3]).size() + "]");
+            agg.add(aggRow(e.getKey(), e.getValue()));
         }
         out.put("agg", sorted(agg));
         for (String which : new String[] {"first", "last"}) {
             List<String> rows = new ArrayList<>();
             for (List<Object> r : dedup(n, which.equals("first")).values()) {
-                rows.add("[" + r.get(0) + ", " + r.get(1) + ", " + r.get(2) + "]");
+                rows.add(dedupRow(r));
             }
             out.put(which, sorted(rows));
         }
@@ -258,22 +271,109 @@ public class SqlJob implements InternalStateOracle.Job {
         for (long i = 0; i < n; i++) {
             for (String[] d : DIMS) {
                 if (joined(i) && d[0].equals(key(i))) {
-                    join.add("[" + i + ", " + key(i) + ", " + value(i) + ", " + d[1] + "]");
+                    join.add(joinRow(i, d[1]));
                 }
             }
         }
         out.put("join", sorted(join));
         List<String> win = new ArrayList<>();
         for (Map.Entry<List<Object>, long[]> e : windows(n).entrySet()) {
-            long end = (Long) e.getKey().get(2);
-            if (fired(end)) {
-                long[] a = e.getValue();
-                win.add("[" + e.getKey().get(0) + ", " + ts((Long) e.getKey().get(1)) + ", " + ts(end) + ", "
-                        + a[0] + ", " + a[1] + ", " + a[2] + "]");
+            if (fired((Long) e.getKey().get(2))) {
+                win.add(windowRow(e.getKey(), e.getValue()));
             }
         }
         out.put("window", sorted(win));
         return out;
+    }
+
+    /**
+     * Restore mode, for a savepoint holding the first batch's state unchanged: [what the sinks
+     * show after the second batch (materialised), which rows printed before the savepoint they
+     * retract], each by sink identifier.
+     */
+    static List<Map<String, List<String>>> expectedAfterRestore(int n) {
+        TreeMap<String, Object[]> before = groups(n);
+        java.util.Set<String> again = new java.util.TreeSet<>();
+        for (long i = n; i < 2L * n; i++) {
+            again.add(key(i));
+        }
+        Map<String, List<String>> out = new LinkedHashMap<>();
+        Map<String, List<String>> retracted = new LinkedHashMap<>();
+        List<String> agg = new ArrayList<>();
+        List<String> aggRetracted = new ArrayList<>();
+        for (Map.Entry<String, Object[]> e : groups(2 * n).entrySet()) {
+            if (again.contains(e.getKey())) {
+                agg.add(aggRow(e.getKey(), e.getValue()));
+                if (before.containsKey(e.getKey())) {
+                    aggRetracted.add(aggRow(e.getKey(), before.get(e.getKey())));
+                }
+            }
+        }
+        out.put("agg", sorted(agg));
+        retracted.put("agg", sorted(aggRetracted));
+        // keep-first prints a key's first row only if the restored state has not seen the key
+        List<String> first = new ArrayList<>();
+        for (List<Object> r : dedup(2 * n, true).values()) {
+            if ((Long) r.get(0) >= n) {
+                first.add(dedupRow(r));
+            }
+        }
+        out.put("first", sorted(first));
+        retracted.put("first", new ArrayList<>());
+        List<String> last = new ArrayList<>();
+        List<String> lastRetracted = new ArrayList<>();
+        TreeMap<String, List<Object>> lastBefore = dedup(n, false);
+        for (List<Object> r : dedup(2 * n, false).values()) {
+            if ((Long) r.get(0) >= n) {
+                last.add(dedupRow(r));
+                if (lastBefore.containsKey((String) r.get(1))) {
+                    lastRetracted.add(dedupRow(lastBefore.get((String) r.get(1))));
+                }
+            }
+        }
+        out.put("last", sorted(last));
+        retracted.put("last", sorted(lastRetracted));
+        // restored left rows (i < n) meet the dims sent again; new left rows meet both dims copies
+        List<String> join = new ArrayList<>();
+        for (long i = 0; i < 2L * n; i++) {
+            for (String[] d : DIMS) {
+                if (joined(i) && d[0].equals(key(i))) {
+                    join.add(joinRow(i, d[1]));
+                    if (i >= n) {
+                        join.add(joinRow(i, d[1]));
+                    }
+                }
+            }
+        }
+        out.put("join", sorted(join));
+        retracted.put("join", new ArrayList<>());
+        // the end of input fires every window still open at the savepoint and every new one
+        List<String> win = new ArrayList<>();
+        for (Map.Entry<List<Object>, long[]> e : windows(2 * n).entrySet()) {
+            if (!fired((Long) e.getKey().get(2))) {
+                win.add(windowRow(e.getKey(), e.getValue()));
+            }
+        }
+        out.put("window", sorted(win));
+        retracted.put("window", new ArrayList<>());
+        return Arrays.asList(out, retracted);
+    }
+
+    private static String aggRow(String k, Object[] acc) {
+        return "[" + k + ", " + acc[0] + ", " + acc[1] + ", " + acc[2] + ", " + ((Map<?, ?>) acc[3]).size() + "]";
+    }
+
+    private static String dedupRow(List<Object> r) {
+        return "[" + r.get(0) + ", " + r.get(1) + ", " + r.get(2) + "]";
+    }
+
+    private static String joinRow(long i, String label) {
+        return "[" + i + ", " + key(i) + ", " + value(i) + ", " + label + "]";
+    }
+
+    private static String windowRow(List<Object> window, long[] acc) {
+        return "[" + window.get(0) + ", " + ts((Long) window.get(1)) + ", " + ts((Long) window.get(2)) + ", "
+                + acc[0] + ", " + acc[1] + ", " + acc[2] + "]";
     }
 
     private static List<String> sorted(List<String> l) {
@@ -285,11 +385,19 @@ public class SqlJob implements InternalStateOracle.Job {
     // ------------------------------------------------------------------ driver hooks
 
     @Override
+    public boolean restorable() {
+        return true;
+    }
+
+    @Override
     public String pending(Oracle.Params p) {
         int n = records(p);
         if (Oracle.counter("events") < n || Oracle.counter("dims") < DIMS.length) {
             return "sources emitted events=" + Oracle.counter("events") + "/" + n + " dims="
                     + Oracle.counter("dims") + "/" + DIMS.length;
+        }
+        if (InternalStateOracle.restoring(p)) {
+            return null; // the state restored may have been changed: the output is reported, not checked
         }
         Map<String, List<String>> expected = expectedOutput(n);
         Map<String, List<String>> actual = PrintCapture.materialised();
@@ -314,21 +422,42 @@ public class SqlJob implements InternalStateOracle.Job {
             output.put(e.getKey(), e.getValue());
         }
         dump.put("output", output);
+        if (InternalStateOracle.restoring(p)) {
+            List<Map<String, List<String>>> expected = expectedAfterRestore(records(p));
+            for (String sink : expected.get(0).keySet()) {
+                output.putIfAbsent(sink, new ArrayList<String>());
+            }
+            Map<String, Object> retracted = new LinkedHashMap<>();
+            for (String sink : expected.get(1).keySet()) {
+                retracted.put(sink, PrintCapture.retracted().getOrDefault(sink, new ArrayList<>()));
+            }
+            for (Map.Entry<String, List<String>> e : PrintCapture.retracted().entrySet()) {
+                retracted.putIfAbsent(e.getKey(), e.getValue());
+            }
+            dump.put("retracted", retracted);
+            dump.put("expected_output", expected.get(0));
+            dump.put("expected_retracted", expected.get(1));
+        }
         dump.put("plan", "plan.json");
     }
 
     // ------------------------------------------------------------------ source
 
-    /** Emits (timestamp, row) pairs in order, then an optional watermark, then idles until stopped. */
+    /**
+     * Emits (timestamp, row) pairs in order, then an optional watermark, then idles until stopped
+     * (or, with finish, ends: the end of input then sends the final watermark).
+     */
     public static class RowSource extends RichSourceFunction<Row> {
         private final List<Object[]> rows;
         private final long watermark;
+        private final boolean finish;
         private final String counter;
         private volatile boolean running = true;
 
-        RowSource(List<Object[]> rows, long watermark, String counter) {
+        RowSource(List<Object[]> rows, long watermark, boolean finish, String counter) {
             this.rows = rows;
             this.watermark = watermark;
+            this.finish = finish;
             this.counter = counter;
         }
 
@@ -345,7 +474,7 @@ public class SqlJob implements InternalStateOracle.Job {
                     ctx.emitWatermark(new Watermark(watermark));
                 }
             }
-            while (running) {
+            while (running && !finish) {
                 Thread.sleep(20);
             }
         }
