@@ -5,6 +5,7 @@ Tuple, Row, List (ArrayList, Set), Map, Nullable, Either, GenericArray, Timer an
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..binary import DataOutput
@@ -477,8 +478,14 @@ class TimerType(Composite):
         return enc
 
 
+def ttl_write_timestamp() -> int:
+    """The last-access timestamp (epoch ms, Flink's default TTL time provider) of TTL values fstate writes."""
+    return time.time_ns() // 1_000_000
+
+
 class TtlType(Composite):
-    """A TTL-wrapped state value: (last access timestamp, user value); decodes to the user value."""
+    """A TTL-wrapped state value: (last access timestamp, user value); decodes to the user value and
+    encodes with the write time as its last access (:func:`ttl_write_timestamp`)."""
 
     snapshot_class = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
     outer_version = 2
@@ -509,7 +516,9 @@ class TtlType(Composite):
         ev = self.value.encoder()
 
         def enc(out, v):
-            out += I64.pack(LONG_MIN)  # never expired: Flink refreshes on access anyway
+            # A value fstate writes counts as written now, as Flink stamps a write. (Flink expires a
+            # value when last access + TTL <= now, so a minimal timestamp would be expired at once.)
+            out += I64.pack(ttl_write_timestamp())
             ev(out, v)
 
         return enc

@@ -37,15 +37,6 @@ VARIANTS = {
     "sql-no-uids-ttl": ("--uids", "false", "--ttl", "3650d"),
 }
 
-#: fstate reads no header of an SQL operator's keyed state yet (issue 14, points 1-2), so it cannot
-#: copy or rewrite these savepoints; these tests are flipped when the table runtime's serializers land.
-CANNOT_PARSE_SQL_STATE = ("fstate cannot parse the SQL operators' serializer snapshots yet "
-                          "(RowDataSerializer$RowDataSerializerSnapshot is not known to fstate), "
-                          "so `fstate modify` cannot copy or transform an SQL savepoint")
-
-CANNOT_PARSE_CEP_STATE = ("fstate cannot parse CEP's serializer snapshots yet (NFAStateSerializerSnapshot, "
-                          "SharedBufferNodeSerializerSnapshotV2, ...), so `fstate modify` cannot copy a CEP savepoint")
-
 #: added to the group aggregate's accumulators of key k0 by the transform
 COUNT_DELTA, SUM_DELTA = 100, 1000
 
@@ -107,7 +98,6 @@ def test_restore_own_savepoint_continues_from_the_stored_state(variant):
         assert row in restored["output"]["window"]
 
 
-@pytest.mark.xfail(strict=True, reason=CANNOT_PARSE_SQL_STATE)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_restore_fstate_copy_that_leaves_sql_state_alone(variant, tmp_path):
     original = _savepoint(variant)
@@ -122,7 +112,6 @@ def test_restore_fstate_copy_that_leaves_sql_state_alone(variant, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, reason=CANNOT_PARSE_SQL_STATE)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_restore_transformed_group_aggregate_continues_from_the_changed_values(variant, spark, tmp_path):
     from fstate.readers.reader import SavepointReader
@@ -220,7 +209,6 @@ def test_cep_restore_own_savepoint_completes_pending_matches():
     _assert_cep_continues(_cep_restored(original.snapshot_dir), original)
 
 
-@pytest.mark.xfail(strict=True, reason=CANNOT_PARSE_CEP_STATE)
 def test_cep_restore_fstate_copy_that_leaves_cep_state_alone(tmp_path):
     harness.require_flink(VERSION)
     original = harness.generate("CepJob", VERSION, "hashmap", "savepoint", timeout=TIMEOUT)

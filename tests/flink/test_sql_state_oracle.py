@@ -127,7 +127,7 @@ def _raw_pairs(buf: bytes, handle) -> list[tuple[int, bytes, bytes]]:
 
 
 def _without_ttl_timestamp(meta, state_id: int, value: bytes) -> bytes:
-    """fstate reads a TTL value without its last-access timestamp (and writes 'never expires')."""
+    """fstate reads a TTL value without its last-access timestamp (and writes the write time as the last access)."""
     info = meta.states[state_id]
     wrapped = info.value_type.value if info.kind == "MAP" else info.value_type
     if not isinstance(wrapped, TtlType):

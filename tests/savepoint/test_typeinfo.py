@@ -175,3 +175,22 @@ def test_unknown_snapshot_class_is_a_clear_error():
     out.write_i32(1)
     with pytest.raises(UnsupportedSerializerError, match="com.acme.MySerializerSnapshot"):
         read_serializer_snapshot(DataInput(out.getvalue(), source="x"))
+
+
+def test_ttl_values_written_by_fstate_are_not_expired_on_restore():
+    """Flink expires a TTL value when last access + TTL <= now (TtlUtils.expired): fstate stamps the
+    values it writes with the write time, so a value written now lives for its whole TTL."""
+    import time
+
+    from fstate.savepoint.types import TtlType
+
+    t = TtlType(LONG, STRING)
+    before = time.time_ns() // 1_000_000
+    out = bytearray()
+    t.encoder()(out, "kept")
+    after = time.time_ns() // 1_000_000
+    stamp = int.from_bytes(out[:8], "big", signed=True)
+    assert before <= stamp <= after
+    assert t.decoder()(bytes(out), 0) == ("kept", len(out))
+    one_hour = 3_600_000
+    assert stamp + one_hour > after  # not expired under Flink's rule for a 1 h TTL
