@@ -8,12 +8,15 @@ the top-level ``--output`` chose.
 from __future__ import annotations
 
 import enum
+import warnings
 from importlib.metadata import PackageNotFoundError, version
 
 import typer
+from rich.markup import escape
 
 from . import inspect, read, write
-from .console import out
+from ..savepoint.errors import FStateWarning
+from .console import err, out
 from .help import ConventionalCommand, ConventionalGroup
 from .options import choose_output
 from .output import OUTPUTS
@@ -50,6 +53,21 @@ def top_level(
                                       help="Print fstate's version and exit."),
 ) -> None:
     choose_output(context, "json" if json_alias else output_format.value)
+    _warnings_as_lines()
+
+
+def _warnings_as_lines() -> None:
+    """fstate's warnings print as one line each on stderr (in every output format), not as Python's
+    file:line: Category: text."""
+    previous = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, FStateWarning):
+            err.print(f"[yellow]warning:[/] {escape(str(message))}")
+        else:
+            previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
 
 
 for command in (inspect.info, read.read, write.bootstrap, read.sql, inspect.views, read.diff, inspect.verify,

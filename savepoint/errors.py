@@ -13,6 +13,10 @@ import struct
 DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
 
 
+class FStateWarning(UserWarning):
+    """Something the user should know about a result that is still right (printed as one line)."""
+
+
 class FStateError(Exception):
     """Base class: bad input, reported to the user without a traceback."""
 

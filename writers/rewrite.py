@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+import warnings
 from typing import Any
 
 from ..savepoint import handles
@@ -18,7 +19,7 @@ from ..savepoint import streams
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint.builder import SavepointBuilder
-from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.errors import FStateWarning, InvalidArgumentError
 from ..savepoint.io import copy_range, is_remote, join, strip_file_scheme
 from ..savepoint.metadata import OperatorState, SubtaskState, map_subtask_stream_handles
 from ..savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
@@ -208,7 +209,8 @@ class PlanWriter:
             if {"key", t.state} - set(new.columns):
                 raise InvalidArgumentError(f"transform of '{t.state}' must return columns key and {t.state}")
             df = df.drop(t.state).join(new.select("key", t.state), on="key", how="left")
-            specs[t.state] = {"kind": specs[t.state]["kind"], "type": t.type} if t.type else None
+            specs[t.state] = _transformed_spec(view.display_name, t, specs[t.state],
+                                               new.schema[t.state].dataType, sub.schema[t.state].dataType)
         # timers of the operator are carried over as per-key timestamp lists
         timer_cols = {}
         if services:
@@ -237,6 +239,36 @@ class PlanWriter:
         builder.add_operator_state(OperatorState(planned.operator_id, built.parallelism, built.max_parallelism,
                                                  {i: s for i, s in built.subtasks.items() if not s.is_empty},
                                                  name=planned.name, uid=planned.uid))
+
+
+def _transformed_spec(operator: str, t, spec: dict[str, Any], new_type, old_type) -> dict[str, Any] | None:
+    """The type a transformed state is written with: the one given to the transform; else the
+    state's own serializer (TTL, SQL RowData, POJO ... kept) when the result has the state's shape;
+    else one inferred from the result's Spark type, with a warning, because Flink refuses to restore
+    a state whose serializer changed unless the job changed too."""
+    if t.type:
+        return {"kind": spec["kind"], "type": t.type}
+    if _same_shape(new_type, old_type):
+        return spec
+    warnings.warn(f"operator {operator}: transform of '{t.state}' changes its type from "
+                  f"{old_type.simpleString()} to {new_type.simpleString()}; the state is written with a "
+                  "serializer inferred from the new type, which the job must declare to restore it "
+                  "(give the type to the transform to choose it)", FStateWarning, stacklevel=2)
+    return None
+
+
+def _same_shape(a, b) -> bool:
+    """Spark types equal up to nullability (SQL expressions change nullability, not shape)."""
+    from pyspark.sql import types as spark_types
+
+    if isinstance(a, spark_types.StructType) and isinstance(b, spark_types.StructType):
+        return (len(a.fields) == len(b.fields)
+                and all(_same_shape(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields)))
+    if isinstance(a, spark_types.ArrayType) and isinstance(b, spark_types.ArrayType):
+        return _same_shape(a.elementType, b.elementType)
+    if isinstance(a, spark_types.MapType) and isinstance(b, spark_types.MapType):
+        return _same_shape(a.keyType, b.keyType) and _same_shape(a.valueType, b.valueType)
+    return a == b
 
 
 def _list_of(s):
