@@ -156,6 +156,8 @@ def _row_type_string_fields(text: str) -> list[str]:
             if char.isspace():
                 i += 1
                 continue
+            if char == ">" and not names:  # ROW<>
+                return names
             if char != "`":
                 raise ValueError(f"expected a quoted field name at {i} in {text[:80]}")
             name, i = [], i + 1
