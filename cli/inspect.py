@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from .console import progress, user_errors
-from .options import ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, FS_CONFIG, FS_OPTION, JSON, apply_fs_options, output
+from .options import ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, FS_CONFIG, FS_OPTION, JSON, PLAN, apply_fs_options, output
 
 PATH = typer.Argument(..., help="Savepoint or checkpoint.")
 
@@ -20,6 +20,7 @@ def info(
     checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    plan: Optional[str] = PLAN,
 ) -> None:
     """What is in a savepoint: operators, parallelism, states with their kinds and types, sizes."""
     with user_errors():
@@ -28,9 +29,11 @@ def info(
         from ..savepoint.loader import Savepoint
         from ..savepoint.summary import summarize
 
+        from ..savepoint.sql_plan import load_binding
+
         savepoint = Savepoint.open(path, allow_external_paths=allow_external_paths,
                                    checkpoint_base_dir=checkpoint_base_dir)
-        shown.summary(summarize(savepoint))
+        shown.summary(summarize(savepoint, load_binding(plan, savepoint) if plan else None))
 
 
 def views(
@@ -39,6 +42,7 @@ def views(
     json_alias: bool = JSON,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    plan: Optional[str] = PLAN,
 ) -> None:
     """The view names `fstate sql` registers for a savepoint (no Spark needed)."""
     with user_errors():
@@ -46,12 +50,14 @@ def views(
         apply_fs_options(fs_option, fs_config)
         from ..readers.views import plan_views
         from ..savepoint.loader import Savepoint
+        from ..savepoint.sql_plan import load_binding
 
         savepoint = Savepoint.open(path)
+        binding = load_binding(plan, savepoint) if plan else None
         shown.views(path, [{"view": v["view"], "table": v["table"],
                             "operator": savepoint.operator(v["uid"]).display_name if v["uid"] else None,
                             "uid_hash": v["uid"], "state": v["state"]}
-                           for v in plan_views(savepoint)])
+                           for v in plan_views(savepoint, plan=binding)])
 
 
 def deps(

@@ -27,6 +27,10 @@ FS_CONFIG = typer.Option(
 MASTER = typer.Option(None, "--master", metavar="URL", help="Spark master (default local[*]).")
 CONF = typer.Option(None, "--conf", metavar="KEY=VALUE", help="Spark configuration key=value (repeatable).")
 JSON = typer.Option(False, "--json", help="Print JSON (the same as `fstate --output json`).")
+PLAN = typer.Option(
+    None, "--plan", metavar="PLAN.json",
+    help="The SQL job's compiled plan (Flink's COMPILE PLAN JSON): names its operators and their key, "
+         "accumulator and row fields. A plan of another job is refused.")
 
 _OUTPUT_KEY = "fstate.output"
 

@@ -135,8 +135,17 @@ class TableOutput(Output):
             operators.append((operator["uid"] or "-", operator["name"] or "-", operator["uid_hash"],
                               str(operator["parallelism"]), str(operator["max_parallelism"]), keyed,
                               human_bytes(operator_bytes) if operator_bytes else "-", storage))
-        self.table(("uid", "name", "uid hash", "par", "max par", "keyed state", "operator state", "storage"),
-                   operators, title="Operators")
+        columns = ("uid", "name", "uid hash", "par", "max par", "keyed state", "operator state", "storage")
+        sql = [operator.get("sql") for operator in data["operators"]]
+        if any(sql):  # an SQL job: the kind of each operator of the table runtime after its name
+            columns = columns[:2] + ("sql kind",) + columns[2:]
+            operators = [row[:2] + ((entry or {}).get("kind") or "-",) + row[2:] for row, entry in zip(operators, sql)]
+        self.table(columns, operators, title="Operators")
+        planned = [entry for entry in sql if entry and "description" in entry]
+        if planned:
+            self.table(("node", "kind", "key", "description"),
+                       [(str(entry["node_id"]), entry["kind"], ", ".join(entry["key"]) or "-", entry["description"])
+                        for entry in sorted(planned, key=lambda entry: entry["node_id"])], title="SQL plan")
         self.table(("operator", "state", "backend", "kind", "type", "key type", "namespace"),
                    [(operator["uid"] or operator["uid_hash"], s["name"], s["backend"], s["kind"], s["type"],
                      s["key_type"] or "-", s["namespace"] or "-")

@@ -7,7 +7,7 @@ from typing import Optional
 import typer
 
 from .console import progress, user_errors
-from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, FS_CONFIG, FS_OPTION, JSON, MASTER,
+from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, FS_CONFIG, FS_OPTION, JSON, MASTER, PLAN,
                       apply_fs_options, output, parse_conf, start_spark)
 from .output import Output
 
@@ -39,6 +39,7 @@ def read(
     checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    plan: Optional[str] = PLAN,
 ) -> None:
     """State as a table: operator list/union/broadcast state, the keyed table of an operator, or timers."""
     with user_errors():
@@ -53,7 +54,7 @@ def read(
             raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
         options = source_options(path, uid, table=table, state=state, flat=flat, flatten=flatten,
                                  allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
-                                 fs_options=fs_options)
+                                 fs_options=fs_options, plan=plan)
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
         planned = build_table(options)
         options["table"] = planned.kind

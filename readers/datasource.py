@@ -2,7 +2,7 @@
 
 The driver plans (reads `_metadata` and the proxies, builds picklable partitions); executors open
 their own state files and decode. The options (``path``, ``uid``, ``table``, ``state``, ``flat``,
-``flatten``, ``allowExternalPaths``, ``checkpointBaseDir``, ``fsOptions``/``fs.<name>``, and Flink's
+``flatten``, ``allowExternalPaths``, ``checkpointBaseDir``, ``fsOptions``/``fs.<name>``, ``plan``, and Flink's
 ``savepoint`` connector names ``state.path``, ``operator.uid``, ``operator.uid.hash``,
 ``state.backend.type``) are described and checked in ``options.py``; an unknown one is an error.
 
@@ -29,6 +29,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, In
 from pyspark.sql.types import StructField, StructType
 
 from ..savepoint.errors import InvalidArgumentError, UnknownStateError
+from ..savepoint import sql_plan
 from ..savepoint.loader import Savepoint
 from . import schema as schema_types
 from . import tables
@@ -44,6 +45,8 @@ def build_table(options: dict, keys: list | None = None) -> tables.Table:
     sp = Savepoint.open(source.path, allow_external_paths=source.allow_external_paths,
                         checkpoint_base_dir=source.checkpoint_base_dir, fs_options=source.fs_options)
     op = sp.operator(source.uid)
+    # the plan is checked against the whole savepoint, also when this operator is not in it
+    sql = sql_plan.load_binding(source.plan, sp).operator(op) if source.plan else None
     table = source.table
     state = source.state
     if table is None:
@@ -65,8 +68,9 @@ def build_table(options: dict, keys: list | None = None) -> tables.Table:
     if table == "broadcast":
         return tables.broadcast_state_table(op, _required(state))
     if table == "keyed":
-        return tables.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys)
-    return tables.timers_table(op, flatten_key=source.flatten)
+        return tables.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys,
+                                  sql=sql)
+    return tables.timers_table(op, flatten_key=source.flatten, sql=sql)
 
 
 def _required(state: str | None) -> str:

@@ -20,6 +20,8 @@ option                        Flink connector alias  meaning
 ``allowExternalPaths``                               follow state files outside the directory
 ``checkpointBaseDir``                                new place of a moved job checkpoint directory
 ``fsOptions``, ``fs.<name>``                         file-system options (see savepoint/io/)
+``plan``                                             the SQL job's compiled plan (COMPILE PLAN JSON
+                                                     file): names SQL keys and state fields
 (none)                        ``state.backend.type`` ``hashmap`` or ``rocksdb``: checked, then
                                                      unused (fstate reads the format from the
                                                      snapshot itself)
@@ -39,7 +41,7 @@ FORMAT = "flink-savepoint"
 
 #: fstate's own option names, as written in documentation and by :func:`source_options`
 OPTION_NAMES = ("path", "uid", "table", "state", "flat", "flatten", "allowExternalPaths", "checkpointBaseDir",
-                "fsOptions")
+                "fsOptions", "plan")
 #: the option names of Flink's ``savepoint`` SQL connector (SavepointConnectorOptions) → fstate's
 FLINK_CONNECTOR_ALIASES = {"state.path": "path", "operator.uid": "uid", "operator.uid.hash": "uid"}
 #: Flink's option naming the state backend; fstate recognises the snapshot's format by itself
@@ -67,6 +69,7 @@ class SourceOptions:
     allow_external_paths: bool = True
     checkpoint_base_dir: str | None = None
     fs_options: dict[str, Any] = field(default_factory=dict)
+    plan: str | None = None
 
     @property
     def states(self) -> list[str] | None:
@@ -82,7 +85,8 @@ def known_options() -> list[str]:
 def source_options(path: str, uid: str | None = None, *, table: str | None = None,
                    state: str | Iterable[str] | None = None, flat: bool | None = None, flatten: bool | None = None,
                    allow_external_paths: bool | None = None, checkpoint_base_dir: str | None = None,
-                   fs_options: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None) -> dict[str, str]:
+                   fs_options: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+                   plan: str | None = None) -> dict[str, str]:
     """The option dict for ``spark.read.format("flink-savepoint").options(**...)``; options given as
     None are left out (the data source's defaults apply). ``fs_options`` travel as one JSON
     ``fsOptions`` value: Spark plans a Python data source in a worker process, which needs them too."""
@@ -102,12 +106,14 @@ def source_options(path: str, uid: str | None = None, *, table: str | None = Non
         options["checkpointBaseDir"] = checkpoint_base_dir
     if fs_options:
         options["fsOptions"] = json.dumps(dict(fs_options))
+    if plan:
+        options["plan"] = plan
     return options
 
 
 def savepoint_source_options(savepoint, uid: str | None = None, **kwargs) -> dict[str, str]:
     """:func:`source_options` for an open Savepoint: its ``_metadata``, external-path policy, moved
-    checkpoint directory and file-system options, plus ``kwargs`` (table, state, flat, flatten)."""
+    checkpoint directory and file-system options, plus ``kwargs`` (table, state, flat, flatten, plan)."""
     return source_options(savepoint.location.metadata_path, uid,
                           allow_external_paths=savepoint.allow_external_paths,
                           checkpoint_base_dir=savepoint.checkpoint_base_dir,
@@ -162,7 +168,8 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
         path=given["path"], uid=given["uid"], table=table, state=given.get("state") or None,
         flat=_flag(given, "flat", False), flatten=_flag(given, "flatten", False),
         allow_external_paths=_flag(given, "allowExternalPaths", True),
-        checkpoint_base_dir=given.get("checkpointBaseDir") or None, fs_options=fs_options)
+        checkpoint_base_dir=given.get("checkpointBaseDir") or None, fs_options=fs_options,
+        plan=given.get("plan") or None)
 
 
 def _flag(given: Mapping[str, str], name: str, default: bool) -> bool:

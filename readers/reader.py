@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..savepoint.loader import Savepoint
+from ..savepoint.sql_plan import load_binding
 from ..savepoint.summary import summarize
 from . import tables
 from .options import FORMAT, savepoint_source_options
@@ -19,9 +20,11 @@ from .options import FORMAT, savepoint_source_options
 
 class SavepointReader:
     def __init__(self, path: str, spark=None, *, allow_external_paths: bool = True,
-                 checkpoint_base_dir: str | None = None, fs_options=None):
+                 checkpoint_base_dir: str | None = None, fs_options=None, plan: str | None = None):
         """``fs_options``: file-system options for remote paths (endpoint, region, path_style,
-        credentials, ...; see savepoint/io/); they travel with every Spark task."""
+        credentials, ...; see savepoint/io/); they travel with every Spark task. ``plan``: the SQL
+        job's compiled plan (COMPILE PLAN JSON file), checked against the savepoint here; it names
+        the SQL operators' key and state fields (the data source option ``plan``)."""
         self.path = path
         self.allow_external_paths = allow_external_paths
         #: new location of the job's checkpoint directory (holding shared/ and chk-N/) when it moved
@@ -29,6 +32,9 @@ class SavepointReader:
         self.savepoint = Savepoint.open(path, allow_external_paths=allow_external_paths,
                                         checkpoint_base_dir=checkpoint_base_dir, fs_options=fs_options)
         self._spark = spark
+        self.plan = plan
+        #: the plan matched to the savepoint's operators (``sql_plan.PlanBinding``), or None
+        self.plan_binding = load_binding(plan, self.savepoint) if plan else None
 
     # -- metadata (no Spark) -------------------------------------------------------------------
     @property
@@ -36,7 +42,7 @@ class SavepointReader:
         return self.savepoint.metadata
 
     def info(self) -> dict[str, Any]:
-        return summarize(self.savepoint)
+        return summarize(self.savepoint, self.plan_binding)
 
     def operators(self) -> list[dict[str, Any]]:
         return self.info()["operators"]
@@ -60,7 +66,7 @@ class SavepointReader:
         return self._spark
 
     def _load(self, uid: str, **options):
-        options = savepoint_source_options(self.savepoint, uid, **options)
+        options = savepoint_source_options(self.savepoint, uid, plan=self.plan, **options)
         return self.spark.read.format(FORMAT).options(**options).load()
 
     def list_state(self, uid: str, state: str):
@@ -90,8 +96,9 @@ class SavepointReader:
             return tables.list_state_table(op, state)
         if table == "broadcast":
             return tables.broadcast_state_table(op, state)
+        sql = self.plan_binding.operator(op) if self.plan_binding is not None else None
         if table == "keyed":
-            return tables.keyed_table(op, [s for s in state.split(",")] if state else None, **kw)
+            return tables.keyed_table(op, [s for s in state.split(",")] if state else None, sql=sql, **kw)
         if table == "timers":
-            return tables.timers_table(op, **kw)
+            return tables.timers_table(op, sql=sql, **kw)
         raise ValueError(f"unknown table kind {table}")

@@ -15,10 +15,12 @@ from ..savepoint import streams
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint import rocksdb
+from ..savepoint import sql_plan
 from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
 from ..savepoint.loader import OperatorView
-from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, ListType, MapType, PojoType,
-                               TimerType, TypeInfo)
+from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, Composite, EitherType,
+                               GenericArrayType, ListType, MapType, NullableType, PojoType, TimerType, TtlType,
+                               TypeInfo)
 from ..savepoint.types.hashing import key_group_for_hash
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
@@ -51,6 +53,10 @@ class Table:
     partitions: list[Partition]
     #: keys to keep (push-down), compared after decoding; None = all
     key_filter: frozenset | None = field(default=None)
+    #: an SQL operator's plan description (``sql_plan.SqlOperatorPlan``) or kind (``SqlOperator``)
+    sql: Any = None
+    #: per state column: the names of its key / namespace / row fields (``sql_plan.field_names``)
+    field_names: dict[str, sql_plan.FieldNames] = field(default_factory=dict)
 
     @property
     def column_names(self) -> list[str]:
@@ -156,17 +162,47 @@ def _namespace_columns(states: list) -> tuple[str, list[Column]]:
     return "namespace", [("namespace", ns, True)]
 
 
-def _key_columns(key_type: TypeInfo, flatten: bool) -> list[Column]:
+def _key_columns(key_type: TypeInfo, flatten: bool, names: tuple[str, ...] | None = None) -> list[Column]:
     if flatten and hasattr(key_type, "field_names") and key_type.children:
         fields = key_type.fields if isinstance(key_type, PojoType) else list(
             zip(key_type.field_names, [None] * len(key_type.children), key_type.children))
+        if names is not None and len(names) == len(fields):  # an SQL key named by the plan
+            fields = [(name, None, t) for name, (_, _, t) in zip(names, fields)]
         return [(f"key_{n}", t, True) for n, _, t in fields]
     return [("key", key_type, False)]
 
 
+_NOT_ROWS = (ListType, MapType, NullableType, EitherType, GenericArrayType, TimerType, TtlType)
+
+
+def _row_arity(type_info: TypeInfo | None) -> int | None:
+    """How many fields a state part has when it is a row (a composite with field names: Row, Tuple,
+    RowData), else None; TTL wrappers are looked through."""
+    while isinstance(type_info, TtlType):
+        type_info = type_info.children[-1]
+    if isinstance(type_info, Composite) and not isinstance(type_info, _NOT_ROWS) and hasattr(type_info, "field_names"):
+        return len(type_info.children)
+    return None
+
+
+def sql_field_names(operator: Any, key_type: TypeInfo, state) -> sql_plan.FieldNames:
+    """``sql_plan.field_names`` for one keyed state's decoded types (``keyed.StateMetaInfo``)."""
+    value = state.element_type if state.kind == "LIST" else state.value_type
+    map_type = value if state.kind == "MAP" and isinstance(value, MapType) else None
+    schema = sql_plan.StateSchema(
+        state.name, state.kind, key=_row_arity(key_type),
+        value=None if map_type is not None else _row_arity(value),
+        map_key=_row_arity(map_type.key) if map_type is not None else None,
+        map_value=_row_arity(map_type.value) if map_type is not None else None)
+    return sql_plan.field_names(operator, schema)
+
+
 def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool = False,
-                flatten_key: bool = False, keys: list[Any] | None = None) -> Table:
+                flatten_key: bool = False, keys: list[Any] | None = None, sql: Any = None) -> Table:
+    """``sql``: the operator's description in the job's compiled plan (``sql_plan.SqlOperatorPlan``);
+    without it, an SQL operator's kind from its name or uid names what it can."""
     km = _keyed_meta(op)
+    sql = sql if sql is not None else sql_plan.sql_operator(op.name, op.uid)
     available = [s for _, s in km.value_states]
     if states:
         by_name = {s.name: s for s in available}
@@ -181,7 +217,11 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
     if flat and len(selected) != 1:
         raise InvalidArgumentError("--flat needs exactly one state (--state NAME)")
     ns_mode, ns_cols = _namespace_columns(selected)
-    cols = _key_columns(km.key_type, flatten_key) + ns_cols
+    names = {s.name: sql_field_names(sql, km.key_type, s) for s in selected} if sql is not None else {}
+    first = next(iter(names.values()), None)
+    if first is not None and first.namespace and ns_mode == "namespace" and len(first.namespace) == len(ns_cols):
+        ns_cols = [(name, t, nullable) for name, (_, t, nullable) in zip(first.namespace, ns_cols)]
+    cols = _key_columns(km.key_type, flatten_key, first.key if first is not None else None) + ns_cols
     if flat:
         s = selected[0]
         vt = s.value_type
@@ -199,11 +239,15 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
     kgs = _key_groups_for(km.key_type, keys, op.max_parallelism)
     options = (("ns", ns_mode), ("flat", flat), ("flatten", cols[0][0] != "key"))
     parts = _key_partitions(op, "keyed", tuple(s.name for s in selected), kgs, options)
-    return Table("keyed", op.display_name, cols, parts, frozenset(_hashable(k) for k in keys) if keys else None)
+    return Table("keyed", op.display_name, cols, parts, frozenset(_hashable(k) for k in keys) if keys else None,
+                 sql, names)
 
 
-def timers_table(op: OperatorView, *, flatten_key: bool = False) -> Table:
+def timers_table(op: OperatorView, *, flatten_key: bool = False, sql: Any = None) -> Table:
     km = _keyed_meta(op)
+    sql = sql if sql is not None else sql_plan.sql_operator(op.name, op.uid)
+    key_names = (sql_plan.field_names(sql, sql_plan.StateSchema("", key=_row_arity(km.key_type))).key
+                 if sql is not None else None)
     timers = [s for _, s in km.timer_states]
     ns_types = {t.value_type.namespace for t in timers if isinstance(t.value_type, TimerType)}
     ns_type = next(iter(ns_types)) if len(ns_types) == 1 else VOID_NAMESPACE
@@ -213,11 +257,11 @@ def timers_table(op: OperatorView, *, flatten_key: bool = False) -> Table:
         ns_col, ns_mode = [("window_start", LONG, True), ("window_end", LONG, True)], "window"
     elif ns_type != VOID_NAMESPACE:
         ns_col, ns_mode = [("namespace", ns_type, True)], "namespace"
-    cols = (_key_columns(km.key_type, flatten_key) + [("timestamp", LONG, False)] + ns_col
+    cols = (_key_columns(km.key_type, flatten_key, key_names) + [("timestamp", LONG, False)] + ns_col
             + [("kind", STRING, False), ("service", STRING, False)])
     options = (("ns", ns_mode), ("flat", False), ("flatten", cols[0][0] != "key"))
     parts = _key_partitions(op, "timers", tuple(t.name for t in timers), None, options) if timers else []
-    return Table("timers", f"{op.display_name}/timers", cols, parts)
+    return Table("timers", f"{op.display_name}/timers", cols, parts, sql=sql)
 
 
 def _key_groups_for(key_type: TypeInfo, keys: list[Any] | None, max_parallelism: int) -> set[int] | None:

@@ -11,7 +11,9 @@ View names (non-identifier characters become ``_``; ``prefix`` is prepended as `
 * ``savepoint_metadata``  one row per state: operator uid, name, uid hash, parallelism, max
                        parallelism, state name, backend, kind, type (like Flink's savepoint_metadata)
 
-Operators without a recorded uid (metadata V3/V4) are named ``op_<uid hash>``.
+Operators without a recorded uid (metadata V3/V4) are named ``op_<uid hash>``; with a compiled plan
+(``plan=``, ``--plan``) an SQL operator without uid is named after its plan node, ``<kind>_<node id>``
+(``group_aggregate_4``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
+from ..savepoint.sql_plan import PlanBinding, load_binding
 from ..savepoint.summary import summarize
 from .datasource import register
 from .options import FORMAT, savepoint_source_options
@@ -33,14 +36,24 @@ def view_name(text: str) -> str:
     return name if name and not name[0].isdigit() else "_" + name
 
 
-def plan_views(sp: Savepoint, prefix: str | None = None) -> list[dict[str, Any]]:
-    """Which views a savepoint gives (name, operator, table kind, state) without Spark."""
+def _operator_view_name(op, plan: PlanBinding | None) -> str:
+    if op.uid:
+        return view_name(op.uid)
+    described = plan.operator(op) if plan is not None else None
+    if described is not None:
+        return view_name(f"{described.kind}_{described.node_id}")
+    return f"op_{op.uid_hash}"
+
+
+def plan_views(sp: Savepoint, prefix: str | None = None, plan: PlanBinding | None = None) -> list[dict[str, Any]]:
+    """Which views a savepoint gives (name, operator, table kind, state) without Spark; ``plan``: the
+    job's compiled plan bound to ``sp`` (names SQL operators without uid)."""
     from . import tables
 
     pre = f"{view_name(prefix)}_" if prefix else ""
     views = []
     for op in sp.operators:
-        base = view_name(op.uid) if op.uid else f"op_{op.uid_hash}"
+        base = _operator_view_name(op, plan)
         ident = op.uid_hash
         om = op.operator_meta
         for s in (om.states if om else []):
@@ -77,19 +90,20 @@ METADATA_SCHEMA = ("operator_uid string, operator_name string, uid_hash string, 
 
 
 def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = False,
-                   checkpoint_base_dir: str | None = None, fs_options=None) -> dict[str, str]:
+                   checkpoint_base_dir: str | None = None, fs_options=None, plan: str | None = None) -> dict[str, str]:
     """Register every state table of the savepoint at ``path`` as a temp view; returns
-    {view name: what it holds}."""
+    {view name: what it holds}. ``plan``: the SQL job's compiled plan (a file), checked against it."""
     register(spark)
     sp = Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
                         fs_options=fs_options)
+    binding = load_binding(plan, sp) if plan else None
     out = {}
-    for v in plan_views(sp, prefix):
+    for v in plan_views(sp, prefix, binding):
         if v["table"] == "metadata":
             spark.createDataFrame(metadata_rows(sp), METADATA_SCHEMA).createOrReplaceTempView(v["view"])
             out[v["view"]] = "operators and states of the savepoint"
             continue
-        df = _load(spark, sp, v["uid"], v["table"], v["state"])
+        df = _load(spark, sp, v["uid"], v["table"], v["state"], plan)
         df.createOrReplaceTempView(v["view"])
         out[v["view"]] = f"{v['table']} state" + (f" '{v['state']}'" if v["state"] else "") + f" of {v['uid']}"
     return out
@@ -200,8 +214,9 @@ def _identity_columns(table: str, columns: list[str]) -> list[str]:
     return ids
 
 
-def _load(spark, sp: Savepoint, uid: str, table: str, state: str | None):
-    return spark.read.format(FORMAT).options(**savepoint_source_options(sp, uid, table=table, state=state)).load()
+def _load(spark, sp: Savepoint, uid: str, table: str, state: str | None, plan: str | None = None):
+    options = savepoint_source_options(sp, uid, table=table, state=state, plan=plan)
+    return spark.read.format(FORMAT).options(**options).load()
 
 
 def _plain(v):

@@ -8,6 +8,7 @@ from . import handles
 from .errors import ExternalPathError
 from .loader import Savepoint
 from .metadata import FLINK_VERSIONS, stream_handles
+from .sql_plan import PlanBinding, sql_operator
 
 
 def _storage(op) -> dict[str, int]:
@@ -46,7 +47,18 @@ def external_dependencies(sp: Savepoint) -> dict[str, int]:
     return deps
 
 
-def summarize(sp: Savepoint) -> dict[str, Any]:
+def _sql(op, plan: PlanBinding | None) -> dict[str, Any] | None:
+    """An SQL operator's kind and node id (from its name or uid), with the plan's description of it."""
+    described = plan.operator(op) if plan is not None else None
+    if described is not None:
+        return described.to_dict()
+    known = sql_operator(op.name, op.uid)
+    return {"kind": known.kind, "node_id": known.node_id} if known is not None else None
+
+
+def summarize(sp: Savepoint, plan: PlanBinding | None = None) -> dict[str, Any]:
+    """``plan``: a compiled plan bound to ``sp`` (``sql_plan.load_binding``), whose descriptions of the
+    SQL operators go into their ``sql`` entry."""
     m = sp.metadata
     ops = []
     warnings = []
@@ -69,7 +81,7 @@ def summarize(sp: Savepoint) -> dict[str, Any]:
             "finished_subtasks": list(op.state.finished_subtasks), "fully_finished": op.state.fully_finished,
             "keyed_layout": op.keyed_layout, "keyed_state_bytes": keyed_size, "operator_state_bytes": operator_size,
             "coordinator_state_bytes": op.state.coordinator_state.size if op.state.coordinator_state else 0,
-            "storage": _storage(op), "states": states,
+            "storage": _storage(op), "states": states, "sql": _sql(op, plan),
         })
     return {
         "path": sp.path,
