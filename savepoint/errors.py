@@ -70,3 +70,12 @@ class InvalidArgumentError(FStateError):
 class ModifyConflictError(InvalidArgumentError):
     """Operations of one modify that contradict each other (two operators end up with one uid, an
     operation names an operator an earlier one removed or renamed); raised before anything is written."""
+
+
+class ConcurrentWriteError(FStateError):
+    """Another fstate process is writing the same target (or one appeared while this one wrote)."""
+
+
+class FStateWarning(UserWarning):
+    """Something fstate wrote as asked that Flink may still refuse (e.g. operators whose max
+    parallelism disagrees); the CLI prints it as a warning line."""
