@@ -80,8 +80,8 @@ def test_max_parallelism_for_all_operators_or_one_with_a_warning(base, tmp_path)
 
 def test_modify_conflicts_are_reported_before_spark(tmp_path):
     res = _run("modify", _sample("keyed-hashmap-savepoint"), "--out", str(tmp_path / "new"),
-               "--max-parallelism", "keyed=256", "--rename", "src=keyed", *NO_SPARK)
-    _one_line_error(res, "keyed")
+               "--rename", "src=keyed", "--max-parallelism", "window-agg=256", *NO_SPARK)
+    _one_line_error(res, "would appear twice")
     assert not (tmp_path / "new").exists()
 
 
