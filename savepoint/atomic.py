@@ -60,6 +60,10 @@ class TargetLock:
             except BlockingIOError:
                 os.close(fd)
                 return False
+            except OSError as e:  # a file system without locks: write unguarded, as before
+                if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    os.close(fd)
+                    raise
             try:
                 current = os.stat(self.path)
                 opened = os.fstat(fd)
