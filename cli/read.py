@@ -12,6 +12,7 @@ from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, FS_CONFIG, FS_O
 from .output import Output
 
 FORMATS = ("parquet", "csv", "json")
+MODES = ("error", "overwrite")
 FORMAT = typer.Option("parquet", "--format", "-f", metavar="FORMAT", help="parquet, csv or json (with --out).")
 
 
@@ -31,6 +32,9 @@ def read(
     out_dir: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
                                           help="Write the table to this directory."),
     file_format: str = FORMAT,
+    mode: str = typer.Option("error", "--mode", metavar="MODE",
+                             help="With --out: error (refuse an existing DIR) or overwrite (replace it once the "
+                                  "new table is complete)."),
     json_alias: bool = typer.Option(False, "--json", help="Print rows as JSON lines instead of a table "
                                                           "(the same as `fstate --output json`)."),
     master: Optional[str] = MASTER,
@@ -52,6 +56,10 @@ def read(
 
         if file_format not in FORMATS:
             raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
+        if mode not in MODES:
+            raise InvalidArgumentError(f"--mode must be error or overwrite, not '{mode}'")
+        if out_dir:
+            check_output_target(out_dir, overwrite=mode == "overwrite")
         options = source_options(path, uid, table=table, state=state, flat=flat, flatten=flatten,
                                  allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
                                  fs_options=fs_options, plan=plan)
@@ -63,7 +71,7 @@ def read(
         frame = spark.read.format(SOURCE_FORMAT).options(**options).load()
         if out_dir:
             with progress(f"writing {file_format} to {out_dir}"):
-                write_frame(frame, out_dir, file_format)
+                write_frame(frame, out_dir, file_format, overwrite=mode == "overwrite")
             shown.message(f"wrote {planned.name} ({', '.join(frame.columns)}) as {file_format} to {out_dir}")
             return
         show_frame(shown, frame, limit, title=planned.name)
@@ -97,6 +105,10 @@ def sql(
         if len(args) < 2:
             raise InvalidArgumentError("give at least one savepoint path and a query")
         *paths, query = args
+        if file_format not in FORMATS:
+            raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
+        if out_dir:
+            check_output_target(out_dir, overwrite=False)
         conf_map = parse_conf(conf)
         spark = start_spark(master, conf_map)
         registered = {}
@@ -127,17 +139,28 @@ def diff(
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
-    """Per state: rows added, removed and changed from OLD to NEW, with examples."""
+    """Per state: rows added, removed and changed from OLD to NEW, with examples. Exit 0 when they
+    hold the same state, 1 when they differ, 2 on bad input."""
     with user_errors():
         shown = output(context, json_alias)
         apply_fs_options(fs_option, fs_config)
         from ..readers.views import diff as diff_savepoints
+        from ..savepoint.loader import Savepoint
 
+        for path in (old, new):  # a bad path or metadata fails here, before Spark starts
+            Savepoint.open(path, allow_external_paths=allow_external_paths)
         conf_map = parse_conf(conf)
         spark = start_spark(master, conf_map)
         with progress("comparing"):
             result = diff_savepoints(spark, old, new, uid, allow_external_paths=allow_external_paths)
         shown.diff(old, new, result)
+        if differs(result):
+            raise typer.Exit(1)
+
+
+def differs(result: list[dict]) -> bool:
+    """Whether a diff found anything: a state on one side only, other columns, or rows that differ."""
+    return any(row["note"] or row["added"] or row["removed"] or row["changed"] for row in result)
 
 
 def show_frame(shown: Output, frame, limit: int, title: str | None = None) -> None:
@@ -145,16 +168,26 @@ def show_frame(shown: Output, frame, limit: int, title: str | None = None) -> No
     shown.rows(frame.columns, frame.limit(limit).collect(), title=title, limit=limit)
 
 
-def write_frame(frame, out_dir: str, file_format: str) -> None:
-    """A DataFrame as parquet, csv or json files in a new directory."""
+def check_output_target(out_dir: str, overwrite: bool) -> None:
+    """Refuse an existing --out unless it is to be replaced (checked before Spark starts)."""
+    from ..savepoint.errors import InvalidArgumentError
+    from ..savepoint.io import io_for, is_remote, strip_file_scheme
+
+    if not overwrite and io_for(out_dir).exists(out_dir if is_remote(out_dir) else strip_file_scheme(out_dir)):
+        raise InvalidArgumentError(f"output directory {out_dir} already exists (--mode overwrite replaces it)")
+
+
+def write_frame(frame, out_dir: str, file_format: str, overwrite: bool = False) -> None:
+    """A DataFrame as parquet, csv or json files in a directory. Locally the files are written in a
+    hidden sibling that becomes ``out_dir`` only when complete: a failure leaves nothing behind,
+    and an overwritten directory stays until its replacement is in place."""
     from pyspark.sql import functions as spark_functions
     from pyspark.sql import types as spark_types
 
-    from ..savepoint.errors import InvalidArgumentError
-    from ..savepoint.io import io_for, strip_file_scheme
+    from ..savepoint.atomic import StagedDirectory
+    from ..savepoint.io import is_remote, strip_file_scheme
 
-    if io_for(out_dir).exists(out_dir if "://" in out_dir else strip_file_scheme(out_dir)):
-        raise InvalidArgumentError(f"output directory {out_dir} already exists")
+    check_output_target(out_dir, overwrite)
     if file_format == "csv":
         # CSV holds no nested values: complex columns become JSON text, binary becomes base64.
         columns = []
@@ -166,6 +199,17 @@ def write_frame(frame, out_dir: str, file_format: str) -> None:
                 column = spark_functions.base64(column).alias(field.name)
             columns.append(column)
         frame = frame.select(*columns)
-        frame.write.option("header", "true").csv(out_dir)
+        writer = frame.write.format("csv").option("header", "true")
     else:
-        frame.write.format(file_format).save(out_dir)
+        writer = frame.write.format(file_format)
+    if is_remote(out_dir):
+        writer.mode("overwrite" if overwrite else "error").save(out_dir)
+        return
+    staged = StagedDirectory(strip_file_scheme(out_dir), overwrite, create=False,
+                             exists_hint="--mode overwrite replaces it")
+    try:
+        writer.mode("error").save(staged.temp_dir)
+    except BaseException:
+        staged.abort()
+        raise
+    staged.commit()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import warnings
 from typing import Optional
 
 import typer
@@ -35,12 +37,13 @@ def bootstrap(
         shown = output(context)
         apply_fs_options(fs_option, fs_config)
         from ..savepoint.builder import ensure_writable_target, metadata_version_for
-        from ..writers.bootstrap import load_spec, writer_from_spec
+        from ..writers.bootstrap import check_target_outside_sources, load_spec, writer_from_spec
 
         spec_data = load_spec(spec)
         if flink_version:
             metadata_version_for(flink_version)  # a bad version fails before Spark starts
         ensure_writable_target(out_dir, overwrite)
+        check_target_outside_sources(out_dir, spec_data, spec)
         conf_map = parse_conf(conf)
         spark = start_spark(master, conf_map)
         writer = writer_from_spec(spec_data, spec, spark, flink_version)
@@ -57,8 +60,11 @@ def modify(
                                                help="Drop an operator's state (uid or hash)."),
     rename: Optional[list[str]] = typer.Option(None, "--rename", metavar="OLD=NEW",
                                                help="OLD=NEW: state of uid/hash OLD under uid NEW."),
-    max_parallelism: Optional[list[str]] = typer.Option(None, "--max-parallelism", metavar="UID=N",
-                                                        help="UID=N: re-assign keyed state to N key groups."),
+    max_parallelism: Optional[list[str]] = typer.Option(
+        None, "--max-parallelism", metavar="[UID=]N",
+        help="N: the max parallelism of every operator (Flink checks it on every operator of a task, stateless "
+             "ones too); UID=N: of one operator (warns when others then differ). Keyed state is re-assigned to "
+             "N key groups."),
     parallelism: Optional[list[str]] = typer.Option(None, "--parallelism", metavar="UID=N",
                                                     help="UID=N: split/merge operator list state over N subtasks."),
     transform: Optional[list[str]] = typer.Option(
@@ -81,18 +87,23 @@ def modify(
         shown = output(context)
         apply_fs_options(fs_option, fs_config)
         from ..savepoint.builder import ensure_writable_target
-        from ..savepoint.errors import InvalidArgumentError
+        from ..savepoint.errors import FStateWarning, InvalidArgumentError
         from ..writers.modify import SavepointModifier, dependencies
 
         ensure_writable_target(out_dir, overwrite)
         conf_map = parse_conf(conf)
         modifier = SavepointModifier(base, flink_version=flink_version)
+        modifier.check_target(out_dir)
         for uid in remove or []:
             modifier.remove_operator(uid)
         for old, new in parse_pairs(rename, "--rename"):
             modifier.rename_uid(old, new)
-        for uid, n in parse_pairs(max_parallelism, "--max-parallelism"):
-            modifier.set_max_parallelism(uid, parse_int(n, "--max-parallelism"))
+        for item in max_parallelism or []:
+            if "=" in item:
+                uid, n = parse_pairs([item], "--max-parallelism")[0]
+                modifier.set_max_parallelism(uid, parse_int(n, "--max-parallelism"))
+            else:
+                modifier.set_max_parallelism_of_all(parse_int(item.strip(), "--max-parallelism"))
         for uid, n in parse_pairs(parallelism, "--parallelism"):
             modifier.set_parallelism(uid, parse_int(n, "--parallelism"))
         for item in transform or []:
@@ -101,16 +112,25 @@ def modify(
             if not (has_sql and has_state and uid and state and query):
                 raise InvalidArgumentError(f"--transform expects UID:STATE=SQL, got '{item}'")
             modifier.transform_state(uid, state, sql=query)
-        if max_parallelism or transform or spec:
-            # the session started here (--master/--conf) is the active one the modifier then takes
-            start_spark(master, conf_map)
-            spark = modifier.spark
+        spec_data = None
         if spec:
             from ..writers.bootstrap import load_spec, writer_from_spec
 
-            added = writer_from_spec(load_spec(spec), spec, spark)
-            modifier.writer.include(added)
-        with progress(f"writing savepoint {out_dir}"):
+            spec_data = load_spec(spec)
+        # everything that needs no Spark is checked before it starts: conflicts of the operations
+        needs_spark = modifier.needs_spark or spec_data is not None
+        if needs_spark:
+            # the session started here (--master/--conf) is the active one the modifier then takes
+            start_spark(master, conf_map)
+            spark = modifier.spark
+        if spec_data is not None:
+            modifier.writer.include(writer_from_spec(spec_data, spec, spark))
+        shown_already = modifier.plan().warnings()
+        for message in shown_already:
+            shown.warning(message)
+        with progress(f"writing savepoint {out_dir}"), warnings.catch_warnings():
+            for message in shown_already:  # shown above, once; others (e.g. of transforms) show as they come
+                warnings.filterwarnings("ignore", message=re.escape(message), category=FStateWarning)
             path = modifier.write(out_dir, deep=deep, overwrite=overwrite)
         shown.message(f"wrote savepoint {path}")
         referenced = dependencies(path)

@@ -1,21 +1,24 @@
 """Writing a savepoint directory atomically: state files, then `_metadata` last, then a rename.
 
 Used by the bootstrap/modify writers and by the runtime. Locally everything goes into a temporary
-sibling directory of the target; only a complete savepoint is ever renamed into place, and a
-failure removes the temporary directory. Object stores (s3://, gs://, ...) have no rename: the
+sibling directory of the target; only a complete savepoint is ever renamed into place (an existing
+one is replaced only when the new one is complete, and never leaves no target), and a failure
+removes the temporary directory. A second writer of the same target fails at once, and what killed
+writers left in the parent directory is cleaned up first (savepoint/atomic.py). Object stores (s3://, gs://, ...) have no rename: the
 state files are written under the final prefix and `_metadata` last, in one request, so a reader
 never sees a `_metadata` whose files are not all there; a failure deletes the files written.
-Nothing outside the target is modified.
+Nothing outside the target is modified, except the hidden
+staging and lock files next to it.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from dataclasses import dataclass, field
 
 from . import handles
+from .atomic import StagedDirectory
 from .errors import FStateError, InvalidArgumentError
 from .io import (METADATA_FILE, canonical, io_for, is_remote, is_within, join, resolve_fs_options, split_uri,
                  strip_file_scheme)
@@ -107,14 +110,10 @@ class SavepointBuilder:
         if self.remote:
             self._init_remote(target, overwrite)
         else:
-            self.target = os.path.abspath(strip_file_scheme(target)).rstrip("/")
-            if os.path.exists(self.target) and not overwrite:
-                raise InvalidArgumentError("target already exists (use overwrite to replace it)", self.target)
-            parent = os.path.dirname(self.target)
-            os.makedirs(parent, exist_ok=True)
-            self.temp_dir = os.path.join(parent,
-                                         f".{os.path.basename(self.target)}.fstate-tmp-{uuid.uuid4().hex[:12]}")
-            os.makedirs(self.temp_dir)
+            # a lock against a second writer of the target, and a hidden sibling to stage it in
+            self._staged = StagedDirectory(strip_file_scheme(target), overwrite)
+            self.target = self._staged.target
+            self.temp_dir = self._staged.temp_dir
         self.overwrite = overwrite
         self.checkpoint_id = checkpoint_id
         self.properties = properties
@@ -178,15 +177,7 @@ class SavepointBuilder:
             return self._commit_remote()
         try:
             write_metadata_file(os.path.join(self.temp_dir, METADATA_FILE), write_metadata(self.metadata()))
-            if os.path.exists(self.target):
-                if not self.overwrite:
-                    raise InvalidArgumentError("target appeared while writing; not replaced", self.target)
-                backup = self.temp_dir + ".old"
-                os.rename(self.target, backup)
-                os.rename(self.temp_dir, self.target)
-                shutil.rmtree(backup, ignore_errors=True)
-            else:
-                os.rename(self.temp_dir, self.target)
+            self._staged.commit()  # the old target, if any, is kept until the new one is in place
             self._done = True
             return self.target
         except BaseException:
@@ -249,7 +240,7 @@ class SavepointBuilder:
             except FStateError:
                 pass  # best effort: without `_metadata`, leftover files are not a savepoint
             return
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        self._staged.abort()
 
     def __enter__(self) -> "SavepointBuilder":
         return self

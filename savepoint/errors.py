@@ -13,10 +13,6 @@ import struct
 DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
 
 
-class FStateWarning(UserWarning):
-    """Something the user should know about a result that is still right (printed as one line)."""
-
-
 class FStateError(Exception):
     """Base class: bad input, reported to the user without a traceback."""
 
@@ -80,3 +76,13 @@ class InvalidArgumentError(FStateError):
 class ModifyConflictError(InvalidArgumentError):
     """Operations of one modify that contradict each other (two operators end up with one uid, an
     operation names an operator an earlier one removed or renamed); raised before anything is written."""
+
+
+class ConcurrentWriteError(FStateError):
+    """Another fstate process is writing the same target (or one appeared while this one wrote)."""
+
+
+class FStateWarning(UserWarning):
+    """Something the user must know about a result fstate produced as asked, e.g. operators whose max
+    parallelism disagrees or a state whose type a transform changed (Flink may refuse either); the
+    CLI prints it as one warning line."""

@@ -115,3 +115,35 @@ def writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | Non
             w.with_broadcast_state(state=name, data=data, key_type=bs.get("key_type"), value_type=bs.get("value_type"),
                                    key=bs.get("key", "key"), value=bs.get("value", "value"), **ident)
     return w
+
+
+def source_paths(spec: dict, spec_path: str) -> list[str]:
+    """The files and directories the `path` sources of a spec read (relative ones resolved as
+    :func:`writer_from_spec` resolves them)."""
+    base = os.path.dirname(os.path.abspath(spec_path))
+    found: list[str] = []
+
+    def visit(node: Any, is_source: bool) -> None:
+        if isinstance(node, dict):
+            if is_source and isinstance(node.get("path"), str):
+                path = node["path"]
+                found.append(path if os.path.isabs(path) or "://" in path else os.path.join(base, path))
+            for key, value in node.items():
+                visit(value, key == "source")
+        elif isinstance(node, list):
+            for item in node:
+                visit(item, False)
+
+    visit(spec.get("operators"), False)
+    for src in (spec.get("views") or {}).values():
+        visit(src, True)
+    return found
+
+
+def check_target_outside_sources(target: str, spec: dict, spec_path: str) -> None:
+    """The new savepoint may not be, lie inside or contain a file the spec reads (nor the spec)."""
+    from ..savepoint.io import is_within
+
+    for path in [os.path.abspath(spec_path), *source_paths(spec, spec_path)]:
+        if is_within(target, path) or is_within(path, target):
+            raise InvalidArgumentError(f"--out overlaps {path}, which the spec reads: choose another --out", target)

@@ -25,25 +25,30 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import warnings
 from typing import Any, Callable
 
 from ..savepoint import handles
 from ..savepoint.builder import SavepointBuilder, metadata_version_for, write_metadata_file
-from ..savepoint.errors import UnknownOperatorError
-from ..savepoint.io import METADATA_FILE, canonical, family_of, io_for, is_remote, strip_file_scheme
+from ..savepoint.errors import FStateWarning, InvalidArgumentError, UnknownOperatorError
+from ..savepoint.io import METADATA_FILE, canonical, family_of, io_for, is_remote, is_within, strip_file_scheme
 from ..savepoint.loader import Savepoint
 from ..savepoint.metadata import map_subtask_stream_handles, read_metadata, write_metadata
 from .operations import (AddOperators, ModifyPlan, Operation, RemoveOperator, RenameUid, SetMaxParallelism,
-                         SetParallelism, TransformState)
+                         SetMaxParallelismOfAll, SetParallelism, TransformState)
 from .rewrite import PlanWriter
 from .writer import SavepointWriter
 
 
 def dependencies(path: str, fs_options=None) -> dict[str, int]:
     """Directories outside the savepoint whose files it references, with the number of handles."""
+    return dependencies_of(Savepoint.open(path, allow_external_paths=True, fs_options=fs_options))
+
+
+def dependencies_of(savepoint: Savepoint) -> dict[str, int]:
     from ..savepoint.summary import external_dependencies
 
-    return external_dependencies(Savepoint.open(path, allow_external_paths=True, fs_options=fs_options))
+    return external_dependencies(savepoint)
 
 
 class SavepointModifier:
@@ -97,6 +102,12 @@ class SavepointModifier:
         """Re-assign keyed state to the key groups of a new max parallelism, as Flink would."""
         return self.apply(SetMaxParallelism(uid, max_parallelism, parallelism))
 
+    def set_max_parallelism_of_all(self, max_parallelism: int) -> "SavepointModifier":
+        """The max parallelism of every operator at once, stateless ones too (Flink checks every
+        operator of a task against the task's max parallelism on restore). Setting it for one
+        operator only warns (:class:`~fstate.savepoint.errors.FStateWarning`) when the others differ."""
+        return self.apply(SetMaxParallelismOfAll(max_parallelism))
+
     def set_parallelism(self, uid: str, parallelism: int) -> "SavepointModifier":
         """Split or merge an operator's list, union and broadcast state over a new number of subtasks
         (list elements keep their order and are cut into contiguous runs in subtask order, the
@@ -128,8 +139,23 @@ class SavepointModifier:
         plan = self.plan()
         return any(o.added is not None or o.transforms or o.rekeyed for o in plan.operators)
 
+    def check_target(self, path: str) -> None:
+        """NEW may not be BASE, lie inside it or contain it, nor overlap a directory whose files
+        BASE refers to (writing there could replace or delete the state NEW is made of)."""
+        protected = [self.base.path, *dependencies_of(self.base)]
+        for directory in protected:
+            if is_within(path, directory) or is_within(directory, path):
+                what = "BASE" if directory == self.base.path else f"{directory}, whose files BASE refers to,"
+                where = ("is" if canonical(path) == canonical(directory) else
+                         "lies inside" if is_within(path, directory) else "contains")
+                raise InvalidArgumentError(f"the new savepoint {where} {what}: choose another --out "
+                                           "(BASE is only read)", path)
+
     def write(self, path: str, *, deep: bool = False, overwrite: bool = False) -> str:
+        self.check_target(path)
         plan = self.plan()  # conflicts are reported here, before anything is written
+        for message in plan.warnings():
+            warnings.warn(message, FStateWarning, stacklevel=2)
         # NEW keeps BASE's metadata version (and so stays readable by the Flink that wrote BASE)
         # unless another Flink release was asked for
         builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.base.metadata.checkpoint_id,

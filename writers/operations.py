@@ -54,6 +54,8 @@ class PlannedOperator:
     split_parallelism: int | None = None
     #: descriptions of the operations that changed it, for messages
     history: list[str] = field(default_factory=list)
+    #: its max parallelism was set for it alone (not for all operators at once)
+    own_max_parallelism: bool = False
 
     @classmethod
     def of(cls, view: OperatorView) -> "PlannedOperator":
@@ -136,6 +138,27 @@ class ModifyPlan:
                 + "; ".join(o.origin() for o in group)
                 for i, group in by_id.items() if len(group) > 1]
 
+    def warnings(self) -> list[str]:
+        """Max parallelism set for single operators that other operators do not share.
+
+        On restore Flink compares the max parallelism recorded for every operator of a task (all
+        operators chained into it, stateless ones too) with the task's: a job that sets its max
+        parallelism refuses any operator that differs; one that does not adopts the recorded
+        value, which cannot match two values in one task. fstate does not know the chaining, so
+        this is a warning: an operator in a task of its own may have a max parallelism of its own."""
+        out = []
+        for changed in (o for o in self.operators if o.own_max_parallelism):
+            others = [o.display_name for o in self.operators if o.max_parallelism != changed.max_parallelism]
+            if others:
+                shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
+                out.append(f"operator {changed.display_name} now has max parallelism {changed.max_parallelism} "
+                           f"but {len(others)} other operator(s) do not ({shown}); Flink checks every operator of "
+                           "a task (chained ones, stateless ones too) against the task's max parallelism and "
+                           "refuses a restore where they differ: set it for all operators at once "
+                           f"(--max-parallelism {changed.max_parallelism}) unless {changed.display_name} runs in "
+                           "a task of its own")
+        return out
+
     def check(self) -> None:
         """Every conflict of the plan in one error (before anything is written)."""
         problems = self.conflicts()
@@ -202,22 +225,47 @@ class SetMaxParallelism(Operation):
 
     def apply(self, plan: ModifyPlan) -> None:
         target = plan.find(self.uid, self)
-        if not target.has_keyed_state:
-            if self.parallelism is not None and self.parallelism != target.parallelism:
-                raise InvalidArgumentError(f"{self}: operator {target.display_name} has no keyed state; "
-                                           "change its parallelism with set_parallelism")
-            current = target.split_parallelism or target.parallelism
-            check_parallelism(current, self.max_parallelism)
-            target.max_parallelism = self.max_parallelism
-        else:
-            p = self.parallelism or min(target.parallelism, self.max_parallelism)
-            check_parallelism(p, self.max_parallelism)
-            target.max_parallelism, target.parallelism = self.max_parallelism, p
-        target.history.append(str(self))
+        _set_max_parallelism(target, self.max_parallelism, self.parallelism, self)
+        target.own_max_parallelism = True
 
     def __str__(self) -> str:
         p = f" (parallelism {self.parallelism})" if self.parallelism else ""
         return f"max parallelism of {self.uid} → {self.max_parallelism}{p}"
+
+
+@dataclass
+class SetMaxParallelismOfAll(Operation):
+    """The max parallelism of every operator the plan has so far (keyed state re-assigned, stateless
+    operators too: Flink checks each of them on restore)."""
+
+    max_parallelism: int
+
+    def apply(self, plan: ModifyPlan) -> None:
+        for target in plan.operators:
+            _set_max_parallelism(target, self.max_parallelism, None, self)
+            target.own_max_parallelism = False
+
+    def __str__(self) -> str:
+        return f"max parallelism of all operators → {self.max_parallelism}"
+
+
+def _set_max_parallelism(target: PlannedOperator, max_parallelism: int, parallelism: int | None,
+                         operation: Operation) -> None:
+    if not target.has_keyed_state:
+        if parallelism is not None and parallelism != target.parallelism:
+            raise InvalidArgumentError(f"{operation}: operator {target.display_name} has no keyed state; "
+                                       "change its parallelism with set_parallelism")
+        current = target.split_parallelism or target.parallelism
+        try:
+            check_parallelism(current, max_parallelism)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(f"{operation}: operator {target.display_name}: {e}") from None
+        target.max_parallelism = max_parallelism
+    else:
+        p = parallelism or min(target.parallelism, max_parallelism)
+        check_parallelism(p, max_parallelism)
+        target.max_parallelism, target.parallelism = max_parallelism, p
+    target.history.append(str(operation))
 
 
 @dataclass
