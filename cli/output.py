@@ -37,7 +37,10 @@ def to_jsonable(value: Any) -> Any:
     if hasattr(value, "asDict"):
         return {k: to_jsonable(x) for k, x in value.asDict(recursive=False).items()}
     if isinstance(value, dict):
-        return {k if isinstance(k, str) else str(to_jsonable(k)): to_jsonable(x) for k, x in value.items()}
+        if all(k is None or isinstance(k, (bool, int, float, str, Decimal)) for k in value):
+            return {k if isinstance(k, str) else str(to_jsonable(k)): to_jsonable(x) for k, x in value.items()}
+        # keys that are structs, lists, bytes or dates (e.g. the rows an SQL join keeps) stay values
+        return [{"key": to_jsonable(k), "value": to_jsonable(x)} for k, x in value.items()]
     if isinstance(value, (list, tuple)):
         return [to_jsonable(x) for x in value]
     return str(value)

@@ -27,7 +27,9 @@ def read(
                                         help="list, broadcast, keyed or timers (default: keyed when the operator "
                                              "has keyed state, else the kind of --state)."),
     flat: bool = typer.Option(False, "--flat", help="Keyed: one row per list element or map entry (one --state)."),
-    flatten: bool = typer.Option(False, "--flatten", help="Keyed: composite keys as key_f0, key_f1, ... columns."),
+    flatten: Optional[bool] = typer.Option(
+        None, "--flatten/--no-flatten",
+        help="Keyed: composite keys as key_f0, key_f1, ... columns (default: for SQL operators, whose key is a row)."),
     limit: int = typer.Option(20, "--limit", "-n", metavar="N", help="Rows to show (without --out)."),
     out_dir: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
                                           help="Write the table to this directory."),

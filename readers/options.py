@@ -16,7 +16,7 @@ option                        Flink connector alias  meaning
                               ``operator.uid.hash``  (required; the hash alias takes a hash only)
 ``table``                                            ``list``, ``broadcast``, ``keyed``, ``timers``
 ``state``                                            state name (comma-separated keyed states)
-``flat``, ``flatten``                                keyed: one row per element / key columns
+``flat``, ``flatten``                                keyed: one row per element / key columns (default: SQL keys)
 ``allowExternalPaths``                               follow state files outside the directory
 ``checkpointBaseDir``                                new place of a moved job checkpoint directory
 ``fsOptions``, ``fs.<name>``                         file-system options (see savepoint/io/)
@@ -65,7 +65,8 @@ class SourceOptions:
     table: str | None = None
     state: str | None = None
     flat: bool = False
-    flatten: bool = False
+    #: None: key columns for SQL operators (their key is a row), one ``key`` column otherwise
+    flatten: bool | None = None
     allow_external_paths: bool = True
     checkpoint_base_dir: str | None = None
     fs_options: dict[str, Any] = field(default_factory=dict)
@@ -166,13 +167,13 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
         fs_options = {**data, **fs_options}
     return SourceOptions(
         path=given["path"], uid=given["uid"], table=table, state=given.get("state") or None,
-        flat=_flag(given, "flat", False), flatten=_flag(given, "flatten", False),
+        flat=_flag(given, "flat", False), flatten=_flag(given, "flatten", None),
         allow_external_paths=_flag(given, "allowExternalPaths", True),
         checkpoint_base_dir=given.get("checkpointBaseDir") or None, fs_options=fs_options,
         plan=given.get("plan") or None)
 
 
-def _flag(given: Mapping[str, str], name: str, default: bool) -> bool:
+def _flag(given: Mapping[str, str], name: str, default: bool | None) -> bool | None:
     if name not in given:
         return default
     value = given[name].strip().lower()

@@ -79,13 +79,14 @@ class SavepointReader:
         """Broadcast state: key, value (one copy; every subtask holds the same)."""
         return self._load(uid, table="broadcast", state=state)
 
-    def keyed(self, uid: str, states: list[str] | str | None = None, *, flat: bool = False, flatten: bool = False):
+    def keyed(self, uid: str, states: list[str] | str | None = None, *, flat: bool = False,
+              flatten: bool | None = None):
         """All keyed states of an operator as one table: key + one column per state."""
         if isinstance(states, (list, tuple)):
             states = ",".join(states)
         return self._load(uid, table="keyed", state=states, flat=flat, flatten=flatten)
 
-    def timers(self, uid: str, *, flatten: bool = False):
+    def timers(self, uid: str, *, flatten: bool | None = None):
         return self._load(uid, table="timers", flatten=flatten)
 
     # -- without Spark ---------------------------------------------------------------------------

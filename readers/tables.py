@@ -22,6 +22,7 @@ from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, C
                                GenericArrayType, ListType, MapType, NullableType, PojoType, TimerType, TtlType,
                                TypeInfo)
 from ..savepoint.types.hashing import key_group_for_hash
+from ..savepoint.types.table import RowDataType
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
 SPLIT_BYTES = 32 * 1024 * 1024
@@ -180,9 +181,29 @@ def _row_arity(type_info: TypeInfo | None) -> int | None:
     RowData), else None; TTL wrappers are looked through."""
     while isinstance(type_info, TtlType):
         type_info = type_info.children[-1]
+    if isinstance(type_info, RowDataType):
+        return type_info.arity
     if isinstance(type_info, Composite) and not isinstance(type_info, _NOT_ROWS) and hasattr(type_info, "field_names"):
         return len(type_info.children)
     return None
+
+
+def _named(type_info: TypeInfo, names: tuple[str, ...] | None) -> TypeInfo:
+    """``type_info`` with an SQL row's field names (TTL wrappers kept); other types unchanged. Only
+    the names change: values are decoded by position."""
+    if names is None:
+        return type_info
+    if isinstance(type_info, TtlType):
+        return TtlType(type_info.children[0], _named(type_info.value, names), type_info.snapshot_class)
+    if isinstance(type_info, RowDataType) and type_info.types is not None and len(names) == type_info.arity:
+        return RowDataType(type_info.types, type_info.children, names)
+    return type_info
+
+
+def _named_state_type(type_info: TypeInfo, names: sql_plan.FieldNames) -> TypeInfo:
+    if isinstance(type_info, MapType):
+        return MapType(_named(type_info.key, names.map_key), _named(type_info.value, names.map_value))
+    return _named(type_info, names.value)
 
 
 def sql_field_names(operator: Any, key_type: TypeInfo, state) -> sql_plan.FieldNames:
@@ -198,7 +219,7 @@ def sql_field_names(operator: Any, key_type: TypeInfo, state) -> sql_plan.FieldN
 
 
 def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool = False,
-                flatten_key: bool = False, keys: list[Any] | None = None, sql: Any = None) -> Table:
+                flatten_key: bool | None = None, keys: list[Any] | None = None, sql: Any = None) -> Table:
     """``sql``: the operator's description in the job's compiled plan (``sql_plan.SqlOperatorPlan``);
     without it, an SQL operator's kind from its name or uid names what it can."""
     km = _keyed_meta(op)
@@ -219,14 +240,29 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
     ns_mode, ns_cols = _namespace_columns(selected)
     names = {s.name: sql_field_names(sql, km.key_type, s) for s in selected} if sql is not None else {}
     first = next(iter(names.values()), None)
+    slice_size = None
     if first is not None and first.namespace and ns_mode == "namespace" and len(first.namespace) == len(ns_cols):
-        ns_cols = [(name, t, nullable) for name, (_, t, nullable) in zip(first.namespace, ns_cols)]
-    cols = _key_columns(km.key_type, flatten_key, first.key if first is not None else None) + ns_cols
+        bounds = sql.window_bounds(0) if isinstance(sql, sql_plan.SqlOperatorPlan) else None
+        if bounds is not None and ns_cols[0][1] == LONG:  # a tumbling window: its slice end is its end
+            ns_mode, slice_size = "slice", -bounds[0]
+            ns_cols = [("window_start", LONG, True), ("window_end", LONG, True)]
+        else:
+            ns_cols = [(name, t, nullable) for name, (_, t, nullable) in zip(first.namespace, ns_cols)]
+    if flatten_key is None:
+        flatten_key = sql is not None  # an SQL operator's key (grouping / partition / join key) as columns
+    key_type = _named(km.key_type, first.key) if first is not None else km.key_type
+    cols = _key_columns(key_type, flatten_key) + ns_cols
+    def value_type(s):
+        return _named_state_type(s.value_type, names[s.name]) if s.name in names else s.value_type
+
+    def element_type(s):
+        return _named(s.element_type, names[s.name].value) if s.name in names else s.element_type
+
     if flat:
         s = selected[0]
-        vt = s.value_type
+        vt = value_type(s)
         if s.kind == "LIST":
-            cols += [("index", INT, False), ("value", s.element_type, True)]
+            cols += [("index", INT, False), ("value", element_type(s), True)]
         elif s.kind == "MAP" and isinstance(vt, MapType):
             cols += [("map_key", vt.key, False), ("map_value", vt.value, True)]
         else:
@@ -235,17 +271,20 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
         for s in selected:
             if s.name in {c[0] for c in cols}:
                 raise InvalidArgumentError(f"state name '{s.name}' clashes with a key/namespace column")
-            cols.append((s.name, s.value_type if s.kind != "LIST" else ListType(s.element_type), True))
+            cols.append((s.name, value_type(s) if s.kind != "LIST" else ListType(element_type(s)), True))
     kgs = _key_groups_for(km.key_type, keys, op.max_parallelism)
-    options = (("ns", ns_mode), ("flat", flat), ("flatten", cols[0][0] != "key"))
+    options = (("ns", ns_mode), ("flat", flat), ("flatten", cols[0][0] != "key")) + (
+        (("slice_size", slice_size),) if slice_size is not None else ())
     parts = _key_partitions(op, "keyed", tuple(s.name for s in selected), kgs, options)
     return Table("keyed", op.display_name, cols, parts, frozenset(_hashable(k) for k in keys) if keys else None,
                  sql, names)
 
 
-def timers_table(op: OperatorView, *, flatten_key: bool = False, sql: Any = None) -> Table:
+def timers_table(op: OperatorView, *, flatten_key: bool | None = None, sql: Any = None) -> Table:
     km = _keyed_meta(op)
     sql = sql if sql is not None else sql_plan.sql_operator(op.name, op.uid)
+    if flatten_key is None:
+        flatten_key = sql is not None
     key_names = (sql_plan.field_names(sql, sql_plan.StateSchema("", key=_row_arity(km.key_type))).key
                  if sql is not None else None)
     timers = [s for _, s in km.timer_states]
@@ -380,6 +419,8 @@ def _keyed_output(p: Partition, meta: keyed.KeyedBackendMeta, key_filter: frozen
             return ()
         if ns_mode == "window":
             return (None, None) if ns is None else (ns[0], ns[1])
+        if ns_mode == "slice":  # an SQL tumbling window's namespace: its end (ms)
+            return (None, None) if ns is None else (ns - opts["slice_size"], ns)
         return (ns,)
 
     if p.kind == "timers":
@@ -396,7 +437,7 @@ def _keyed_output(p: Partition, meta: keyed.KeyedBackendMeta, key_filter: frozen
             raise UnknownStateError(f"state '{name}' is missing from this key-group stream", label)
         ids.append(sid)
     flat = opts.get("flat", False)
-    if fast_rows is not None and not flat and key_filter is None:
+    if fast_rows is not None and not flat and key_filter is None and ns_mode != "slice":
         rows = fast_rows(ids, flatten, ns_mode)  # the compiled scanner builds the row tuples (None: off)
         if rows is not None:
             yield from rows

@@ -195,7 +195,7 @@ class PlanWriter:
         spark = self.spark
         reader = SavepointReader(base.location.metadata_path, spark, allow_external_paths=True,
                                  fs_options=base.fs_options)
-        df = reader.keyed(view.uid_hash)
+        df = reader.keyed(view.uid_hash, flatten=False)  # transforms see one key column
         specs: dict[str, Any] = {}
         for _, s in km.value_states:
             specs[s.name] = {"kind": s.kind, "type": s.element_type if s.kind != "LIST" else _list_of(s)}
@@ -216,7 +216,7 @@ class PlanWriter:
         if services:
             from pyspark.sql import functions
 
-            timers = reader.timers(view.uid_hash)
+            timers = reader.timers(view.uid_hash, flatten=False)
             for kind in ("event", "processing"):
                 if f"_timer_state/{kind}_user-timers" in services:
                     col = f"__fstate_{kind}_timers"
