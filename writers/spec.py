@@ -32,7 +32,7 @@ from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, C
                                scalar, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
-from ..savepoint.types.logical_java import table_serializer
+from ..savepoint.types.table_serializers import table_serializer
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from .sql_types import parse_sql_type, sql_type_name
 

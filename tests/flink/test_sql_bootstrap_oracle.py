@@ -46,7 +46,8 @@ def _flink_type_snapshots(version: str, tmp_path) -> list[tuple[str, bytes, byte
 
 @pytest.mark.parametrize("version", ["2.3.0", "1.20.1"])
 def test_table_types_written_byte_for_byte(version, tmp_path):
-    from fstate.savepoint.types.logical_java import java_logical_type, table_serializer
+    from fstate.savepoint.types.logical_java import java_logical_type
+    from fstate.savepoint.types.table_serializers import table_serializer
     from fstate.writers.sql_types import parse_sql_type
 
     flink = _flink_type_snapshots(version, tmp_path)

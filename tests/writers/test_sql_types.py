@@ -16,7 +16,8 @@ from fstate.savepoint.binary import DataInput, DataOutput
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.types import LONG, RowDataType, TableDataType
 from fstate.savepoint.types.logical import LogicalType, read_logical_type
-from fstate.savepoint.types.logical_java import java_logical_type, table_serializer
+from fstate.savepoint.types.logical_java import java_logical_type
+from fstate.savepoint.types.table_serializers import table_serializer
 from fstate.savepoint.types.snapshots import read_versioned_snapshot
 from fstate.writers.spec import parse_type, type_name
 from fstate.writers.sql_types import parse_sql_type, sql_type_name
