@@ -8,6 +8,12 @@ Type strings: ``LONG``, ``INT``, ``SHORT``, ``BYTE``, ``BOOLEAN``, ``DOUBLE``, `
 ``EITHER<L, R>``, ``ENUM<com.acme.Color: RED, GREEN>``, ``POJO<com.acme.Order: amount DECIMAL, …>``
 (POJO fields are sorted by name, as Flink sorts them).
 
+Flink SQL / Table API state (the table runtime's serializers) is named by ``SQL`` and a type in Flink
+SQL syntax (:mod:`.sql_types`): ``SQL ROW<k STRING NOT NULL>`` (a ``RowData`` key or value, e.g. the
+grouping key or the accumulators of a GROUP BY), ``SQL DECIMAL(10, 2)``, ``SQL TIMESTAMP_LTZ(3)``,
+``SQL ARRAY<INT>``, ``SQL MAP<STRING, BIGINT>``. Outside ``SQL`` the names keep their DataStream
+meaning (``BIGINT`` there is a ``java.math.BigInteger``, ``ROW<...>`` a ``Row`` of ``RowTypeInfo``).
+
 :func:`type_name` is the inverse (a :class:`TypeNameVisitor`); both use one name table,
 :data:`SCALAR_NAMES`, which :func:`from_spark` uses too.
 """
@@ -17,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.errors import InvalidArgumentError, UnsupportedSerializerError
 from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT,
                                LOCAL_DATE, LOCAL_DATE_TIME, LOCAL_TIME, LONG, SHORT, SQL_DATE, SQL_TIME,
                                SQL_TIMESTAMP, STRING, ArrayListType, EitherType, EnumType, GenericArrayType,
@@ -25,7 +31,13 @@ from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, C
                                SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
                                scalar, visit)
 from ..savepoint.types.cep import CepType
+from ..savepoint.types.logical import LogicalType
+from ..savepoint.types.table_serializers import table_serializer
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
+from .sql_types import parse_sql_type, sql_type_name
+
+#: the prefix of a type string in Flink SQL syntax (a table runtime serializer)
+SQL_PREFIX = "SQL "
 
 #: The scalar type names: the canonical name (what :func:`type_name` writes) first, then aliases.
 SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = (
@@ -157,7 +169,18 @@ def parse_type(spec: Any) -> TypeInfo:
         raise InvalidArgumentError(f"cannot read a type from {spec!r}")
     if not isinstance(spec, str) or not spec.strip():
         raise InvalidArgumentError(f"not a type: {spec!r}")
+    text = spec.strip()
+    if text[:len(SQL_PREFIX)].upper() == SQL_PREFIX:
+        return sql_type(text[len(SQL_PREFIX):])
     return _Parser(spec).parse()
+
+
+def sql_type(text: str) -> TypeInfo:
+    """The table runtime's serializer of a type in Flink SQL syntax (``ROW<k STRING>`` → RowData)."""
+    try:
+        return table_serializer(parse_sql_type(text))
+    except UnsupportedSerializerError as e:
+        raise InvalidArgumentError(f"SQL type '{text}': {e}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,14 +254,22 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
     def visit_cep(self, node: CepType) -> str:
         return self._none(node)
 
-    # table runtime: read from SQL savepoints (their LogicalTypes are kept as read), not named in specs
+    # table runtime: named by their LogicalTypes in Flink SQL syntax ("SQL ROW<f0 STRING, f1 BIGINT>")
+    def _sql(self, node: TypeInfo, logical: LogicalType) -> str:
+        try:
+            return SQL_PREFIX + sql_type_name(logical)
+        except InvalidArgumentError:
+            return self._none(node)
+
     def visit_row_data(self, node: RowDataType) -> str:
-        return self._none(node)
+        if node.types is None:  # BinaryRowDataSerializer: no field types
+            return self._none(node)
+        return self._sql(node, LogicalType("ROW", children=node.types, field_names=node.field_names))
 
     def visit_table_data(self, node: TableDataType) -> str:
-        return self._none(node)
+        return self._sql(node, node.logical)
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> str:
+    def visit_raw_value_data(self, node: RawValueDataType) -> str:  # its class is in the enclosing row's type
         return self._none(node)
 
     def visit_external(self, node: ExternalType) -> str:

@@ -29,6 +29,7 @@ from . import hashing
 from .base import I32, NESTED_MAGIC, Decoder, Encoder, TypeInfo
 from .composites import Composite
 from .logical import TIMESTAMP_ROOTS, LogicalType
+from .logical_java import java_logical_type
 from .table_binary import row_decoder, row_encoder, standalone_codec
 
 TABLE = "org.apache.flink.table.runtime.typeutils."
@@ -99,11 +100,7 @@ class RowDataType(TypeInfo):
             return
         out.write_i32(len(self.types))
         for t in self.types:
-            if t.serialized is None:
-                raise UnsupportedSerializerError(
-                    f"cannot write the snapshot of {self.name}: fstate writes LogicalTypes only as read "
-                    "from a savepoint")
-            out.write_bytes(t.serialized)
+            out.write_bytes(java_logical_type(t))  # as read, or written from scratch
         out.write_i32(NESTED_MAGIC)
         out.write_i32(1)
         out.write_i32(len(self.children))

@@ -105,9 +105,10 @@ def keyed_rows(path, uid: str) -> dict:
 PYTHON_API = "python: Python API #1"
 DATA_SOURCE = "python: Python API #2"
 WRITER = "python: Writing #1"
-MODIFIER = "python: Writing #2"
+SQL_WRITER = "python: Writing #2"
+MODIFIER = "python: Writing #3"
 RUNTIME = "python: The runtime #1"
-PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, MODIFIER, RUNTIME}
+PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME}
 
 
 def test_every_snippet_is_tested():
@@ -157,6 +158,16 @@ def test_writer(spark, tmp_path, monkeypatch):
     assert [(t[0], t[1]) for t in timers] == [("alice", 1_700_000_000_000)]
     assert sorted(v for *_, v in tables.list_state_table(written.operator("source"), "offsets").rows()) == [17, 42]
     assert dict(tables.broadcast_state_table(written.operator("rules"), "rules").rows()) == {"r1": "allow"}
+
+
+@pytest.mark.spark
+def test_sql_writer(spark, tmp_path, monkeypatch):
+    run_python(SQL_WRITER, tmp_path, monkeypatch)
+    written = tmp_path / "fstate-readme" / "sql-bootstrapped"
+    aggregate = Savepoint.open(str(written)).operator("4_group-aggregate")
+    assert (aggregate.parallelism, aggregate.max_parallelism) == (2, 128)
+    assert keyed_rows(written, "4_group-aggregate") == {
+        ("k0",): ((20, 673, 80, 4, b"\x00"),), ("k1",): ((5, 120, 61, 2, b"\x00"),)}
 
 
 @pytest.mark.spark
