@@ -35,7 +35,7 @@ def test_group_aggregate_state_by_uid_and_by_uid_hash(spark, tmp_path):
         assert meta.key_type == parse_type(KEY)
         (state,) = meta.states
         assert (state.name, state.kind, state.value_type) == ("accState", "VALUE", parse_type(ACC))
-        read = {r[0]: r[1] for r in tables.keyed_table(op, ["accState"]).rows()}
+        read = {r[0]: r[1] for r in tables.keyed_table(op, ["accState"], flatten_key=False).rows()}
         assert read == {key: acc for key, acc in rows}
 
 
