@@ -8,7 +8,7 @@ from .clock import ManualClock, SystemClock
 from .config import (CheckpointConfig, CheckpointingMode, Configuration, ExternalizedCheckpointCleanup,
                      ExternalizedCheckpointRetention, HashMapStateBackend, RestartStrategies)
 from .coordinator import (CheckpointException, CheckpointFailureThresholdExceeded, CompletedCheckpoint,
-                          find_latest_checkpoint)
+                          StopWithSavepointError, find_latest_checkpoint)
 from .datastream import DataStream, KeyedStream, WatermarkStrategy
 from .environment import StreamExecutionEnvironment
 from .events import IDLE, MAX_WATERMARK, MIN_WATERMARK, CheckpointFailureReason, Timestamped, Watermark
@@ -18,8 +18,8 @@ from .functions import (AggregateFunction, CheckpointedFunction, CheckpointListe
                         SourceFunction)
 from .job import JobClient, JobExecutionException, JobExecutionResult, JobStatus
 from .restore import RestoreError
-from .sinks import (CollectSink, DiscardingSink, TwoPhaseCommitFileSink, TwoPhaseCommitSinkFunction,
-                    read_committed)
+from .sinks import (CollectSink, DiscardingSink, TransactionConflictError, TwoPhaseCommitFileSink,
+                    TwoPhaseCommitSinkFunction, read_committed)
 from .sources import CollectionSource, FileSource, SequenceSource
 from .state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
                     StateMigrationError, ValueStateDescriptor)
@@ -35,7 +35,8 @@ __all__ = [
     "KeyedStream", "ListStateDescriptor", "MAX_WATERMARK", "MIN_WATERMARK", "ManualClock", "MapFunction",
     "MapStateDescriptor", "ProcessFunction", "ReduceFunction", "ReducingStateDescriptor", "RestartStrategies",
     "RestoreError", "SequenceSource", "SinkFunction", "SourceFunction", "StateMigrationError",
-    "StreamExecutionEnvironment", "SystemClock", "Timestamped", "TwoPhaseCommitFileSink",
+    "StopWithSavepointError", "StreamExecutionEnvironment", "SystemClock", "Timestamped",
+    "TransactionConflictError", "TwoPhaseCommitFileSink",
     "TwoPhaseCommitSinkFunction", "Types", "ValueStateDescriptor", "Watermark", "WatermarkStrategy",
     "find_latest_checkpoint", "read_committed",
 ]

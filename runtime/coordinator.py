@@ -44,6 +44,13 @@ class CheckpointFailureThresholdExceeded(RuntimeError):
     pass
 
 
+class StopWithSavepointError(RuntimeError):
+    """Stop-with-savepoint did not end the job: the savepoint was taken, but the job failed (a
+    commit of its completion failed, a task failed) or was cancelled before it finished. No path is
+    returned; a job that failed over recovers from that savepoint and, if its restart strategy
+    allows, keeps RUNNING."""
+
+
 #: Failures that count towards ``tolerable-failed-checkpoints`` (Flink's CheckpointFailureManager).
 COUNTED_REASONS = {
     CheckpointFailureReason.IO_EXCEPTION, CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION,
@@ -131,6 +138,9 @@ class CheckpointCoordinator:
         self.next_id = first_checkpoint_id
         self.pending: dict[int, PendingCheckpoint] = {}
         self.completed: list[CompletedCheckpoint] = []  # retained checkpoints, oldest first
+        #: the savepoint of the latest stop-with-savepoint: its completion commits, so a failover
+        #: after it recovers from it (until a newer checkpoint completes)
+        self.latest_stop_savepoint: CompletedCheckpoint | None = None
         self.all_completed: list[CompletedCheckpoint] = []
         self.stats = CheckpointStats()
         self.failure_manager = CheckpointFailureManager(config.tolerable_failures)
@@ -154,7 +164,14 @@ class CheckpointCoordinator:
     # triggering (master thread)
 
     def latest_completed(self) -> CompletedCheckpoint | None:
-        return self.completed[-1] if self.completed else None
+        """What a failover restores: the newest completed checkpoint, or the savepoint of a
+        stop-with-savepoint when it is newer (its completion notified the tasks, so sinks may have
+        committed what it covers)."""
+        latest = self.completed[-1] if self.completed else None
+        stop = self.latest_stop_savepoint
+        if stop is not None and (latest is None or stop.checkpoint_id > latest.checkpoint_id):
+            return stop
+        return latest
 
     def _savepoint_target(self, directory: str | None) -> str:
         d = directory or self.savepoint_dir
@@ -307,10 +324,13 @@ class CheckpointCoordinator:
             self.completed.append(c)
             while len(self.completed) > self.config.num_retained:
                 self._discard(self.completed.pop(0))
+        if p.kind == "sync-savepoint":
+            self.latest_stop_savepoint = c
         if p.kind != "savepoint":
             # savepoints taken while the job keeps running are not committed (as in Flink)
             self.master.attempt.post_all(NotifyCheckpointComplete(checkpoint_id))
-        if p.future is not None and not p.future.done():
+        if p.future is not None and not p.future.done() and p.kind != "sync-savepoint":
+            # stop-with-savepoint answers when the job finished (the master does)
             p.future.set_result(path)
         if self.listener is not None:
             self.listener.checkpoint_completed(p, c)

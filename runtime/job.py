@@ -23,7 +23,7 @@ from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
 from .config import CheckpointingMode, RestartStrategies
 from .context import OperatorInfo
-from .coordinator import CheckpointCoordinator, CheckpointStats, CompletedCheckpoint
+from .coordinator import CheckpointCoordinator, CheckpointStats, CompletedCheckpoint, StopWithSavepointError
 from .events import (AnsweredRequest, CancelRequest, CheckpointDeclined, CheckpointFailureReason, CheckpointReady,
                      CheckpointRequest, ClientRequest, FinishSource, JobEvent, JobFailure, KillRequest, ResumeSource,
                      SavepointRequest, SourceExhausted, StopWithSavepointRequest, TaskFailed, TaskFinished, TaskMail)
@@ -140,6 +140,9 @@ class JobMaster:
         self.failures: list[str] = []
         self.restarts = 0
         self.savepoint_path: str | None = None
+        #: the answer of a stop-with-savepoint in progress, and its savepoint once completed
+        self._stop_future: Future | None = None
+        self._stop_savepoint: CompletedCheckpoint | None = None
         self.chains = build_chains(nodes, env.parallelism, env.max_parallelism)
         self._adopt_max_parallelism()
         first_id = 1
@@ -190,7 +193,23 @@ class JobMaster:
         except BaseException as e:  # noqa: BLE001
             self.result.set_exception(e)
         finally:
+            self._fail_stop(f"the job ended {self.status.value} before it finished")
             self._reject_client_requests()
+
+    def _fail_stop(self, why: str, failover: bool = False) -> None:
+        """A stop-with-savepoint in progress did not end the job: it raises, no path returned."""
+        future, taken = self._stop_future, self._stop_savepoint
+        self._stop_future = self._stop_savepoint = None
+        if future is None or future.done():
+            return
+        if taken is None:
+            future.set_exception(StopWithSavepointError(f"Stop-with-savepoint of job {self.job_id} failed: {why}."))
+            return
+        then = (" The job recovers from that savepoint and, if its restart strategy allows, keeps RUNNING; "
+                "stop it again." if failover else "")
+        future.set_exception(StopWithSavepointError(
+            f"Stop-with-savepoint of job {self.job_id} failed: {why} after savepoint {taken.checkpoint_id} was taken "
+            f"({taken.path}).{then}"))
 
     def _reject_client_requests(self) -> None:
         """Requests that arrived too late: the job is no longer running."""
@@ -228,6 +247,10 @@ class JobMaster:
             outcome, exc = self._monitor()
             if outcome == "finished":
                 self._set_status(JobStatus.FINISHED)
+                if self._stop_savepoint is not None and not self._stop_future.done():
+                    self.savepoint_path = self._stop_savepoint.path
+                    self._stop_future.set_result(self.savepoint_path)
+                    self._stop_future = self._stop_savepoint = None
                 self.coordinator.shutdown("FINISHED")
                 return self._result(t0)
             if outcome == "canceled":
@@ -247,6 +270,7 @@ class JobMaster:
             self.failures.append(f"{type(exc).__name__}: {exc}")
             self._set_status(JobStatus.RESTARTING)
             self.coordinator.abort_all(CheckpointFailureReason.JOB_FAILOVER_REGION)
+            self._fail_stop(f"the job failed over ({type(exc).__name__}: {exc})", failover=True)
             self.attempt.cancel()
             self.attempt.join()
             if isinstance(exc, FStateError):
@@ -327,7 +351,6 @@ class JobMaster:
         a = self.attempt
         self._finishing = False
         self._need_final = False
-        self._stop: tuple | None = None
         coord = self.coordinator
         coord.periodic_stopped = False
         while True:
@@ -405,7 +428,7 @@ class JobMaster:
                     self.coordinator.trigger("checkpoint", future=future)
                 case StopWithSavepointRequest(directory=directory, drain=drain):
                     self.coordinator.periodic_stopped = True
-                    self._stop = (future,)
+                    self._stop_future, self._stop_savepoint = future, None
                     self.coordinator.trigger("sync-savepoint", directory=directory, drain=drain, future=future)
                 case _:
                     raise TypeError(f"unknown client request {request!r}")
@@ -420,7 +443,7 @@ class JobMaster:
     def checkpoint_completed(self, p, c: CompletedCheckpoint) -> None:
         if p.final or p.kind == "sync-savepoint":
             if p.kind == "sync-savepoint":
-                self.savepoint_path = c.path
+                self._stop_future, self._stop_savepoint = p.future, c  # answered when the job finished
             self.coordinator.periodic_stopped = True
             self.attempt.post_sources(FinishSource())
 
@@ -472,8 +495,15 @@ class JobClient:
 
     def stop_with_savepoint(self, directory: str | None = None, drain: bool = False,
                             timeout: float | None = 60) -> str:
-        """Stop the sources, take a savepoint, commit, and finish the job. With ``drain`` the
-        sources first emit the final watermark (every event-time timer fires)."""
+        """Stop the sources, take a savepoint, commit, and finish the job; returns the savepoint's
+        path once the job FINISHED. With ``drain`` the sources first emit the final watermark
+        (every event-time timer fires).
+
+        Raises CheckpointException when the savepoint could not be taken (the job keeps running)
+        and StopWithSavepointError when the job failed or was cancelled after the savepoint was
+        taken (a commit failed, say): no path is returned then; a job that failed over recovers
+        from that savepoint (so nothing it committed is committed twice) and, if its restart
+        strategy allows, keeps RUNNING."""
         path = self._request(StopWithSavepointRequest(Future(), directory, drain), timeout)
         try:
             self._m.result.result(timeout)

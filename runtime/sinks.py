@@ -3,15 +3,22 @@ top of it, and simple collecting / discarding sinks for tests and benchmarks."""
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import threading
+import uuid
 from typing import Any, Callable
 
 from ..savepoint import types as savepoint_types
+from ..savepoint.errors import FStateError
 from .functions import CheckpointedFunction, CheckpointListener, SinkFunction
 from .state import ListStateDescriptor
 from .types import Types
+
+
+class TransactionConflictError(FStateError):
+    """A commit found another transaction's output where its own belongs: it never replaces it."""
 
 
 class TwoPhaseCommitSinkFunction(SinkFunction, CheckpointedFunction, CheckpointListener):
@@ -104,8 +111,13 @@ class TwoPhaseCommitSinkFunction(SinkFunction, CheckpointedFunction, CheckpointL
 
 class TwoPhaseCommitFileSink(TwoPhaseCommitSinkFunction):
     """Lines into ``directory``: a transaction is a hidden file ``.inprogress/<txn>``, committed by
-    an atomic rename to ``part-<txn>``. Readers of the output only look at ``part-*`` files
-    (:func:`read_committed`)."""
+    an atomic hard link to ``part-<txn>`` (then the hidden name is removed). Readers of the output
+    only look at ``part-*`` files (:func:`read_committed`).
+
+    Transaction names are ``<job id prefix>-a<attempt>-s<subtask>-<random>-<n>``: the random part,
+    new for every sink instance, keeps them unique over runs of one job id into one directory
+    (restored or started fresh, attempt numbers start at 0 again). A commit never replaces a
+    ``part-`` file: finding one that is not its own transaction is a TransactionConflictError."""
 
     def __init__(self, directory: str, formatter: Callable[[Any], str] = str, encoding: str = "utf-8"):
         super().__init__(Types.STRING)
@@ -128,7 +140,8 @@ class TwoPhaseCommitFileSink(TwoPhaseCommitSinkFunction):
     def begin_transaction(self) -> str:
         if self._names is None:
             rc = self.get_runtime_context()
-            prefix = f"{rc.get_job_id()[:8]}-a{rc.get_attempt_number()}-s{rc.get_index_of_this_subtask()}"
+            prefix = (f"{rc.get_job_id()[:8]}-a{rc.get_attempt_number()}-s{rc.get_index_of_this_subtask()}"
+                      f"-{uuid.uuid4().hex[:12]}")
             self._names = (f"{prefix}-{n:06d}" for n in itertools.count())
         os.makedirs(os.path.join(self.directory, ".inprogress"), exist_ok=True)
         return next(self._names)
@@ -155,10 +168,33 @@ class TwoPhaseCommitFileSink(TwoPhaseCommitSinkFunction):
             self._close_file(sync=True)
 
     def commit(self, txn: str) -> None:
+        tmp, final = self._tmp(txn), self._final(txn)
         try:
-            os.replace(self._tmp(txn), self._final(txn))
+            os.link(tmp, final)
         except FileNotFoundError:
-            pass  # empty, or committed before a failure (commit is idempotent)
+            return  # empty, or committed before a failure (commit is idempotent)
+        except FileExistsError:
+            if not os.path.samefile(tmp, final):
+                raise TransactionConflictError(
+                    f"cannot commit transaction {txn}: {final} already holds other committed output "
+                    "(a commit never replaces a part file)") from None
+            # linked before a crash: finish by removing the hidden name
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                raise
+            self._commit_without_links(tmp, final, txn)
+            return
+        try:
+            os.remove(tmp)
+        except FileNotFoundError:
+            pass
+
+    def _commit_without_links(self, tmp: str, final: str, txn: str) -> None:
+        """A file system without hard links: rename, after checking the name is free."""
+        if os.path.lexists(final):
+            raise TransactionConflictError(
+                f"cannot commit transaction {txn}: {final} already exists (a commit never replaces a part file)")
+        os.rename(tmp, final)
 
     def abort(self, txn: str) -> None:
         if self._fh_txn == txn:
