@@ -27,28 +27,9 @@ from .config import CheckpointConfig, ExternalizedCheckpointRetention
 from .events import (CheckpointBarrier, CheckpointDeclined, CheckpointFailureReason, CheckpointReady, JobFailure,
                      NotifyCheckpointAborted, NotifyCheckpointComplete, TriggerCheckpoint, TriggerStopWithSavepoint)
 from .failures import InjectedFailure
+from .errors import CheckpointException, CheckpointFailureThresholdExceeded, StopWithSavepointError  # noqa: F401
 
 log = logging.getLogger("fstate.runtime.checkpoint")
-
-
-class CheckpointException(Exception):
-    def __init__(self, reason: CheckpointFailureReason, cause: BaseException | None = None):
-        self.reason = reason
-        text = reason.message + (f" ({type(cause).__name__}: {cause})" if cause is not None else "")
-        super().__init__(text)
-        if cause is not None:
-            self.__cause__ = cause
-
-
-class CheckpointFailureThresholdExceeded(RuntimeError):
-    pass
-
-
-class StopWithSavepointError(RuntimeError):
-    """Stop-with-savepoint did not end the job: the savepoint was taken, but the job failed (a
-    commit of its completion failed, a task failed) or was cancelled before it finished. No path is
-    returned; a job that failed over recovers from that savepoint and, if its restart strategy
-    allows, keeps RUNNING."""
 
 
 #: Failures that count towards ``tolerable-failed-checkpoints`` (Flink's CheckpointFailureManager).

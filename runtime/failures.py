@@ -20,10 +20,7 @@ import random
 import threading
 import zlib
 from dataclasses import dataclass
-
-
-class InjectedFailure(RuntimeError):
-    """A failure the test asked for (never raised by the runtime on its own)."""
+from .errors import InjectedFailure  # noqa: F401 (part of this module's API)
 
 
 @dataclass(frozen=True)

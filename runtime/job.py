@@ -31,6 +31,7 @@ from .graph import Partitioning, StreamNode, build_chains
 from .operators import create_operator
 from .restore import OperatorTarget, plan_restore, read_max_parallelism
 from .task import InputGate, RecordWriter, Task
+from .errors import JobExecutionException  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger("fstate.runtime.job")
 
@@ -65,12 +66,6 @@ class JobExecutionResult:
     @property
     def completed_checkpoint_ids(self) -> list[int]:
         return [c.checkpoint_id for c in self.checkpoints if not c.is_savepoint]
-
-
-class JobExecutionException(RuntimeError):
-    def __init__(self, message: str, result: JobExecutionResult):
-        super().__init__(message)
-        self.result = result
 
 
 class Attempt:

@@ -18,16 +18,12 @@ from typing import Any
 from ..savepoint import keyed
 from ..savepoint import metainfo
 from ..savepoint import operator
-from ..savepoint.errors import FStateError
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import operator_index_for_key_group
+from .errors import RestoreError  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger("fstate.runtime.restore")
-
-
-class RestoreError(FStateError):
-    """The snapshot cannot be mapped onto this job."""
 
 
 @dataclass

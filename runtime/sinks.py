@@ -11,14 +11,10 @@ import uuid
 from typing import Any, Callable
 
 from ..savepoint import types as savepoint_types
-from ..savepoint.errors import FStateError
 from .functions import CheckpointedFunction, CheckpointListener, SinkFunction
 from .state import ListStateDescriptor
 from .types import Types
-
-
-class TransactionConflictError(FStateError):
-    """A commit found another transaction's output where its own belongs: it never replaces it."""
+from .errors import TransactionConflictError  # noqa: F401 (part of this module's API)
 
 
 class TwoPhaseCommitSinkFunction(SinkFunction, CheckpointedFunction, CheckpointListener):

@@ -12,15 +12,11 @@ from ..savepoint import keyed
 from ..savepoint import metainfo
 from ..savepoint import operator
 from ..savepoint.builder import write_stream
-from ..savepoint.errors import FStateError
 from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import key_group_for_hash
 from .callables import call_of
 from .types import check_encodable, infer_key_type, or_pickled
-
-
-class StateMigrationError(FStateError):
-    """Restored state cannot be used with the state (or key) the job now declares."""
+from .errors import StateMigrationError  # noqa: F401 (part of this module's API)
 
 
 # =============================================================================================

@@ -26,15 +26,12 @@ from .events import (BARRIER, DATA, EOS, IDLE, MAX_WATERMARK, MIN_WATERMARK, WAK
 from .failures import InjectedFailure
 from .graph import Edge, Partitioning
 from .types import infer_key_type
+from .errors import TaskCancelled  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger("fstate.runtime.task")
 
 _WAKE_ITEM = (-1, WAKE, None)
 POLL_S = 0.05
-
-
-class TaskCancelled(Exception):
-    pass
 
 
 class InputGate:
