@@ -5,8 +5,10 @@ The TypeInfo tree is the source of truth; this module is the only place that kno
 
 from __future__ import annotations
 
+import datetime
 import decimal
 import pickle
+import warnings
 from decimal import Decimal
 from typing import Any, Callable
 
@@ -272,10 +274,10 @@ class SparkConverterVisitor(TypeInfoVisitor["Converter | None"]):
         return visit(node.shape, self) if node.fully_decodable else None
     # table runtime: decoded values are what Spark takes (tuples, str, Decimal of the type's scale, ...)
     def visit_row_data(self, node: RowDataType) -> Converter | None:
-        return None
+        return _nano_timestamp_converter(node.types or ())
 
     def visit_table_data(self, node: TableDataType) -> Converter | None:
-        return None
+        return _nano_timestamp_converter((node.logical,))
 
     def visit_raw_value_data(self, node: RawValueDataType) -> Converter | None:
         return None
@@ -287,6 +289,38 @@ class SparkConverterVisitor(TypeInfoVisitor["Converter | None"]):
 def converter(t: TypeInfo) -> Converter | None:
     """A function fixing up a decoded value for Spark, or None when the value is already fine."""
     return visit(t, SparkConverterVisitor())
+
+
+def _has_nano_timestamps(t: LogicalType) -> bool:
+    return (t.root in ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE") and (t.precision or 0) > 6
+            or any(_has_nano_timestamps(c) for c in t.children))
+
+
+#: said when a Spark column drops the nanoseconds of a TIMESTAMP(7..9) value
+NANOS_DROPPED = ("TIMESTAMP(7..9) values with nanoseconds below the microsecond read as Spark timestamps, which "
+                 "keep microseconds: the nanoseconds are dropped in Spark (the JSON output and the Python values, "
+                 "NanoDatetime, keep them)")
+
+
+def _nano_timestamp_converter(types) -> Converter | None:
+    """Spark keeps microseconds: a value of TIMESTAMP(p > 6) with a sub-microsecond part becomes a plain
+    datetime, with a warning (only when such a part is present)."""
+    if not any(_has_nano_timestamps(t) for t in types):
+        return None
+
+    def strip(v):
+        if isinstance(v, datetime.datetime) and getattr(v, "nanosecond", 0):
+            warnings.warn(NANOS_DROPPED, stacklevel=2)
+            return datetime.datetime(v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.tzinfo)
+        if isinstance(v, (tuple, list)):
+            items = [strip(x) for x in v]
+            return v if all(a is b for a, b in zip(items, v)) else type(v)(items) if isinstance(v, list) else tuple(items)
+        if isinstance(v, dict):
+            pairs = [(strip(k), strip(x)) for k, x in v.items()]
+            return v if all(a is k and b is x for (a, b), (k, x) in zip(pairs, v.items())) else dict(pairs)
+        return v
+
+    return strip
 
 
 def _repickle(v):

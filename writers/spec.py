@@ -11,7 +11,9 @@ Type strings: ``LONG``, ``INT``, ``SHORT``, ``BYTE``, ``BOOLEAN``, ``DOUBLE``, `
 Flink SQL / Table API state (the table runtime's serializers) is named by ``SQL`` and a type in Flink
 SQL syntax (:mod:`.sql_types`): ``SQL ROW<k STRING NOT NULL>`` (a ``RowData`` key or value, e.g. the
 grouping key or the accumulators of a GROUP BY), ``SQL DECIMAL(10, 2)``, ``SQL TIMESTAMP_LTZ(3)``,
-``SQL ARRAY<INT>``, ``SQL MAP<STRING, BIGINT>``. Outside ``SQL`` the names keep their DataStream
+``SQL ARRAY<INT>``, ``SQL MAP<STRING, BIGINT>``; ``SQL EXTERNAL<T[, INTERNAL | 'conversion.Class']>`` is an
+``ExternalSerializer`` (the key / value serializers of an aggregation's data-view state, e.g. the map state
+``MAP<SQL EXTERNAL<STRING, INTERNAL>, SQL EXTERNAL<BIGINT NOT NULL>>`` of a COUNT(DISTINCT)). Outside ``SQL`` the names keep their DataStream
 meaning (``BIGINT`` there is a ``java.math.BigInteger``, ``ROW<...>`` a ``Row`` of ``RowTypeInfo``).
 
 :func:`type_name` is the inverse (a :class:`TypeNameVisitor`); both use one name table,
@@ -34,7 +36,8 @@ from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.table_serializers import table_serializer
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
-from .sql_types import parse_sql_type, sql_type_name
+from ..savepoint.types.data_types import external_serializer
+from .sql_types import is_external_type, parse_external_type, parse_sql_type, sql_type_name
 
 #: the prefix of a type string in Flink SQL syntax (a table runtime serializer)
 SQL_PREFIX = "SQL "
@@ -79,11 +82,35 @@ _TOKEN = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.$]*(?:\[\])?|<|>|,|:|\S)")
 class _Parser:
     def __init__(self, text: str):
         self.text = text
-        self.tokens = [m.group(1) for m in _TOKEN.finditer(text)]
+        matches = list(_TOKEN.finditer(text))
+        self.tokens = [m.group(1) for m in matches]
+        self.starts = [m.start(1) for m in matches]
         self.i = 0
 
     def fail(self, msg: str) -> InvalidArgumentError:
         return InvalidArgumentError(f"type '{self.text}': {msg}")
+
+    def sql(self) -> TypeInfo:
+        """``SQL <type>`` nested in a composite (e.g. ``MAP<SQL STRING, SQL BIGINT>``): up to the next
+        ``,`` or ``>`` outside brackets and quotes."""
+        start = self.starts[self.i]
+        depth, quote, end = 0, None, start
+        while end < len(self.text):
+            ch = self.text[end]
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "'`":
+                quote = ch
+            elif ch in "<(":
+                depth += 1
+            elif ch in ")>" and depth:
+                depth -= 1
+            elif ch in ",>" and not depth:
+                break
+            end += 1
+        while self.i < len(self.tokens) and self.starts[self.i] < end:
+            self.i += 1
+        return sql_type(self.text[start + len(SQL_PREFIX.strip()):end])
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -115,6 +142,8 @@ class _Parser:
         return name, self.type()
 
     def type(self) -> TypeInfo:
+        if (self.peek() or "").upper() == SQL_PREFIX.strip() and self.i + 1 < len(self.tokens):
+            return self.sql()
         name = self.take()
         upper = name.upper()
         if self.peek() != "<":
@@ -176,8 +205,11 @@ def parse_type(spec: Any) -> TypeInfo:
 
 
 def sql_type(text: str) -> TypeInfo:
-    """The table runtime's serializer of a type in Flink SQL syntax (``ROW<k STRING>`` → RowData)."""
+    """The table runtime's serializer of a type in Flink SQL syntax (``ROW<k STRING>`` → RowData;
+    ``EXTERNAL<...>`` → an ExternalSerializer)."""
     try:
+        if is_external_type(text):
+            return external_serializer(parse_external_type(text))
         return table_serializer(parse_sql_type(text))
     except UnsupportedSerializerError as e:
         raise InvalidArgumentError(f"SQL type '{text}': {e}") from None

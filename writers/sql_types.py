@@ -12,13 +12,20 @@ length 1, TIME precision 0, TIMESTAMP / TIMESTAMP_LTZ precision 6).
 
 :func:`sql_type_name` is the inverse: the canonical name, which :func:`parse_sql_type` reads back
 as an equal type.
+
+:func:`parse_external_type` reads the type of an ``ExternalSerializer`` (a Flink ``DataType``: a type with
+its conversion classes), as the key / value serializers of an aggregation's data-view state have them:
+``EXTERNAL<T>`` (Flink's default conversion classes, e.g. ``java.lang.Long`` for BIGINT),
+``EXTERNAL<T, INTERNAL>`` (the internal data structures, e.g. ``StringData`` for STRING: the keys of a
+COUNT(DISTINCT) view) or ``EXTERNAL<T, 'java.lang.Long'>`` (that conversion class for ``T`` itself).
 """
 
 from __future__ import annotations
 
 import re
 
-from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.errors import InvalidArgumentError, UnsupportedSerializerError
+from ..savepoint.types.data_types import DataType, default_data_type, internal_data_type
 from ..savepoint.types.logical import LogicalType
 
 MAX_LENGTH = 0x7FFFFFFF
@@ -82,6 +89,29 @@ class _Parser:
         if self.peek() is not None:
             raise self.fail(f"unexpected '{self.peek()}'")
         return t
+
+    def external(self) -> DataType:
+        """``EXTERNAL<T[, INTERNAL | 'conversion.Class']>``."""
+        self.take("EXTERNAL")
+        self.take("<")
+        t = self.type()
+        conversion = None
+        if self.peek() == ",":
+            self.take(",")
+            conversion = self.take()
+            if conversion.upper() != "INTERNAL" and not conversion.startswith("'"):
+                raise self.fail(f"expected INTERNAL or a quoted conversion class, found '{conversion}'")
+        self.take(">")
+        if self.peek() is not None:
+            raise self.fail(f"unexpected '{self.peek()}'")
+        try:
+            if conversion is None:
+                return default_data_type(t)
+            if conversion.upper() == "INTERNAL":
+                return internal_data_type(t)
+            return default_data_type(t).bridged_to(conversion[1:-1].replace("''", "'"))
+        except UnsupportedSerializerError as e:
+            raise self.fail(str(e)) from None
 
     def type(self) -> LogicalType:
         t = self.bare()
@@ -193,6 +223,18 @@ def parse_sql_type(text: str) -> LogicalType:
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgumentError(f"not an SQL type: {text!r}")
     return _Parser(text).parse()
+
+
+def is_external_type(text: str) -> bool:
+    """Whether ``text`` names an ``ExternalSerializer``'s DataType (``EXTERNAL<...>``)."""
+    return isinstance(text, str) and text.lstrip()[:8].upper() == "EXTERNAL" and text.lstrip()[8:].lstrip()[:1] == "<"
+
+
+def parse_external_type(text: str) -> DataType:
+    """A DataType from ``EXTERNAL<T>``, ``EXTERNAL<T, INTERNAL>`` or ``EXTERNAL<T, 'conversion.Class'>``."""
+    if not is_external_type(text):
+        raise InvalidArgumentError(f"not an EXTERNAL<...> type: {text!r}")
+    return _Parser(text).external()
 
 
 def _quote(name: str) -> str:

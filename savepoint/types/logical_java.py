@@ -105,7 +105,13 @@ _ELEMENT_SERIALIZERS = {
 _ELEMENT_SERIALIZERS["TIMESTAMP_WITH_LOCAL_TIME_ZONE"] = _ELEMENT_SERIALIZERS["TIMESTAMP_WITHOUT_TIME_ZONE"]
 
 
-def _java(t: LogicalType) -> JavaObject:
+def java_logical_object(t: LogicalType, memo: dict | None = None) -> JavaObject:
+    """The object graph of ``t`` to write; ``memo`` (id of a LogicalType → its object) shares the objects
+    of LogicalType instances used twice in one stream (as Flink's DataTypes share their LogicalTypes)."""
+    memo = {} if memo is None else memo
+    known = memo.get(id(t))
+    if known is not None:
+        return known
     cls = _CLASSES.get(t.root)
     if cls is None:
         raise UnsupportedSerializerError(f"fstate cannot write the LogicalType {t.name}")
@@ -119,11 +125,11 @@ def _java(t: LogicalType) -> JavaObject:
     elif t.root in ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"):
         values.update(precision=t.precision, kind=JavaEnum(_KIND_ENUM, t.kind or "REGULAR"))
     elif t.root in ("ARRAY", "MULTISET"):
-        values["elementType"] = _java(t.children[0])
+        values["elementType"] = java_logical_object(t.children[0], memo)
     elif t.root == "MAP":
-        values.update(keyType=_java(t.children[0]), valueType=_java(t.children[1]))
+        values.update(keyType=java_logical_object(t.children[0], memo), valueType=java_logical_object(t.children[1], memo))
     elif t.root == "ROW":
-        fields = JavaList([JavaObject(_ROW_FIELD, {"description": None, "name": n, "type": _java(c)})
+        fields = JavaList([JavaObject(_ROW_FIELD, {"description": None, "name": n, "type": java_logical_object(c, memo)})
                            for n, c in zip(t.field_names, t.children)])
         values["fields"] = JavaObject(_UNMODIFIABLE_LIST, {"c": fields, "list": fields})
     elif t.root == "RAW":
@@ -133,12 +139,13 @@ def _java(t: LogicalType) -> JavaObject:
                 f"not {t.raw_class}")
         values.update(clazz=JavaClassObject(JavaClass(t.raw_class, 0, 0)),
                       serializer=JavaObject(_NULL_SERIALIZER))
-    return JavaObject(cls, values)
+    memo[id(t)] = obj = JavaObject(cls, values)
+    return obj
 
 
 def java_logical_type(t: LogicalType) -> bytes:
     """The Java serialization stream of ``t`` (its kept bytes when it was read from a savepoint)."""
-    return t.serialized if t.serialized is not None else write_java_object(_java(t))
+    return t.serialized if t.serialized is not None else write_java_object(java_logical_object(t))
 
 
 def java_element_serializer(t: LogicalType) -> bytes:

@@ -22,7 +22,8 @@ Facts (learned from Flink's sources, checked on real savepoints):
 Python values: ROW → tuple (a :class:`RowValue` when its row kind is not INSERT), VARCHAR/CHAR → str,
 BINARY → bytes, DECIMAL → Decimal, TIMESTAMP → naive datetime, TIMESTAMP_LTZ → UTC datetime,
 DATE → date, TIME → time, ARRAY → list, MAP → dict, MULTISET → dict (element → count), RAW → the
-raw value's bytes. Datetimes hold microseconds: nanoseconds below that are not kept.
+raw value's bytes. A TIMESTAMP(7..9) value with nanoseconds below its microsecond is a
+:class:`NanoDatetime` (a datetime carrying them in ``nanosecond``), which encodes back exactly.
 """
 
 from __future__ import annotations
@@ -99,20 +100,78 @@ def unscaled_bytes(unscaled: int) -> bytes:
     return unscaled.to_bytes((unscaled + (unscaled < 0)).bit_length() // 8 + 1, "big", signed=True)
 
 
+class NanoDatetime(_dt.datetime):
+    """A datetime that also keeps the nanoseconds below its microsecond (``nanosecond``, 0..999), as
+    TIMESTAMP(7..9) / TIMESTAMP_LTZ(7..9) values hold them. It compares, prints (``isoformat``: nine
+    fraction digits) and pickles with them; arithmetic drops them."""
+
+    nanosecond: int = 0
+
+    def __new__(cls, *args, nanosecond: int = 0, **kwargs):
+        value = super().__new__(cls, *args, **kwargs)
+        if not 0 <= nanosecond < 1000:
+            raise ValueError(f"nanosecond must be in 0..999, not {nanosecond}")
+        value.nanosecond = nanosecond
+        return value
+
+    @classmethod
+    def of(cls, value: _dt.datetime, nanosecond: int) -> "NanoDatetime":
+        return cls(value.year, value.month, value.day, value.hour, value.minute, value.second, value.microsecond,
+                   value.tzinfo, fold=value.fold, nanosecond=nanosecond)
+
+    def _plain(self) -> _dt.datetime:
+        return _dt.datetime(self.year, self.month, self.day, self.hour, self.minute, self.second, self.microsecond,
+                            self.tzinfo, fold=self.fold)
+
+    def __reduce__(self):
+        return NanoDatetime.of, (self._plain(), self.nanosecond)
+
+    def __reduce_ex__(self, protocol):
+        return self.__reduce__()
+
+    def __eq__(self, other):
+        if isinstance(other, _dt.datetime) and getattr(other, "nanosecond", 0) != self.nanosecond:
+            return False
+        return super().__eq__(other)
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    __hash__ = _dt.datetime.__hash__
+
+    def isoformat(self, sep: str = "T", timespec: str = "auto") -> str:
+        if not self.nanosecond or timespec not in ("auto", "nanoseconds"):
+            return super().isoformat(sep, timespec)
+        text = super().isoformat(sep, "microseconds")
+        fraction_end = text.index(".") + 7
+        return text[:fraction_end] + f"{self.nanosecond:03d}" + text[fraction_end:]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.of({self._plain()!r}, nanosecond={self.nanosecond})"
+
+
+def sub_microsecond_nanos(value: Any) -> int:
+    """The nanoseconds below the microsecond a timestamp value holds (0 for plain datetimes)."""
+    return getattr(value, "nanosecond", 0)
+
+
 def timestamp_from(millis: int, nanos: int, local_zoned: bool) -> _dt.datetime:
     delta = _dt.timedelta(milliseconds=millis, microseconds=nanos // 1000)
-    return (_EPOCH_UTC if local_zoned else _EPOCH) + delta
+    value = (_EPOCH_UTC if local_zoned else _EPOCH) + delta
+    return NanoDatetime.of(value, nanos % 1000) if nanos % 1000 else value
 
 
 def timestamp_parts(value: _dt.datetime) -> tuple[int, int]:
-    """(epoch millis, nano of millisecond) of a datetime (aware: its instant; naive: as is)."""
+    """(epoch millis, nano of millisecond) of a datetime (aware: its instant; naive: as is), with the
+    nanoseconds of a :class:`NanoDatetime`."""
     if value.tzinfo is not None:
         delta = value - _EPOCH_UTC
     else:
         delta = value - _EPOCH
     micros = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
     millis, micro_of_milli = divmod(micros, 1000)
-    return millis, micro_of_milli * 1000
+    return millis, micro_of_milli * 1000 + sub_microsecond_nanos(value)
 
 
 def _date_from(days: int) -> _dt.date:

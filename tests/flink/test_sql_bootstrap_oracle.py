@@ -19,7 +19,8 @@ from fstate.savepoint.binary import DataOutput
 from fstate.savepoint.metainfo import write_state_meta_info
 from fstate.savepoint.types.snapshots import write_serializer_snapshot
 from tests.flink import harness
-from tests.writers.test_sql_types import SNAPSHOTS, UNWRITABLE, flink_snapshots, snapshot_bytes
+from tests.writers.test_sql_types import (EXTERNAL_SNAPSHOTS, SNAPSHOTS, UNWRITABLE, flink_snapshots,
+                                         snapshot_bytes)
 
 pytestmark = pytest.mark.flink
 
@@ -32,12 +33,12 @@ ACC_TYPE = ("SQL ROW<cnt BIGINT, s BIGINT, mx BIGINT, cd BIGINT, "
 BOOTSTRAP = {f"k{i}": (1000 + i, 50000 + 7 * i, 500 + i, 10 + i) for i in range(6)}
 
 
-def _flink_type_snapshots(version: str, tmp_path) -> list[tuple[str, bytes, bytes]]:
+def _flink_type_snapshots(version: str, tmp_path, expected=SNAPSHOTS) -> list[tuple[str, bytes, bytes]]:
     harness.require_flink(version)
     classes = harness.compile_jobs(version, "SqlTypeSnapshots")
     java, _ = harness._java_tools()
     types = tmp_path / "types.txt"
-    types.write_text("\n".join(text for text, _, _ in flink_snapshots()) + "\n", encoding="utf-8")
+    types.write_text("\n".join(text for text, _, _ in flink_snapshots(expected)) + "\n", encoding="utf-8")
     out = tmp_path / f"snapshots-{version}.tsv"
     subprocess.run([java, "-cp", harness._classpath(harness.flink_lib_dir(version), classes), "SqlTypeSnapshots",
                     str(types), str(out)], check=True, capture_output=True, timeout=300)
@@ -57,6 +58,19 @@ def test_table_types_written_byte_for_byte(version, tmp_path):
         assert java_logical_type(t) == java, text
         if text not in UNWRITABLE:
             assert snapshot_bytes(table_serializer(t)) == snapshot, text
+
+
+@pytest.mark.parametrize("version", ["2.3.0", "1.20.1"])
+def test_external_serializers_written_byte_for_byte(version, tmp_path):
+    from fstate.savepoint.types.data_types import java_data_type
+    from fstate.writers.spec import parse_type
+    from fstate.writers.sql_types import parse_external_type
+
+    flink = _flink_type_snapshots(version, tmp_path, EXTERNAL_SNAPSHOTS)
+    assert [t for t, _, _ in flink] == [t for t, _, _ in flink_snapshots(EXTERNAL_SNAPSHOTS)]
+    for text, java, snapshot in flink:
+        assert java_data_type(parse_external_type(text)) == java, text
+        assert snapshot_bytes(parse_type("SQL " + text)) == snapshot, text
 
 
 def _second_batch(n: int) -> dict[str, list[tuple[int, str]]]:

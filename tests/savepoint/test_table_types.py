@@ -20,8 +20,8 @@ from fstate.savepoint.types import table
 from fstate.savepoint.types.hashing import key_group_for_hash
 from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.snapshots import read_versioned_snapshot
-from fstate.savepoint.types.table_binary import (RowValue, binary_decoder, binary_encoder, row_decoder,
-                                                 row_encoder, standalone_codec)
+from fstate.savepoint.types.table_binary import (NanoDatetime, RowValue, binary_decoder, binary_encoder,
+                                                 row_decoder, row_encoder, standalone_codec)
 
 DATA = Path(__file__).parent / "data"
 HEADERS = sorted(DATA.glob("sql-*-header.bin"))
@@ -183,6 +183,48 @@ def test_timestamps_compact_and_not():
     offset_and_size = int.from_bytes(raw[16:24], "little")
     assert offset_and_size == (32 << 32) | 456000  # nano of millisecond in the size half
     assert int.from_bytes(raw[32:40], "little") == epoch_millis
+
+
+def test_nanosecond_timestamps_keep_their_nanos():
+    """TIMESTAMP(9) / TIMESTAMP_LTZ(9): nanoseconds below the microsecond survive decode and encode."""
+    import pickle
+
+    nanos9 = LogicalType("TIMESTAMP_WITHOUT_TIME_ZONE", precision=9)
+    ltz9 = LogicalType("TIMESTAMP_WITH_LOCAL_TIME_ZONE", precision=9)
+    raw = row_encoder((nanos9, ltz9))((dt.datetime(2024, 2, 29, 12, 30, 15, 123456), None))
+    slot = bytearray(raw)
+    slot[8:12] = (456789).to_bytes(4, "little")  # nano of millisecond 456789: 789 below the microsecond
+    value, again = _round_trip((nanos9, ltz9), (row_decoder((nanos9, ltz9))(bytes(slot), 0, len(slot))[0],
+                                                NanoDatetime(2024, 1, 1, 0, 0, 0, 1, dt.timezone.utc, nanosecond=5)))
+    naive, aware = value
+    assert isinstance(naive, NanoDatetime) and naive.nanosecond == 789 and naive.microsecond == 123456
+    assert naive.isoformat() == "2024-02-29T12:30:15.123456789" and str(aware) == "2024-01-01 00:00:00.000001005+00:00"
+    assert again[8:16] == bytes(slot)[8:16] and again[24:32] == bytes(slot)[24:32]  # the same nanos again
+    assert naive != naive.replace(microsecond=123456) and naive != dt.datetime(2024, 2, 29, 12, 30, 15, 123456)
+    assert pickle.loads(pickle.dumps(naive)) == naive and pickle.loads(pickle.dumps(naive)).nanosecond == 789
+    decode, encode = standalone_codec(nanos9)
+    out = bytearray()
+    encode(out, naive)
+    assert decode(bytes(out), 0) == (naive, 12) and decode(bytes(out), 0)[0].nanosecond == 789
+    # whole microseconds stay plain datetimes
+    assert type(_round_trip((nanos9,), (dt.datetime(2020, 1, 1, 0, 0, 0, 7),))[0][0]) is dt.datetime
+
+
+def test_spark_drops_nanos_only_with_a_warning():
+    import warnings
+
+    import fstate.readers.schema as spark_schema
+
+    nanos9 = LogicalType("TIMESTAMP_WITHOUT_TIME_ZONE", precision=9)
+    convert = spark_schema.converter(RowDataType((nanos9, STRING)))
+    plain = (dt.datetime(2020, 1, 1, 0, 0, 0, 7), "a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert convert(plain) is plain  # nothing below the microsecond: no warning
+    with pytest.warns(UserWarning, match="nanoseconds are dropped"):
+        converted = convert((NanoDatetime(2020, 1, 1, 0, 0, 0, 7, nanosecond=9), "a"))
+    assert converted == plain and type(converted[0]) is dt.datetime
+    assert spark_schema.converter(RowDataType((LogicalType("TIMESTAMP_WITHOUT_TIME_ZONE", precision=6),))) is None
 
 
 def test_nested_rows_arrays_and_maps():
