@@ -3,10 +3,13 @@
 1. Byte identity of the table types: ``jobs/v2/SqlTypeSnapshots.java`` writes, on real Flink, the Java
    serialization of the LogicalType and the versioned serializer snapshot of ``InternalTypeInfo.of(type)``
    for every type of ``tests/writers/data/sql_type_snapshots.tsv``; fstate writes the same bytes.
+   ``EXTERNAL<...>`` lines do the same for DataTypes and ``ExternalSerializer.of(dataType)``.
 2. Bootstrap: the GroupAggregate state of ``SqlJob`` (uid ``4_group-aggregate`` with ``--uids true``)
-   written from a DataFrame of chosen counts, sums, maxima and distinct counts has exactly the key
-   serializer and ``accState`` meta info of SqlJob's own savepoint; SqlJob restored from it continues
-   from the bootstrapped values (the second batch adds its rows to them).
+   written from a DataFrame of chosen counts, sums, maxima, distinct counts and the COUNT(DISTINCT)
+   sets themselves (the map state ``distinctAcc_0`` of ExternalSerializers, and ``distinctAcc_0_null_state``)
+   has exactly the key serializer and the states' meta info of SqlJob's own savepoint; SqlJob restored
+   from it continues from the bootstrapped values (the second batch adds its rows to them, and its
+   names count as new only when they are not in the bootstrapped set).
 """
 
 from __future__ import annotations
@@ -29,8 +32,15 @@ RECORDS = 120  # SqlJob's default --records
 KEY_TYPE = "SQL ROW<k STRING>"
 ACC_TYPE = ("SQL ROW<cnt BIGINT, s BIGINT, mx BIGINT, cd BIGINT, "
             "distinct_view RAW('org.apache.flink.table.api.dataview.MapView')>")
+DISTINCT_TYPE = "MAP<SQL EXTERNAL<STRING, INTERNAL>, SQL EXTERNAL<BIGINT NOT NULL>>"
+NULL_DISTINCT_TYPE = "SQL EXTERNAL<BIGINT NOT NULL>"
+#: bootstrapped distinct sets per key: some of SqlJob's names n0..n6, and others. A map value is not a
+#: count: it is a bit set of the distinct aggregates (filters) of the group that have seen the value,
+#: so with one COUNT(DISTINCT) every present value maps to 1 (bit 0), as in Flink's own savepoints
+DISTINCT = {f"k{i}": {**{f"n{j}": 1 for j in range(0, 7, i + 1)}, **{f"old{j}": 1 for j in range(i)}}
+            for i in range(6)}
 #: bootstrapped accumulators per key: (COUNT(*), SUM(v), MAX(v), COUNT(DISTINCT name))
-BOOTSTRAP = {f"k{i}": (1000 + i, 50000 + 7 * i, 500 + i, 10 + i) for i in range(6)}
+BOOTSTRAP = {k: (1000 + i, 50000 + 7 * i, 500 + i, len(DISTINCT[k])) for i, k in enumerate(sorted(DISTINCT))}
 
 
 def _flink_type_snapshots(version: str, tmp_path, expected=SNAPSHOTS) -> list[tuple[str, bytes, bytes]]:
@@ -98,31 +108,35 @@ def test_bootstrapped_group_aggregate_restores_in_flink(version, flink_version, 
     assert aggregate["uid"] == "4_group-aggregate"  # the job's own dump (1.20's metadata V4 has no uids)
     real = Savepoint.open(str(original.snapshot_dir)).operator(aggregate["operator_id"])
 
-    rows = [((k,), (*acc, b"\x00")) for k, acc in sorted(BOOTSTRAP.items())]
+    rows = [((k,), (*acc, b"\x00"), DISTINCT[k], None) for k, acc in sorted(BOOTSTRAP.items())]
     df = spark.createDataFrame(rows, "key struct<k: string>, accState struct<cnt: bigint, s: bigint, mx: bigint, "
-                                     "cd: bigint, distinct_view: binary>")
+                                     "cd: bigint, distinct_view: binary>, distinctAcc_0 map<string, bigint>, "
+                                     "distinctAcc_0_null_state bigint")
     out = tmp_path / "bootstrapped"
     SavepointWriter(real.max_parallelism, spark, flink_version=flink_version).with_keyed_state(
-        aggregate["uid"], df, key_type=KEY_TYPE, states={"accState": ACC_TYPE},
+        aggregate["uid"], df, key_type=KEY_TYPE,
+        states={"accState": ACC_TYPE, "distinctAcc_0": DISTINCT_TYPE, "distinctAcc_0_null_state": NULL_DISTINCT_TYPE},
         parallelism=aggregate["parallelism"]).write(str(out))
 
     # the written header is SqlJob's own, byte for byte (key serializer and accState's meta info)
     written = Savepoint.open(str(out)).operator(aggregate["operator_id"])  # the uid's hash is the job's id
     assert written.max_parallelism == real.max_parallelism
     assert _key_bytes(written) == _key_bytes(real)
-    assert _state_bytes(written, "accState") == _state_bytes(real, "accState")
+    for state in ("accState", "distinctAcc_0", "distinctAcc_0_null_state"):
+        assert _state_bytes(written, state) == _state_bytes(real, state), state
 
     restored = harness.verify_restore("SqlJob", version, out, extra_args=UIDS,
                                       timeout=harness.DEFAULT_JOB_TIMEOUT).dump
     assert restored["kind"] == "restored"
-    # the restored job retracts the bootstrapped accumulators and adds the second batch to them; the
-    # COUNT(DISTINCT) map view was not bootstrapped (empty), so every name of the batch counts as new
+    # the restored job retracts the bootstrapped accumulators and adds the second batch to them; a name
+    # of the batch adds to COUNT(DISTINCT) only when the bootstrapped distinct set lacks it
     expected, retracted = [], []
     for k, batch in sorted(_second_batch(RECORDS).items()):
         count, total, maximum, distinct = BOOTSTRAP[k]
         retracted.append(_agg_row(k, BOOTSTRAP[k]))
         expected.append(_agg_row(k, (count + len(batch), total + sum(v for v, _ in batch),
-                                     max(maximum, *(v for v, _ in batch)), distinct + len({n for _, n in batch}))))
+                                     max(maximum, *(v for v, _ in batch)),
+                                     distinct + len({n for _, n in batch} - set(DISTINCT[k])))))
     assert restored["retracted"]["agg"] == sorted(retracted)
     assert restored["output"]["agg"] == sorted(expected)
 
