@@ -1,4 +1,4 @@
-"""Shared test helpers: where the shipped samples are."""
+"""Shared test helpers: where the shipped samples are; encoding and decoding single values."""
 
 import json
 from pathlib import Path
@@ -14,3 +14,17 @@ def sample_dirs() -> list[Path]:
 def sample_snapshot(sample: Path) -> Path:
     dump = json.loads((sample / "dump.json").read_text())
     return sample / dump["snapshot_path"]
+
+
+def enc(type_info, value) -> bytes:
+    """A value encoded by a TypeInfo node's encoder."""
+    out = bytearray()
+    type_info.encoder()(out, value)
+    return bytes(out)
+
+
+def dec(type_info, data: bytes):
+    """A value decoded by a TypeInfo node's decoder, which must consume exactly ``data``."""
+    value, end = type_info.decoder()(data, 0)
+    assert end == len(data), f"decoder consumed {end} of {len(data)} bytes"
+    return value

@@ -10,6 +10,7 @@ from fstate.savepoint.errors import UnsupportedSerializerError, UnsupportedVersi
 from fstate.savepoint.types import LONG, STRING, CepType, MapType, OpaqueType, TupleType
 from fstate.savepoint.types.cep import KINDS
 from fstate.savepoint.types.snapshots import read_versioned_snapshot
+from tests.support import dec, enc
 
 EVENT = TupleType((STRING, STRING, LONG), "org.apache.flink.api.java.tuple.Tuple3")
 T_A = 1795454015454  # the processing time of key c1's event "a"
@@ -29,16 +30,6 @@ NFA_C1 = bytes.fromhex(
 NFA_SNAPSHOT_HEAD = bytes.fromhex("000de70400000002" "01" "0014 57fd 00000001 00000003".replace(" ", ""))
 
 
-def enc(t, v) -> bytes:
-    out = bytearray()
-    t.encoder()(out, v)
-    return bytes(out)
-
-
-def dec(t, b: bytes):
-    v, end = t.decoder()(b, 0)
-    assert end == len(b), f"decoder consumed {end} of {len(b)} bytes"
-    return v
 
 
 def snapshot_bytes(t) -> bytes:

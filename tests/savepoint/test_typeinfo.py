@@ -14,18 +14,9 @@ from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYT
 from fstate.savepoint.types.snapshots import (read_serializer_snapshot, read_versioned_snapshot,
                                               write_serializer_snapshot)
 from fstate.savepoint.errors import UnsupportedSerializerError
+from tests.support import dec, enc
 
 
-def enc(t, v) -> bytes:
-    out = bytearray()
-    t.encoder()(out, v)
-    return bytes(out)
-
-
-def dec(t, b: bytes):
-    v, end = t.decoder()(b, 0)
-    assert end == len(b), f"decoder consumed {end} of {len(b)} bytes"
-    return v
 
 
 @pytest.mark.parametrize("t,value,hexbytes", [
