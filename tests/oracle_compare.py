@@ -106,7 +106,7 @@ def norm_dump_map(pairs: list) -> list:
 
 def actual_state(sp: Savepoint, expected_op: dict) -> dict:
     """fstate's reading of the states the dump lists for one operator, in the dump's shape."""
-    op = sp.operator(expected_op["uid"])
+    op = sp.operator(expected_op["uid"] or expected_op["operator_id"])  # SQL jobs without uids: the hash
     result: dict[str, Any] = {"parallelism": op.parallelism, "max_parallelism": op.max_parallelism}
     lists = {}
     for entry in expected_op.get("list_state", []):

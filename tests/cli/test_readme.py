@@ -24,11 +24,14 @@ from typer.testing import CliRunner
 from fstate.cli.app import app
 from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
+from tests.sql_cep_compare import cep_expected_pending
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 KEYED_SAMPLE = REPO / "samples" / "keyed-hashmap-savepoint"
 OPERATOR_SAMPLE = REPO / "samples" / "operator-state-hashmap-savepoint"
+SQL_SAMPLE = REPO / "samples" / "sql-uids-savepoint"
+CEP_SAMPLE = REPO / "samples" / "cep-savepoint"
 
 #: What snippets write to → where the tests let them write (under tmp_path).
 PLACEHOLDERS = {"/tmp/fstate-readme": "fstate-readme", "/tmp/wc": "wc"}
@@ -108,7 +111,8 @@ WRITER = "python: Writing #1"
 SQL_WRITER = "python: Writing #2"
 MODIFIER = "python: Writing #3"
 RUNTIME = "python: The runtime #1"
-PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME}
+CEP_MATCHES = "python: Flink SQL and CEP state #1"
+PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES}
 
 
 def test_every_snippet_is_tested():
@@ -192,6 +196,14 @@ def test_runtime_example(tmp_path, monkeypatch):
     assert dict(tables.keyed_table(counts).rows()) == {"to": 200, "be": 200, "or": 100, "not": 100}
 
 
+def test_cep_partial_matches(tmp_path, monkeypatch, capsys):
+    run_python(CEP_MATCHES, tmp_path, monkeypatch)
+    shown = sorted(capsys.readouterr().out.splitlines())
+    pending = cep_expected_pending(json.loads((CEP_SAMPLE / "dump.json").read_text()))
+    assert shown == sorted(f"{key} waits in {'abc'[len(match)]} after {[tuple(event) for event in match]}"
+                           for key, matches in pending.items() for match in matches)
+
+
 def test_setup_command_names_a_shipped_sample():
     line = next(ln for ln in snippet("bash: Set up #1").code.splitlines() if ln.startswith("pip install -e . &&"))
     sample = line.split("fstate info ")[1].split(" ")[0]
@@ -229,8 +241,31 @@ def check_cli_modified(tmp_path: Path) -> None:
         key: ((None if row[0] is None else row[0] * 10),) + row[1:] for key, row in old_rows.items()}
 
 
+def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
+    """What the SQL and CEP snippet printed is the samples' state as their jobs' dumps describe it."""
+    dump = json.loads((SQL_SAMPLE / "dump.json").read_text())
+    (aggregate,) = [op for op in dump["operators"] if op["kind"] == "group-aggregate"]
+    info, named, unnamed = (outputs[c] for c in outputs if "sql-uids-savepoint" in c)
+    assert "4_group-aggregate" in info and "SQL plan" in info and "GroupAggregate(groupBy=[k]" in info
+    for key, e in aggregate["expected"]:
+        (row,) = [line for line in named.splitlines() if line.startswith(f"│ {key} ")]
+        assert (f'"count": {e["count"]}, "sum_v": {e["sum"]}, "max_v": {e["max"]}, '
+                f'"count_distinct_name": {e["count_distinct"]}') in row, row
+        (row,) = [line for line in unnamed.splitlines() if f'"{key}"' in line]
+        assert f'"f0": {e["count"]}, "f1": {e["sum"]}, "f2": {e["max"]}, "f3": {e["count_distinct"]}' in row, row
+    windows = next(outputs[c] for c in outputs if "sql-no-uids-ttl-savepoint" in c)
+    assert "window_start" in windows and "window_end" in windows and '"count"' in windows
+    cep_output = next(outputs[c] for c in outputs if "cep-savepoint" in c)
+    cep_rows = [json.loads(line) for line in cep_output.splitlines() if line.startswith("{")]
+    pending = cep_expected_pending(json.loads((CEP_SAMPLE / "dump.json").read_text()))
+    assert sorted((r["key"], [r["map_value"]["element"][f] for f in ("f0", "f1", "f2")]) for r in cep_rows) == sorted(
+        (key, event) for key, matches in pending.items() for match in matches for event in match)
+
+
 #: Further checks of what a bash snippet made, by snippet.
 BASH_CHECKS = {"bash: Writing #1": check_cli_modified}
+#: Checks of what a bash snippet's commands printed (command → output), by snippet.
+OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output}
 
 
 def run_command(command: str) -> str:
@@ -260,16 +295,19 @@ def run_command(command: str) -> str:
 def test_bash_snippet(key, spark, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     ran = skipped = 0
+    outputs: dict[str, str] = {}
     for command in commands(with_placeholders(snippet(key).code, tmp_path)):
         if not_run(command):
             skipped += 1
             continue
-        run_command(command)
+        outputs[command] = run_command(command)
         ran += 1
     if not ran:
         pytest.skip("; ".join(sorted({not_run(c) for c in commands(snippet(key).code)})))
     if key in BASH_CHECKS:
         BASH_CHECKS[key](tmp_path)
+    if key in OUTPUT_CHECKS:
+        OUTPUT_CHECKS[key](outputs)
 
 
 def test_version_is_the_installed_one():

@@ -5,8 +5,10 @@
     python -m tests.flink.generate_samples --only keyed-hashmap-savepoint
 
 Each sample directory holds the snapshot directory exactly as Flink wrote it (a savepoint
-directory ``savepoint-<job>-<random>``, or a checkpoint's ``chk-<N>`` directory alone) and
-``dump.json``, whose ``snapshot_path`` is rewritten relative to the sample directory.
+directory ``savepoint-<job>-<random>``, or a checkpoint's ``chk-<N>`` directory alone),
+``dump.json``, whose ``snapshot_path`` is rewritten relative to the sample directory, and the
+sample's ``extra_files`` from the job's output directory (e.g. the SQL job's ``plan.json``, its
+``COMPILE PLAN`` output, for ``--plan``).
 Flink's own names (job ids, random savepoint suffixes, state file UUIDs) differ on every run;
 the state content does not.
 """
@@ -33,6 +35,10 @@ class Sample:
     backend: str
     snapshot: str
     note: str
+    #: Job arguments beyond --backend/--snapshot (as harness.generate takes them).
+    extra_args: tuple[str, ...] = ()
+    #: Files of the job's output directory copied beside dump.json.
+    extra_files: tuple[str, ...] = ()
 
 
 SAMPLES = [
@@ -58,11 +64,23 @@ SAMPLES = [
            "retained RocksDB native checkpoint: SST/MANIFEST/CURRENT inline, OPTIONS beside _metadata"),
     Sample("keyed-1.20-savepoint", "KeyedStateJob", "1.20.1", "hashmap", "savepoint",
            "Flink 1.20.1 keyed heap savepoint (metadata V4)"),
+    Sample("sql-uids-savepoint", "SqlJob", "2.3.0", "hashmap", "savepoint",
+           "Flink SQL: GROUP BY (COUNT, SUM, MAX, COUNT DISTINCT), dedup keep-first/keep-last, join, TUMBLE "
+           "window; `table.exec.uid.generation: ALWAYS` (uids like `4_group-aggregate`); `plan.json` is "
+           "its `COMPILE PLAN` (`--plan`)",
+           extra_args=("--uids", "true"), extra_files=("plan.json",)),
+    Sample("sql-no-uids-ttl-savepoint", "SqlJob", "2.3.0", "hashmap", "savepoint",
+           "the same SQL job without uids (operators by uid hash) and `table.exec.state.ttl: 1h` "
+           "(TTL-wrapped state); `plan.json` names them",
+           extra_args=("--uids", "false", "--ttl", "1h"), extra_files=("plan.json",)),
+    Sample("cep-savepoint", "CepJob", "2.3.0", "hashmap", "savepoint",
+           "CEP `a next b next c` with partial matches pending: NFA state, shared buffer"),
 ]
 
 
 def write_sample(sample: Sample, fresh: bool = False) -> Path:
-    res = harness.generate(sample.job, sample.version, sample.backend, sample.snapshot, force=fresh)
+    res = harness.generate(sample.job, sample.version, sample.backend, sample.snapshot,
+                           extra_args=sample.extra_args, force=fresh)
     dest = SAMPLES_DIR / sample.name
     if dest.exists():
         shutil.rmtree(dest)
@@ -79,6 +97,8 @@ def write_sample(sample: Sample, fresh: bool = False) -> Path:
     if json.loads(text) != expected:
         raise RuntimeError("rewriting snapshot_path changed more than snapshot_path")
     (dest / "dump.json").write_text(text, encoding="ascii")
+    for name in sample.extra_files:
+        shutil.copyfile(res.out_dir / name, dest / name)
     return dest
 
 

@@ -23,6 +23,7 @@ from fstate.savepoint.keyed_codecs import key_group_prefix_size, state_codecs
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import CepType, MapType
 from tests.flink import harness
+from tests.sql_cep_compare import cep_expected_pending, cep_pending_partial_matches
 
 pytestmark = pytest.mark.flink
 
@@ -49,8 +50,7 @@ def operator(job):
 
 
 def _expected(job) -> dict[str, list]:
-    (described,) = [op for op in job.dump["operators"] if op["kind"] == "cep"]
-    return {k["key"]: k["pending"] for k in described["expected"]}
+    return cep_expected_pending(job.dump)
 
 
 def test_state_types(operator):
@@ -67,12 +67,8 @@ def test_pending_partial_matches_are_the_jobs(backend):
     job = _generate(backend)
     operator = _operator(job)
     expected = _expected(job)
-    got: dict[str, list] = {k: [] for k in expected}
-    for key, state_name, version, start_timestamp, events in cep.partial_match_rows(operator):
-        # each event was taken by the pattern state of its type ("a", "b")
-        assert [page for page, _ in events] == [event[1] for _, event in events]
-        assert state_name == "abc"[len(events)] and len(version) == len(events) + 1
-        got[key].append([list(event) for _, event in events])
+    # each event was taken by the pattern state of its type ("a", "b"), see cep_pending_partial_matches
+    got = cep_pending_partial_matches(operator, expected)
     assert got == expected
     assert any(len(m) == 2 for ms in got.values() for m in ms) and any(len(m) == 1 for ms in got.values() for m in ms)
 

@@ -1,7 +1,8 @@
 """Real-Flink oracle for the state of Flink SQL operators (issue 14): fstate reads every state of
 ``SqlJob``'s GroupAggregate, both Deduplicates, the Join and the GlobalWindowAggregate exactly as the
-job's dump says, for uids on and for uids off with state TTL; and every entry it decodes encodes
-back to Flink's bytes (keys placed in the key groups Flink chose).
+job's dump says (the comparisons are in tests/sql_cep_compare.py), for uids on and for uids off with
+state TTL; and every entry it decodes encodes back to Flink's bytes (keys placed in the key groups
+Flink chose).
 
 Savepoints come from the same cached generations as tests/flink/test_sql_cep_oracle.py.
 """
@@ -12,12 +13,13 @@ import struct
 
 import pytest
 
-from fstate.readers import tables
 from fstate.savepoint import keyed
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import TtlType
 from fstate.savepoint.types.hashing import key_group_for_hash
 from tests.flink import harness
+from tests.sql_cep_compare import (check_deduplicate_keep_first, check_deduplicate_keep_last, check_group_aggregate,
+                                   check_join, check_window_aggregate)
 
 pytestmark = pytest.mark.flink
 
@@ -37,68 +39,29 @@ def _operators(variant: str):
     return sp, {op["kind"]: op for op in res.dump["operators"] if op["kind"] is not None}
 
 
-def _rows(sp: Savepoint, op: dict, state: str) -> list[tuple]:
-    return list(tables.keyed_table(sp.operator(op["operator_id"]), [state]).rows())
-
-
-def _key(row: tuple) -> str:
-    (k,) = row[0]  # the key is a row of the grouping key (k)
-    return k
-
-
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_group_aggregate(variant):
     sp, ops = _operators(variant)
-    op = ops["group-aggregate"]
-    expected = dict(op["expected"])
-    acc = {_key(r): r[-1] for r in _rows(sp, op, "accState")}
-    assert set(acc) == set(expected)
-    for k, e in expected.items():
-        count, total, maximum, count_distinct, distinct_view = acc[k]
-        assert (count, total, maximum, count_distinct) == (e["count"], e["sum"], e["max"], e["count_distinct"])
-        assert distinct_view == b"\x00"  # the MapView lives in its own state: a RAW placeholder
-    distinct = {_key(r): r[-1] for r in _rows(sp, op, "distinctAcc_0")}
-    assert {k: sorted(v) for k, v in distinct.items()} == {k: sorted(n for n, _ in e["distinct"])
-                                                           for k, e in expected.items()}
-    # one COUNT(DISTINCT) without FILTER on append-only input: the map value is the bit set of the
-    # distinct aggregates that saw the value (bit 0), not the number of occurrences
-    assert {v for d in distinct.values() for v in d.values()} == {1}
-    assert _rows(sp, op, "distinctAcc_0_null_state") == []
+    check_group_aggregate(sp, ops["group-aggregate"])
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_deduplicate(variant):
     sp, ops = _operators(variant)
-    first = ops["deduplicate-keep-first"]
-    seen = {_key(r): r[-1] for r in _rows(sp, first, "deduplicate-state")}
-    assert seen == {k: True for k, _ in first["expected"]}  # keep-first stores only "seen"
-    last = ops["deduplicate-keep-last"]
-    kept = {_key(r): r[-1] for r in _rows(sp, last, "deduplicate-state")}
-    assert set(kept) == {k for k, _ in last["expected"]}
-    for k, row in last["expected"]:
-        assert list(kept[k][:3]) == row  # id, k, v; the 4th field is the (wall-clock) proctime
-        assert len(kept[k]) == 4
+    check_deduplicate_keep_first(sp, ops["deduplicate-keep-first"])
+    check_deduplicate_keep_last(sp, ops["deduplicate-keep-last"])
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_join(variant):
     sp, ops = _operators(variant)
-    op = ops["join"]
-    for side in ("left", "right"):
-        actual = {_key(r): sorted([list(row), n] for row, n in r[-1].items())
-                  for r in _rows(sp, op, f"{side}-records")}
-        expected = {k: sorted(records) for k, records in op["expected"][side]}
-        assert actual == expected, side
+    check_join(sp, ops["join"])
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_window_aggregate(variant):
     sp, ops = _operators(variant)
-    op = ops["window-aggregate"]
-    rows = _rows(sp, op, "window-aggs")
-    actual = {(_key(r), r[1]): list(r[-1]) for r in rows}  # namespace: the window (slice) end
-    expected = {(k, end): acc for (k, _, end), acc in op["expected"]}
-    assert actual == expected
+    check_window_aggregate(sp, ops["window-aggregate"])
 
 
 # -- byte-exact round trip -----------------------------------------------------------------------
