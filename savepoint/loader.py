@@ -17,6 +17,7 @@ from .errors import CorruptStateError, FStateError, UnknownOperatorError, Unknow
 from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
 from .metainfo import StateMetaInfo
+from . import sql_plan
 from .types.hashing import operator_id_for_uid, parse_operator_id
 
 R = TypeVar("R")
@@ -83,6 +84,9 @@ class Savepoint:
         for op in self.operators:
             if op.state.operator_id in wanted:
                 return op
+        by_name = [op for op in self.operators if uid_or_hash in _sql_names(op)]
+        if len(by_name) == 1:  # an SQL operator without uid, by name: GroupAggregate[4] or group_aggregate_4
+            return by_name[0]
         known = ", ".join(o.display_name for o in self.operators) or "none"
         raise UnknownOperatorError(f"no operator with uid or uid hash '{uid_or_hash}' (operators: {known})",
                                    self.location.metadata_path)
@@ -380,3 +384,14 @@ def _handle_kind(h) -> str:
     if isinstance(h, (handles.ChangelogBackendHandle, handles.ChangelogStreamHandle, handles.InMemoryChangelogHandle)):
         return "changelog"
     return type(h).__name__
+
+
+def _sql_names(op: "OperatorView") -> tuple[str, ...]:
+    """The names an SQL operator answers to besides its uid and uid hash: its name in ``_metadata``
+    (``GroupAggregate[4]``, metadata V5+) and ``<kind>_<node id>`` (``group_aggregate_4``, as views
+    name it)."""
+    found = sql_plan.sql_operator(op.name, op.uid) if op.name or op.uid else None
+    if found is None or found.node_id is None:
+        return ()
+    return tuple(n for n in (op.name, f"{found.kind.replace('-', '_')}_{found.node_id}") if n)
+

@@ -272,3 +272,18 @@ def test_real_plan_of_another_job_is_refused():
     with pytest.raises(InvalidArgumentError, match="node 4 of the plan is a deduplicate, but operator GroupAggregate"):
         sql_plan.bind(sql_plan.parse_plan(json.dumps(nodes), "other.json"),
                       Savepoint.open(str(uids.snapshot_dir)).operators)
+
+
+def test_sql_operators_without_uid_are_found_by_name():
+    """An SQL operator of a job without uids answers to its name in _metadata and to its view name."""
+    from fstate.savepoint.errors import UnknownOperatorError
+    from fstate.savepoint.loader import Savepoint
+    from tests.support import SAMPLES
+
+    sp = Savepoint.open(str(SAMPLES / "sql-no-uids-ttl-savepoint"))
+    aggregate = sp.operator("GroupAggregate[4]")
+    assert aggregate.uid is None and aggregate.name == "GroupAggregate[4]"
+    assert sp.operator("group_aggregate_4") is aggregate
+    assert sp.operator(aggregate.uid_hash) is aggregate
+    with pytest.raises(UnknownOperatorError):
+        sp.operator("group_aggregate_5")
