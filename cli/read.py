@@ -24,8 +24,9 @@ def read(
     state: Optional[str] = typer.Option(None, "--state", "-s", metavar="NAME",
                                         help="State name (comma-separated keyed states narrow the keyed table)."),
     table: Optional[str] = typer.Option(None, "--table", "-t", metavar="TABLE",
-                                        help="list, broadcast, keyed or timers (default: keyed when the operator "
-                                             "has keyed state, else the kind of --state)."),
+                                        help="list, broadcast, keyed, timers, or matches (a CEP operator's pending "
+                                             "partial matches) (default: keyed when the operator has keyed state, "
+                                             "else the kind of --state)."),
     flat: bool = typer.Option(False, "--flat", help="Keyed: one row per list element or map entry (one --state)."),
     flatten: Optional[bool] = typer.Option(
         None, "--flatten/--no-flatten",

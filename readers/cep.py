@@ -15,10 +15,13 @@ compatible with, until an edge without a target.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterator, Sequence
 
 from ..savepoint.errors import CorruptStateError, UnknownStateError
 from ..savepoint.loader import OperatorView
+from ..savepoint.types import BYTES, INT, LONG, STRING, ListType, MapType, RowType
+from ..savepoint.types.cep import CepType
 from . import tables
 
 NFA_STATE = "nfaStateName"
@@ -120,11 +123,34 @@ def _paths(start: tuple, version: list[int], entries: dict) -> list[list[tuple]]
     return found
 
 
-def partial_match_rows(op: OperatorView, keys: list[Any] | None = None) -> Iterator[tuple]:
-    """Rows of :data:`PARTIAL_MATCH_COLUMNS`: every pending partial match of a CEP operator."""
+def partial_matches_table(op: OperatorView, keys: list[Any] | None = None) -> tables.Table:
+    """The ``matches`` table of a CEP operator: one row per pending partial match
+    (:data:`PARTIAL_MATCH_COLUMNS`; ``events`` an array of (``pattern_state``, ``event``)), read from the
+    keyed table of its NFA and shared-buffer states, key group by key group (partitioned like it)."""
     if not is_cep_operator(op):
         raise UnknownStateError(f"operator {op.display_name} is not a CEP operator (it has no keyed states "
                                 f"{', '.join(CEP_STATES)})", op.savepoint.location.metadata_path)
-    for key, nfa_state, events, entries in tables.keyed_table(op, list(CEP_STATES), keys=keys).rows():
+    states = tables.keyed_table(op, list(CEP_STATES), flatten_key=False, keys=keys)
+    key_column = states.columns[0]
+    events = dict((name, t) for name, t, _ in states.columns)[EVENTS]
+    lockable = events.value if isinstance(events, MapType) else None
+    event_type = lockable.children[0] if isinstance(lockable, CepType) and lockable.children else BYTES
+    columns = [key_column, ("state_name", STRING, False), ("version", ListType(INT), False),
+               ("start_timestamp", LONG, False),
+               ("events", ListType(RowType((STRING, event_type), ("pattern_state", "event"),
+                                           supports_row_kind=False)), False)]
+    partitions = [dataclasses.replace(p, rows_of=match_rows) for p in states.partitions]
+    return tables.Table("matches", f"{op.display_name}/matches", columns, partitions, states.key_filter)
+
+
+def match_rows(rows: Iterator[tuple]) -> Iterator[tuple]:
+    """(key, NFA state, events, entries) rows of the keyed table → rows of pending partial matches."""
+    for key, nfa_state, events, entries in rows:
         for match in resolve_partial_matches(nfa_state, events, entries):
             yield (key, match["state_name"], match["version"], match["start_timestamp"], match["events"])
+
+
+def partial_match_rows(op: OperatorView, keys: list[Any] | None = None) -> Iterator[tuple]:
+    """Rows of :data:`PARTIAL_MATCH_COLUMNS`: every pending partial match of a CEP operator, read in
+    this process (no Spark)."""
+    return partial_matches_table(op, keys).rows()

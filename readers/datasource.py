@@ -70,6 +70,10 @@ def build_table(options: dict, keys: list | None = None) -> tables.Table:
     if table == "keyed":
         return tables.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys,
                                   sql=sql)
+    if table == "matches":
+        from . import cep
+
+        return cep.partial_matches_table(op, keys)
     return tables.timers_table(op, flatten_key=source.flatten, sql=sql)
 
 

@@ -14,7 +14,7 @@ option                        Flink connector alias  meaning
                                                      ``_metadata`` file or a URI (required)
 ``uid``                       ``operator.uid``,      operator uid, or its 32-hex-digit uid hash
                               ``operator.uid.hash``  (required; the hash alias takes a hash only)
-``table``                                            ``list``, ``broadcast``, ``keyed``, ``timers``
+``table``                                            ``list``, ``broadcast``, ``keyed``, ``timers``, ``matches`` (CEP)
 ``state``                                            state name (comma-separated keyed states)
 ``flat``, ``flatten``                                keyed: one row per element / key columns (default: SQL keys)
 ``allowExternalPaths``                               follow state files outside the directory
@@ -47,7 +47,7 @@ FLINK_CONNECTOR_ALIASES = {"state.path": "path", "operator.uid": "uid", "operato
 #: Flink's option naming the state backend; fstate recognises the snapshot's format by itself
 STATE_BACKEND_TYPE = "state.backend.type"
 STATE_BACKEND_TYPES = ("hashmap", "rocksdb")
-TABLE_KINDS = ("list", "broadcast", "keyed", "timers")
+TABLE_KINDS = ("list", "broadcast", "keyed", "timers", "matches")
 FS_OPTION_PREFIX = "fs."
 
 _CANONICAL = {name.lower(): name for name in OPTION_NAMES}

@@ -8,7 +8,7 @@ nothing here imports pyspark.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from ..savepoint import handles
 from ..savepoint import streams
@@ -44,6 +44,9 @@ class Partition:
     span: tuple[int, int] | None = None  # byte range of the stream holding those key groups
     allow_external: bool = True
     options: tuple = ()
+    #: keyed partitions: a module-level function turning the decoded rows into this table's rows
+    #: (e.g. a CEP operator's states into its partial matches; picklable by reference)
+    rows_of: Callable[[Iterator[tuple]], Iterator[tuple]] | None = None
 
 
 @dataclass
@@ -341,7 +344,8 @@ def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterato
         meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
         yield from operator_state.read_broadcast_state(buf, p.handle, meta, p.state_names[0], label)
         return
-    yield from _read_keyed(p, key_filter)
+    rows = _read_keyed(p, key_filter)
+    yield from (p.rows_of(rows) if p.rows_of is not None else rows)
 
 
 def _load_key_groups(p: Partition) -> tuple[bytes, handles.KeyGroupsHandle, keyed.KeyedBackendMeta]:

@@ -8,6 +8,8 @@ View names (non-identifier characters become ``_``; ``prefix`` is prepended as `
 * ``<uid>__<state>``   operator list / union state (subtask, index, value) and broadcast state
                        (key, value)
 * ``<uid>__timers``    timers (key, timestamp, kind, service)
+* ``<uid>__matches``   a CEP operator's pending partial matches (key, state_name, version,
+                       start_timestamp, events)
 * ``savepoint_metadata``  one row per state: operator uid, name, uid hash, parallelism, max
                        parallelism, state name, backend, kind, type (like Flink's savepoint_metadata)
 
@@ -25,6 +27,7 @@ from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
 from ..savepoint.sql_plan import PlanBinding, load_binding
 from ..savepoint.summary import summarize
+from . import cep
 from .datasource import register
 from .options import FORMAT, savepoint_source_options
 
@@ -72,6 +75,8 @@ def plan_views(sp: Savepoint, prefix: str | None = None, plan: PlanBinding | Non
                                   "state": s.name})
             if km.timer_states:
                 views.append({"view": f"{pre}{base}__timers", "uid": ident, "table": "timers", "state": None})
+            if cep.is_cep_operator(op):
+                views.append({"view": f"{pre}{base}__matches", "uid": ident, "table": "matches", "state": None})
     views.append({"view": f"{pre}savepoint_metadata", "uid": None, "table": "metadata", "state": None})
     return views
 

@@ -35,3 +35,31 @@ def test_partial_matches_follow_edges_by_version():
     assert resolve_partial_matches(None, None, None) == []
     with pytest.raises(CorruptStateError, match="not in sharedBuffer-events"):
         resolve_partial_matches(nfa, {}, entries)
+
+
+def test_matches_table_of_the_cep_sample_holds_the_jobs_pending_matches(spark):
+    """`--table matches` (and the view `<uid>__matches`): one row per pending partial match, its events
+    in pattern order, equal to what CepJob itself held; the same rows with and without Spark."""
+    import json
+
+    from fstate.readers.cep import PARTIAL_MATCH_COLUMNS, partial_matches_table
+    from fstate.readers.views import register_views
+    from fstate.savepoint.loader import Savepoint
+    from tests.support import SAMPLES
+
+    sample = SAMPLES / "cep-savepoint"
+    (cep,) = [o for o in json.loads((sample / "dump.json").read_text())["operators"] if o["kind"] == "cep"]
+    expected = {k["key"]: sorted([e[1] for e in m] for m in k["pending"]) for k in cep["expected"]}
+    table = partial_matches_table(Savepoint.open(str(sample)).operator("cep"))
+    assert tuple(table.column_names) == PARTIAL_MATCH_COLUMNS
+    rows = list(table.rows())
+    found = {key: [] for key in expected}
+    for key, _, _, _, events in rows:
+        assert [state for state, _ in events] == ["a", "b"][:len(events)]  # pattern order
+        found[key].append([event[1] for _, event in events])
+    assert {k: sorted(v) for k, v in found.items()} == expected
+    views = register_views(spark, str(sample))
+    assert "cep__matches" in views
+    through_spark = spark.sql("SELECT key, events FROM cep__matches").collect()
+    assert sorted((r["key"], [e["event"]["f1"] for e in r["events"]]) for r in through_spark) == sorted(
+        (key, [event[1] for _, event in events]) for key, _, _, _, events in rows)
