@@ -16,7 +16,7 @@ from rich.markup import escape
 
 from . import inspect, read, write
 from ..savepoint.errors import FStateWarning
-from .console import err, out
+from .console import err, out, set_debug
 from .help import ConventionalCommand, ConventionalGroup
 from .options import choose_output
 from .output import OUTPUTS
@@ -51,7 +51,11 @@ def top_level(
     json_alias: bool = typer.Option(False, "--json", help="The same as --output json."),
     show_version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
                                       help="Print fstate's version and exit."),
+    debug: bool = typer.Option(False, "--debug",
+                               help="On an error, print its full trace (Python, and Spark's Java stack) and "
+                                    "Spark's warnings; without it an error is one line."),
 ) -> None:
+    set_debug(debug)
     choose_output(context, "json" if json_alias else output_format.value)
     _warnings_as_lines()
 

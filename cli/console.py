@@ -1,9 +1,12 @@
-"""Rich consoles and the error path: every FStateError becomes one line on stderr and exit code 2."""
+"""Rich consoles and the error path: every FStateError becomes one line on stderr and exit code 2,
+also one raised inside a Spark worker (found in the text of the exception Spark wraps it in); the
+top-level ``--debug`` prints the full trace first."""
 
 from __future__ import annotations
 
 import re
 import sys
+import traceback
 from contextlib import contextmanager
 
 from rich.console import Console
@@ -16,6 +19,26 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
 _WORKER_ERROR = re.compile(r"fstate\.savepoint\.errors\.(\w+): (.+)")
+#: Spark's own log level in the CLI's session: its ERROR lines repeat a worker's traceback (shown
+#: once, with --debug) before the one-line error.
+SPARK_LOG_LEVEL, SPARK_DEBUG_LOG_LEVEL = "OFF", "WARN"
+
+
+class _Settings:
+    debug = False
+
+
+def set_debug(enabled: bool) -> None:
+    """``--debug``: errors print their full trace (Python and Java) before the one-line message."""
+    _Settings.debug = enabled
+
+
+def debugging() -> bool:
+    return _Settings.debug
+
+
+def spark_log_level() -> str:
+    return SPARK_DEBUG_LOG_LEVEL if _Settings.debug else SPARK_LOG_LEVEL
 
 
 def fail(message: str) -> None:
@@ -24,10 +47,16 @@ def fail(message: str) -> None:
 
 
 def error_from_spark(exc: BaseException) -> str | None:
-    """An fstate error raised inside a Spark worker arrives wrapped in Spark's exception text."""
-    text = str(exc)
-    m = _WORKER_ERROR.search(text)
-    return m.group(2).strip() if m else None
+    """An fstate error raised inside a Spark worker arrives wrapped in Spark's exception text (a
+    Py4JJavaError or PySpark's PythonException, with the Python traceback and Java stack inside): its
+    last ``fstate.savepoint.errors.X: message`` line, the one the worker raised."""
+    found = _WORKER_ERROR.findall(str(exc))
+    return found[-1][1].strip() if found else None
+
+
+def _show_trace() -> None:
+    if _Settings.debug:
+        err.print(traceback.format_exc(), markup=False, highlight=False, end="")
 
 
 @contextmanager
@@ -36,6 +65,7 @@ def user_errors():
     try:
         yield
     except FStateError as e:
+        _show_trace()
         fail(str(e))
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -44,6 +74,7 @@ def user_errors():
         msg = error_from_spark(e)
         if msg is None:
             raise
+        _show_trace()
         fail(msg)
 
 

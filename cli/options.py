@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..savepoint.errors import InvalidArgumentError
-from .console import progress
+from .console import progress, spark_log_level
 from .output import OUTPUTS, Output
 
 ALLOW_EXTERNAL = typer.Option(
@@ -62,11 +62,14 @@ def apply_fs_options(fs_option: list[str] | None, fs_config: str | None) -> tupl
 
 
 def start_spark(master: str | None, conf_map: dict[str, str]):
-    """The active SparkSession, or a new one for --master/--conf, with a spinner while it starts."""
+    """The active SparkSession, or a new one for --master/--conf, with a spinner while it starts.
+    Spark's own logging is off (WARN with --debug): errors reach the user as fstate's one line."""
     with progress("starting Spark"):
         from ..readers.session import get_spark
 
-        return get_spark(master, conf_map)
+        spark = get_spark(master, conf_map)
+        spark.sparkContext.setLogLevel(spark_log_level())
+        return spark
 
 
 def parse_conf(conf: list[str] | None) -> dict[str, str]:

@@ -53,14 +53,33 @@ def load_spec(path: str) -> dict:
     return spec
 
 
+def _source_label(src: Any, base: str) -> str:
+    """How errors name a source: its path as resolved, or its SQL (shortened)."""
+    if isinstance(src, dict) and "sql" in src:
+        query = " ".join(str(src["sql"]).split())
+        return f"sql: {query if len(query) <= 60 else query[:57] + '...'}"
+    if isinstance(src, dict) and "path" in src:
+        return _resolve(src["path"], base)
+    return "?"
+
+
+def _resolve(path: str, base: str) -> str:
+    return path if os.path.isabs(path) or "://" in path else os.path.join(base, path)
+
+
 def _source(spark, src: Any, base: str, what: str):
     if not isinstance(src, dict):
         raise InvalidArgumentError(f"{what}: 'source' must be a mapping with 'path' or 'sql'")
     if "sql" in src:
-        return spark.sql(src["sql"])
+        from pyspark.errors import AnalysisException
+
+        try:
+            return spark.sql(src["sql"])
+        except AnalysisException as e:  # a parse error too: one line, naming the source
+            raise InvalidArgumentError(f"{what}: source sql: {str(e).strip().splitlines()[0]}") from None
     if "path" not in src:
         raise InvalidArgumentError(f"{what}: 'source' needs 'path' or 'sql'")
-    path = src["path"] if os.path.isabs(src["path"]) or "://" in src["path"] else os.path.join(base, src["path"])
+    path = _resolve(src["path"], base)
     fmt = src.get("format") or os.path.splitext(path)[1].lstrip(".").lower() or "parquet"
     if fmt not in _FORMATS:
         raise InvalidArgumentError(f"{what}: unknown source format '{fmt}' ({', '.join(_FORMATS)})")
@@ -69,13 +88,32 @@ def _source(spark, src: Any, base: str, what: str):
     reader = spark.read.format(fmt)
     for k, v in (src.get("options") or {}).items():
         reader = reader.option(k, str(v).lower() if isinstance(v, bool) else str(v))
-    return reader.load(path)
+    from pyspark.errors import AnalysisException
+
+    try:
+        return reader.load(path)
+    except AnalysisException as e:
+        raise InvalidArgumentError(f"{what}: source {path}: {str(e).strip().splitlines()[0]}") from None
 
 
 def writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | None = None) -> SavepointWriter:
     """The writer a spec describes; ``flink_version`` (e.g. from ``--flink-version``) overrides the
-    spec's ``flink_version``."""
+    spec's ``flink_version``. Every source column is checked against its declared type here (by the
+    writer), before a Spark job runs; every error names the spec file, and those about data its source."""
+    try:
+        return _writer_from_spec(spec, spec_path, spark, flink_version)
+    except InvalidArgumentError as e:
+        if e.path is not None or f"spec {spec_path}" in e.detail:
+            raise
+        raise InvalidArgumentError(e.detail, spec_path) from None
+
+
+def _writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | None) -> SavepointWriter:
     base = os.path.dirname(os.path.abspath(spec_path))
+
+    def origin(src: Any = None) -> str:
+        return f"spec {spec_path}" + (f", source {_source_label(src, base)}" if src is not None else "")
+
     for name, src in (spec.get("views") or {}).items():
         _source(spark, src, base, f"view {name}").createOrReplaceTempView(name)
     if flink_version is None and spec.get("flink_version"):
@@ -99,21 +137,23 @@ def writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | Non
             df = _source(spark, k.get("source"), base, f"{what} keyed state")
             w.with_keyed_state(df=df, key=k.get("key", "key"), states=k.get("states"), key_type=k.get("key_type"),
                                event_timers=k.get("event_timers"), processing_timers=k.get("processing_timers"),
-                               **ident)
+                               origin=origin(k.get("source")), **ident)
         for ls in op.get("list_state") or []:
             name = ls.get("name")
             if not name:
                 raise InvalidArgumentError(f"{what}: a list_state entry needs a 'name'")
             data = ls["values"] if "values" in ls else _source(spark, ls.get("source"), base, f"{what}/{name}")
             w.with_list_state(state=name, data=data, type=ls.get("type"), column=ls.get("column", "value"),
-                              union=bool(ls.get("union", False)), **ident)
+                              union=bool(ls.get("union", False)),
+                              origin=origin(None if "values" in ls else ls.get("source")), **ident)
         for bs in op.get("broadcast_state") or []:
             name = bs.get("name")
             if not name:
                 raise InvalidArgumentError(f"{what}: a broadcast_state entry needs a 'name'")
             data = bs["entries"] if "entries" in bs else _source(spark, bs.get("source"), base, f"{what}/{name}")
             w.with_broadcast_state(state=name, data=data, key_type=bs.get("key_type"), value_type=bs.get("value_type"),
-                                   key=bs.get("key", "key"), value=bs.get("value", "value"), **ident)
+                                   key=bs.get("key", "key"), value=bs.get("value", "value"),
+                                   origin=origin(None if "entries" in bs else bs.get("source")), **ident)
     return w
 
 
@@ -126,8 +166,7 @@ def source_paths(spec: dict, spec_path: str) -> list[str]:
     def visit(node: Any, is_source: bool) -> None:
         if isinstance(node, dict):
             if is_source and isinstance(node.get("path"), str):
-                path = node["path"]
-                found.append(path if os.path.isabs(path) or "://" in path else os.path.join(base, path))
+                found.append(_resolve(node["path"], base))
             for key, value in node.items():
                 visit(value, key == "source")
         elif isinstance(node, list):

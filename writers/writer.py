@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,7 @@ from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key
 from ..savepoint.types.key_hash import has_value_hash
 from .flink_target import state_meta_for_target, type_for_target
 from .spec import from_spark, parse_type
+from .validation import check_column, check_timer_column, require_column, row_error
 
 DEFAULT_MAX_PARALLELISM = 128
 _KINDS = ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING")
@@ -85,6 +87,7 @@ class _KeyedPart:
     states: list[KeyedStateSpec]
     event_timers: str | None
     processing_timers: str | None
+    what: str = "keyed state"  # the operator and source, for errors about its rows
 
 
 @dataclass
@@ -93,6 +96,7 @@ class _OperatorPart:
     data: Any  # DataFrame or Python list/dict
     column: str | None
     key_column: str | None = None
+    what: str = "operator state"  # the operator, state and source, for errors about its values
 
 
 @dataclass
@@ -164,20 +168,26 @@ class SavepointWriter:
                          key_type: Any = None, event_timers: str | None = None,
                          processing_timers: str | None = None, parallelism: int | None = None,
                          max_parallelism: int | None = None, name: str | None = None,
-                         uid_hash: str | None = None) -> "SavepointWriter":
-        """Keyed state of an operator: one row per key, one column per state (None = no value)."""
+                         uid_hash: str | None = None, origin: str | None = None) -> "SavepointWriter":
+        """Keyed state of an operator: one row per key, one column per state (None = no value).
+        Every column is checked against its declared type here, before any Spark job runs;
+        ``origin`` (e.g. "spec s.yaml, source data.csv") is named in the errors about the data."""
+        what = _described(f"operator {uid or uid_hash}", origin)
         fields = {f.name: f.dataType for f in df.schema.fields}
         if key not in fields:
-            raise InvalidArgumentError(f"key column '{key}' is not in the DataFrame (columns: {', '.join(fields)})")
-        kt = parse_type(key_type) if key_type is not None else from_spark(fields[key])
+            raise InvalidArgumentError(f"{what}: key column '{key}' is not in the DataFrame "
+                                       f"(columns: {', '.join(fields)})")
+        with _prefixed(f"{what}, key"):
+            kt = parse_type(key_type) if key_type is not None else from_spark(fields[key])
+            check_column(kt, fields, key, f"{what}, key")
         if not has_value_hash(kt):
             raise InvalidArgumentError(
-                f"key type {kt.name} has no value-based hashCode in Flink, so its key groups cannot be computed "
-                "(String, Long, Integer, Short, Byte, Boolean, Double, Float, Character, Tuple and Row keys can)")
+                f"{what}: key type {kt.name} has no value-based hashCode in Flink, so its key groups cannot be "
+                "computed (String, Long, Integer, Short, Byte, Boolean, Double, Float, Character, Tuple and Row "
+                "keys can)")
         timer_cols = {c for c in (event_timers, processing_timers) if c}
         for c in timer_cols:
-            if c not in fields:
-                raise InvalidArgumentError(f"timer column '{c}' is not in the DataFrame")
+            check_timer_column(fields, c, f"{what}, timers")
         if states is None:
             states = {c: None for c in fields if c != key and c not in timer_cols}
         specs = []
@@ -185,26 +195,36 @@ class SavepointWriter:
             is_options = isinstance(sspec, dict) and not ("pojo" in sspec or "class" in sspec)
             col = sspec.get("column", sname) if is_options else sname
             if col not in fields:
-                raise InvalidArgumentError(f"state '{sname}': column '{col}' is not in the DataFrame")
-            specs.append(resolve_state_spec(sname, sspec, fields[col]))
+                raise InvalidArgumentError(f"{what}, state '{sname}': column '{col}' is not in the DataFrame "
+                                           f"(columns: {', '.join(fields)})")
+            with _prefixed(f"{what}, state '{sname}'", strip=f"state '{sname}': "):
+                spec = resolve_state_spec(sname, sspec, fields[col])
+                check_column(_column_type(spec), fields, col, f"{what}, state '{sname}'")
+            specs.append(spec)
         if not specs and not timer_cols:
-            raise InvalidArgumentError("no keyed state to write")
+            raise InvalidArgumentError(f"{what}: no keyed state to write")
         op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
         if op.keyed is not None:
             raise InvalidArgumentError(f"operator {uid or uid_hash} already has keyed state")
-        op.keyed = _KeyedPart(df, key, kt, specs, event_timers, processing_timers)
+        op.keyed = _KeyedPart(df, key, kt, specs, event_timers, processing_timers, what)
         return self
 
     # -- operator state ------------------------------------------------------------------------
     def with_list_state(self, uid: str | None, state: str, data, *, type: Any = None, column: str = "value",
                         union: bool = False, parallelism: int | None = None, max_parallelism: int | None = None,
-                        name: str | None = None, uid_hash: str | None = None) -> "SavepointWriter":
+                        name: str | None = None, uid_hash: str | None = None,
+                        origin: str | None = None) -> "SavepointWriter":
         """Operator list state (or union state): a DataFrame column or a Python list of elements.
         A ``subtask`` column in the DataFrame places elements; otherwise they are spread round-robin."""
-        t = self._column_type(data, column, type, f"list state '{state}'")
+        what = _described(f"operator {uid or uid_hash}, list state '{state}'", origin)
+        t = self._column_type(data, column, type, what)
+        if hasattr(data, "schema") and "subtask" in data.columns:
+            from ..savepoint.types import INT
+
+            check_column(INT, {f.name: f.dataType for f in data.schema.fields}, "subtask", what)
         op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
         meta = operator_state.list_state_meta(state, t, "UNION" if union else "SPLIT_DISTRIBUTE")
-        op.operator_states.append(_OperatorPart(meta, data, column))
+        op.operator_states.append(_OperatorPart(meta, data, column, what=what))
         return self
 
     def with_union_state(self, uid, state, data, **kw) -> "SavepointWriter":
@@ -213,24 +233,32 @@ class SavepointWriter:
     def with_broadcast_state(self, uid: str | None, state: str, data, *, key_type: Any = None,
                              value_type: Any = None, key: str = "key", value: str = "value",
                              parallelism: int | None = None, max_parallelism: int | None = None,
-                             name: str | None = None, uid_hash: str | None = None) -> "SavepointWriter":
+                             name: str | None = None, uid_hash: str | None = None,
+                             origin: str | None = None) -> "SavepointWriter":
         """Broadcast state from a DataFrame (key, value columns) or a dict; every subtask gets a copy."""
-        kt = self._column_type(data, key, key_type, f"broadcast state '{state}' key")
-        vt = self._column_type(data, value, value_type, f"broadcast state '{state}' value")
+        what = _described(f"operator {uid or uid_hash}, broadcast state '{state}'", origin)
+        kt = self._column_type(data, key, key_type, f"{what}, key")
+        vt = self._column_type(data, value, value_type, f"{what}, value")
         op = self._op(uid, uid_hash, name, parallelism, max_parallelism)
-        op.operator_states.append(_OperatorPart(operator_state.broadcast_state_meta(state, kt, vt), data, value, key))
+        op.operator_states.append(_OperatorPart(operator_state.broadcast_state_meta(state, kt, vt), data, value, key,
+                                                what))
         return self
 
     @staticmethod
     def _column_type(data, column, type_spec, what) -> TypeInfo:
-        if type_spec is not None:
-            return parse_type(type_spec)
-        if hasattr(data, "schema"):
-            fields = {f.name: f.dataType for f in data.schema.fields}
-            if column not in fields:
-                raise InvalidArgumentError(f"{what}: column '{column}' is not in the DataFrame")
-            return from_spark(fields[column])
-        raise InvalidArgumentError(f"{what}: give its type (type=...) for Python data")
+        """The declared type (checked against the DataFrame's column) or the column's natural type."""
+        fields = {f.name: f.dataType for f in data.schema.fields} if hasattr(data, "schema") else None
+        with _prefixed(what):
+            if type_spec is not None:
+                t = parse_type(type_spec)
+            elif fields is None:
+                raise InvalidArgumentError("give its type (type=...) for Python data")
+            else:
+                require_column(fields, column, what)
+                t = from_spark(fields[column])
+            if fields is not None:
+                check_column(t, fields, column, what)
+        return t
 
     # -- writing ---------------------------------------------------------------------------------
     def write(self, path: str, *, overwrite: bool = False) -> str:
@@ -265,6 +293,27 @@ class SavepointWriter:
                                                          operator_state.proxy_version_for_metadata(builder.metadata_version),
                                                          builder.fs_options):
                 b.subtask(subtask).managed_operator = handle
+
+
+def _described(what: str, origin: str | None) -> str:
+    return f"{what} ({origin})" if origin else what
+
+
+def _column_type(spec: KeyedStateSpec) -> TypeInfo:
+    """The type of the column that fills a keyed state: a list of the elements for LIST state."""
+    return ListType(spec.type) if spec.kind == "LIST" else spec.type
+
+
+@contextmanager
+def _prefixed(what: str, strip: str = ""):
+    """InvalidArgumentErrors raised inside name ``what`` (once)."""
+    try:
+        yield
+    except InvalidArgumentError as e:
+        if str(e).startswith(what):
+            raise
+        detail = e.detail[len(strip):] if strip and e.detail.startswith(strip) else e.detail
+        raise InvalidArgumentError(f"{what}: {detail}", e.path) from None
 
 
 def operator_for_target(op: OperatorSpec, metadata_version: int) -> OperatorSpec:
@@ -305,22 +354,43 @@ def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int,
         timer_ids.append((n_states + len(timer_ids), part.processing_timers))
     columns = [part.key] + [s.column for s in part.states] + [c for _, c in timer_ids]
     key_type = part.key_type
+    key_what = f"{part.what}, key column '{part.key}'"
+    whats = ([f"{part.what}, state '{s.name}', column '{s.column}'" for s in part.states]
+             + [f"{part.what}, timers column '{c}'" for _, c in timer_ids])
 
     def to_pairs(rows):
         encoders = [keyed.PairEncoder(meta, i, max_parallelism) for i in range(len(meta.states))]
         for row in rows:
             key = row[0]
             if key is None:
-                raise InvalidArgumentError("a row has a null key")
-            kg = key_group_for_hash(key_type.java_hash(key), max_parallelism)
+                raise InvalidArgumentError(f"{key_what}: a row has a null key")
+            try:
+                kg = key_group_for_hash(key_type.java_hash(key), max_parallelism)
+            except FStateError:
+                raise
+            except Exception as e:
+                raise row_error(key_what, key, e) from None
             sub = operator_index_for_key_group(kg, parallelism, max_parallelism)
             for sid in range(n_states):
-                for pair in encoders[sid].pairs(kg, key, row[1 + sid]):
+                value = row[1 + sid]
+                try:
+                    pairs = encoders[sid].pairs(kg, key, value)
+                except FStateError:
+                    raise
+                except Exception as e:
+                    raise row_error(whats[sid], value, e) from None
+                for pair in pairs:
                     yield (sub, kg), (sid, pair)
             for j, (sid, _) in enumerate(timer_ids):
                 ts = row[1 + n_states + j]
                 for t in (ts if isinstance(ts, (list, tuple)) else [ts] if ts is not None else []):
-                    yield (sub, kg), (sid, encoders[sid].pairs(kg, key, int(t))[0])
+                    try:
+                        pair = encoders[sid].pairs(kg, key, int(t))[0]
+                    except FStateError:
+                        raise
+                    except Exception as e:
+                        raise row_error(whats[sid], t, e) from None
+                    yield (sub, kg), (sid, pair)
 
     rdd = part.df.select(*columns).rdd.mapPartitions(to_pairs)
     return write_keyed_pairs(rdd, meta, parallelism, max_parallelism, directory, inline_threshold, fs_options)
@@ -414,10 +484,34 @@ def write_keyed_pairs(rdd, meta: keyed.KeyedBackendMeta, parallelism: int, max_p
     return sorted(results.items())
 
 
+def _operator_value_error(states: list[tuple[StateMetaInfo, Any]], whats: list[str],
+                          cause: BaseException) -> FStateError:
+    """The error naming the first value of a subtask's operator states that its type cannot hold
+    (looked for only once the stream failed to encode)."""
+    for (meta, values), what in zip(states, whats):
+        if meta.kind == "BROADCAST":
+            encoders = {"key": meta.key_type.encoder(), "value": meta.value_type.encoder()}
+            items = list(values.items() if isinstance(values, dict) else values or ())
+            checks = [(f"{what}, {part}", value, encoders[part]) for pair in items
+                      for part, value in zip(("key", "value"), pair)]
+        else:
+            encoder = meta.value_type.encoder()
+            checks = [(what, value, encoder) for value in values or ()]
+        for label, value, encoder in checks:
+            try:
+                if value is None and meta.kind != "BROADCAST":
+                    raise ValueError("list state elements cannot be null")
+                encoder(bytearray(), value)
+            except Exception as e:
+                return row_error(label, value, e)
+    return InvalidArgumentError(f"{', '.join(whats)}: {cause}")
+
+
 def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, directory: str,
                           inline_threshold: int, proxy_version: int = operator_state.CURRENT_VERSION, fs_options=None
                           ) -> list[tuple[int, handles.OperatorStreamHandle]]:
     metas = [p.state for p in parts]
+    whats = [p.what for p in parts]
     sc = spark.sparkContext
     rdds = []
     for idx, p in enumerate(parts):
@@ -438,11 +532,11 @@ def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, d
                 has_subtask = False
                 rdd = sc.parallelize([(v,) for v in p.data], 1)
 
-            def place(vi, idx=idx, has_subtask=has_subtask):
+            def place(vi, idx=idx, has_subtask=has_subtask, what=p.what):
                 row, i = vi
                 sub = row[1] if has_subtask else i % parallelism
-                if not 0 <= sub < parallelism:
-                    raise InvalidArgumentError(f"subtask {sub} is outside 0..{parallelism - 1}")
+                if sub is None or not 0 <= sub < parallelism:
+                    raise InvalidArgumentError(f"{what}: subtask {sub} is outside 0..{parallelism - 1}")
                 return sub, (idx, i, row[0])
 
             rdds.append(rdd.zipWithIndex().map(place))
@@ -453,7 +547,12 @@ def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, d
         for _, (idx, seq, v) in sorted(items, key=lambda x: (x[1][0], x[1][1])):
             values[idx].append(v)
         states = [(m, values[i]) for i, m in enumerate(metas)]
-        data, offsets = operator_state.encode_operator_stream(states, proxy_version)
+        try:
+            data, offsets = operator_state.encode_operator_stream(states, proxy_version)
+        except FStateError:
+            raise
+        except Exception as e:
+            raise _operator_value_error(states, whats, e) from None
         yield index, handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
 
     results = dict(all_rdd.partitionBy(parallelism, lambda s: s).mapPartitionsWithIndex(write_subtask).collect())

@@ -75,7 +75,7 @@ def snippets() -> list[Snippet]:
             heading = match.group(2).strip()
             continue
         language = match.group(3)
-        if language not in ("python", "bash"):
+        if language not in ("python", "bash", "yaml"):
             continue
         number = counts[(language, heading)] = counts.get((language, heading), 0) + 1
         found.append(Snippet(language, heading, number, match.group(4)))
@@ -84,6 +84,16 @@ def snippets() -> list[Snippet]:
 
 def snippet(key: str) -> Snippet:
     return next(s for s in snippets() if s.key == key)
+
+
+def write_yaml_files(tmp_path: Path) -> None:
+    """YAML snippets (bootstrap specs) name, on their first line, the file the bash snippets read them
+    from: written there (under tmp_path) before a bash snippet runs."""
+    for s in snippets():
+        if s.language == "yaml":
+            target = Path(with_placeholders(s.code.splitlines()[0].lstrip("# ").strip(), tmp_path))
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(with_placeholders(s.code, tmp_path), encoding="utf-8")
 
 
 def with_placeholders(code: str, tmp_path: Path) -> str:
@@ -119,6 +129,10 @@ def test_every_snippet_is_tested():
     found = snippets()
     assert {s.key for s in found if s.language == "python"} == PYTHON_TESTS
     # bash snippets are all run by test_bash_snippet; there must be some, and the set-up one first
+    # YAML snippets are files the bash snippets read: each names its file (under /tmp/fstate-readme)
+    for s in found:
+        if s.language == "yaml":
+            assert s.code.startswith("# /tmp/fstate-readme/"), f"{s.key} does not name its file"
     assert [s for s in found if s.language == "bash"][0].key == "bash: Set up #1"
 
 
@@ -241,6 +255,18 @@ def check_cli_modified(tmp_path: Path) -> None:
         key: ((None if row[0] is None else row[0] * 10),) + row[1:] for key, row in old_rows.items()}
 
 
+def check_spec_bootstrap(tmp_path: Path) -> None:
+    written = Savepoint.open(str(tmp_path / "fstate-readme" / "from-spec"))
+    counter = written.operator("counter")
+    assert (counter.parallelism, counter.max_parallelism) == (2, 128)
+    rows = {row[0]: row[1:] for row in tables.keyed_table(counter).rows()}
+    assert rows == {"alice": (3, ["login", "buy"]), "bob": (1, ["login"])}
+    assert [(t[0], t[1]) for t in tables.timers_table(counter).rows()] == [("alice", 1_700_000_000_000)]
+    assert sorted(v for *_, v in tables.list_state_table(written.operator("source"), "offsets").rows()) == [17, 42]
+    assert dict(tables.broadcast_state_table(written.operator("source"), "rules").rows()) == {"r1": "allow"}
+
+
+
 def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
     """What the SQL and CEP snippet printed is the samples' state as their jobs' dumps describe it."""
     dump = json.loads((SQL_SAMPLE / "dump.json").read_text())
@@ -263,7 +289,7 @@ def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
 
 
 #: Further checks of what a bash snippet made, by snippet.
-BASH_CHECKS = {"bash: Writing #1": check_cli_modified}
+BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check_spec_bootstrap}
 #: Checks of what a bash snippet's commands printed (command → output), by snippet.
 OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output}
 
@@ -294,6 +320,7 @@ def run_command(command: str) -> str:
 @pytest.mark.parametrize("key", [s.key for s in snippets() if s.language == "bash"])
 def test_bash_snippet(key, spark, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
+    write_yaml_files(tmp_path)
     ran = skipped = 0
     outputs: dict[str, str] = {}
     for command in commands(with_placeholders(snippet(key).code, tmp_path)):

@@ -1,0 +1,167 @@
+"""Bootstrap checks every source column against its declared type on the driver, before a Spark job
+runs; data errors found by the executors are one line naming the state, column, source and a value."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import sample_dirs, sample_snapshot
+from fstate.readers.schema import spark_type
+from fstate.savepoint import errors
+from fstate.savepoint.loader import Savepoint
+from fstate.savepoint.types import visit
+from fstate.writers.spec import parse_type
+from fstate.writers.validation import SourceTypeVisitor
+from fstate.writers.writer import SavepointWriter
+
+
+def _state_types():
+    """Every state type of the shipped samples (keys, keyed values, operator and broadcast state)."""
+    found = {}
+    for sample in sample_dirs():
+        try:
+            savepoint = Savepoint.open(str(sample_snapshot(sample)), allow_external_paths=True)
+        except errors.FStateError:
+            continue
+        for operator in savepoint.operators:
+            try:
+                keyed_meta, operator_meta = operator.keyed_meta, operator.operator_meta
+            except errors.FStateError:
+                continue
+            metas = []
+            if keyed_meta is not None:
+                found[keyed_meta.key_type.name] = keyed_meta.key_type
+                metas += [s for _, s in keyed_meta.value_states]
+            if operator_meta is not None:
+                metas += list(operator_meta.states)
+            for meta in metas:
+                for t in (meta.value_type, getattr(meta, "key_type", None)):
+                    if t is not None:
+                        found[t.name] = t
+    return sorted(found.items())
+
+
+@pytest.mark.parametrize("name,type_info", _state_types())
+def test_what_fstate_reads_passes_the_check(name, type_info):
+    # a transform writes back the DataFrame fstate read: its columns must pass as they are
+    visit(type_info, SourceTypeVisitor(spark_type(type_info), "column 'x'"))
+
+
+@pytest.mark.parametrize("declared,ddl,message", [
+    ("LIST<STRING>", "v string", "is string, but LIST<STRING> needs an array column (a string is not a list"),
+    ("LONG", "v string", "is string, but LONG needs an integer column"),
+    ("INT", "v double", "is double, but INT needs an integer column"),
+    ("STRING", "v bigint", "is bigint, but STRING needs a string column"),
+    ("BOOLEAN", "v string", "needs a boolean column"),
+    ("MAP<STRING, LONG>", "v map<string,string>", "column 'v'[value] is string, but LONG needs"),
+    ("ROW<a INT, b STRING>", "v struct<b:string,a:int>", "takes them in the order a, b"),
+    ("TUPLE<STRING, LONG>", "v struct<x:string>", "needs a struct of 2 fields"),
+    ("LIST<LONG>", "v array<string>", "column 'v'[element] is string, but LONG needs"),
+    ("BIGINT", "v decimal(10,2)", "decimal(p, 0)"),
+    ("SQL ROW<k STRING, n BIGINT>", "v struct<k:string,n:string>", "column 'v'.n is string, but SQL BIGINT needs"),
+])
+@pytest.mark.spark
+def test_column_type_mismatches(spark, declared, ddl, message):
+    from pyspark.sql.types import _parse_datatype_string
+
+    column_type = _parse_datatype_string(ddl)[0].dataType
+    with pytest.raises(errors.InvalidArgumentError, match=re.escape(message)):
+        visit(parse_type(declared), SourceTypeVisitor(column_type, "column 'v'"))
+
+
+@pytest.mark.parametrize("declared,ddl", [
+    ("INT", "v bigint"), ("DOUBLE", "v int"), ("DECIMAL", "v decimal(10,2)"), ("BIGINT", "v decimal(20,0)"),
+    ("LIST<STRING>", "v array<string>"), ("MAP<STRING, LONG>", "v array<struct<k:string,v:bigint>>"),
+    ("TUPLE<STRING, LONG>", "v struct<x:string,y:bigint>"), ("ROW<a INT, b STRING>", "v struct<a:int,b:string>"),
+    ("INSTANT", "v timestamp"), ("DATE", "v date"), ("NULLABLE<LONG>", "v bigint"),
+    ("SQL ROW<k STRING, n BIGINT>", "v struct<k:string,n:bigint>"),
+])
+@pytest.mark.spark
+def test_column_types_that_fit(spark, declared, ddl):
+    from pyspark.sql.types import _parse_datatype_string
+
+    visit(parse_type(declared), SourceTypeVisitor(_parse_datatype_string(ddl)[0].dataType, "column 'v'"))
+
+
+@pytest.mark.spark
+def test_writer_checks_before_any_job(spark):
+    df = spark.createDataFrame([("a", "e38", "7")], "user string, events string, total string")
+    with pytest.raises(errors.InvalidArgumentError,
+                       match=r"operator op \(from here\), state 'events': column 'events' is string, but LIST"):
+        SavepointWriter(128, spark).with_keyed_state("op", df, key="user", states={"events": "LIST<STRING>"},
+                                                     origin="from here")
+    with pytest.raises(errors.InvalidArgumentError, match=r"list state 's': column 'value' is not in the source "
+                                                          r"\(columns: user, events, total\)"):
+        SavepointWriter(128, spark).with_list_state("op", "s", df, type="LONG")
+    with pytest.raises(errors.InvalidArgumentError, match=r"operator op, timers: column 'total' is string"):
+        SavepointWriter(128, spark).with_keyed_state("op", df, key="user", states={"events": "STRING"},
+                                                     event_timers="total")
+    with pytest.raises(errors.InvalidArgumentError, match=r"broadcast state 'b', value: column 'total' is string"):
+        SavepointWriter(128, spark).with_broadcast_state("op", "b", df, key="user", value="total",
+                                                         key_type="STRING", value_type="LONG")
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "fstate.cli.app", *args], capture_output=True, text=True,
+                          env={**os.environ, "COLUMNS": "200"})
+
+
+def _error_lines(stderr: str) -> list[str]:
+    # the JVM's own start-up notices (before fstate configures Spark's logging) are not fstate's
+    return [line for line in stderr.splitlines()
+            if line.strip() and not line.startswith(("WARNING: Using incubator", "Setting default log level",
+                                                     "To adjust logging level"))]
+
+
+def _spec(tmp_path, states: str, source: str = "data.json") -> str:
+    (tmp_path / "spec.yaml").write_text(
+        f"operators:\n  - uid: counter\n    keyed:\n      source: {{path: {source}}}\n      key: user\n"
+        f"      states:\n{states}")
+    return str(tmp_path / "spec.yaml")
+
+
+@pytest.mark.spark
+def test_cli_schema_errors_are_one_line_naming_spec_source_and_column(tmp_path):
+    (tmp_path / "data.json").write_text(json.dumps({"user": "u1", "events": "e38", "total": "abc"}) + "\n")
+    (tmp_path / "data.csv").write_text("user,val\nu1,3\n")
+    cases = [
+        ("        events: LIST<STRING>\n", "state 'events': column 'events' is string, but LIST"),
+        ("        total: LONG\n", "state 'total': column 'total' is string, but LONG"),
+        ("        total: LOONG\n", "state 'total': type 'LOONG': unknown type 'LOONG'"),
+    ]
+    for states, message in cases:
+        spec = _spec(tmp_path, states)
+        res = _run("bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
+        lines = _error_lines(res.stderr)
+        assert res.returncode == 2 and len(lines) == 1, res.stderr
+        assert "operator counter" in lines[0] and f"spec {spec}" in lines[0] and "data.json" in lines[0]
+        assert message in lines[0]
+    (tmp_path / "list.yaml").write_text(
+        "operators:\n  - uid: src\n    list_state:\n      - {name: offsets, type: LONG, source: "
+        "{path: data.csv, format: csv, options: {header: true}}}\n")
+    res = _run("bootstrap", "--spec", str(tmp_path / "list.yaml"), "--out", str(tmp_path / "out"))
+    lines = _error_lines(res.stderr)
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert "list state 'offsets'" in lines[0] and "column 'value' is not in the source (columns: user, val)" in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark
+def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(tmp_path):
+    (tmp_path / "data.json").write_text('{"user": "u1", "n": 5}\n{"user": "u2", "n": 99999999999}\n')
+    spec = _spec(tmp_path, "        n: INT\n")
+    res = _run("bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
+    lines = _error_lines(res.stderr)
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0].startswith("error: operator counter (spec ") and "data.json" in lines[0]
+    assert "state 'n', column 'n': cannot write the value 99999999999 (int)" in lines[0]
+    assert not (tmp_path / "out").exists()
+    res = _run("--debug", "bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
+    assert res.returncode == 2 and "Traceback" in res.stderr
+    assert res.stderr.strip().splitlines()[-1] == lines[0]
