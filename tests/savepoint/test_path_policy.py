@@ -204,7 +204,8 @@ def test_spark_entry_points_refuse_by_default(tmp_path, spark):
 
     sp_dir, victim, job = _setup(tmp_path, "rel-symlink")
     _craft(sp_dir, lambda size: handles.RelativeFileHandle("link", size))
-    with pytest.raises(ExternalPathError):
+    # the refusal happens while Spark plans the data source: Spark wraps it in its own exception
+    with pytest.raises(Exception, match="outside the savepoint directory"):
         SavepointReader(str(sp_dir), spark).keyed("keyed").collect()
     assert SavepointReader(str(sp_dir), spark, allow_external_paths=True).keyed("keyed").count() > 0
     register(spark)
@@ -212,7 +213,7 @@ def test_spark_entry_points_refuse_by_default(tmp_path, spark):
         spark.read.format("flink-savepoint").options(**source_options(str(sp_dir), "keyed")).load().collect()
     allowed = source_options(str(sp_dir), "keyed", allow_external_paths=True)
     assert spark.read.format("flink-savepoint").options(**allowed).load().count() > 0
-    with pytest.raises(ExternalPathError):
+    with pytest.raises(Exception, match="outside the savepoint directory"):
         register_views(spark, str(sp_dir), "crafted")
-    with pytest.raises(ExternalPathError):
+    with pytest.raises(Exception, match="outside the savepoint directory"):
         diff(spark, str(BASE), str(sp_dir))
