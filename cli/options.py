@@ -10,8 +10,9 @@ from .output import OUTPUTS, Output
 
 ALLOW_EXTERNAL = typer.Option(
     False, "--allow-external-paths",
-    help="Follow state handles that point outside the savepoint directory (absolute paths, '..'): "
-         "shallow copies made by `fstate modify`, RocksDB incremental checkpoints' shared files.")
+    help="Follow state handles that point outside the savepoint directory (absolute paths, '..', symlinks "
+         "leading out): shallow copies made by `fstate modify`. A chk-N's own job shared/ and taskowned/ "
+         "count as inside.")
 CHECKPOINT_BASE_DIR = typer.Option(
     None, "--checkpoint-base-dir", metavar="DIR",
     help="New location of the job's checkpoint directory (the one holding shared/ and chk-N/) when it was "

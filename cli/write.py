@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .console import progress, user_errors
-from .options import (CONF, FS_CONFIG, FS_OPTION, MASTER, apply_fs_options, output, parse_conf, parse_int,
+from .options import (ALLOW_EXTERNAL, CONF, FS_CONFIG, FS_OPTION, MASTER, apply_fs_options, output, parse_conf, parse_int,
                       parse_pairs, start_spark)
 
 OUT_DIR = typer.Option(..., "--out", "-o", metavar="DIR", help="Directory of the new savepoint.")
@@ -73,6 +73,7 @@ def modify(
     spec: Optional[str] = typer.Option(None, "--add", metavar="FILE",
                                        help="A bootstrap YAML spec of operators to add or replace."),
     deep: bool = typer.Option(False, "--deep", help="Copy BASE's files instead of pointing at them."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
     flink_version: Optional[str] = typer.Option(
         None, "--flink-version", metavar="X.Y",
         help=FLINK_VERSION_HELP.format(default="default: the release that wrote BASE")),
@@ -92,7 +93,7 @@ def modify(
 
         ensure_writable_target(out_dir, overwrite)
         conf_map = parse_conf(conf)
-        modifier = SavepointModifier(base, flink_version=flink_version)
+        modifier = SavepointModifier(base, flink_version=flink_version, allow_external_paths=allow_external_paths)
         modifier.check_target(out_dir)
         for uid in remove or []:
             modifier.remove_operator(uid)
@@ -145,6 +146,7 @@ def relocate(
     old: str = typer.Option(..., "--from", metavar="PREFIX", help="Path prefix as recorded in _metadata."),
     new: str = typer.Option(..., "--to", metavar="PREFIX", help="Where those files are now."),
     backup: bool = typer.Option(True, "--backup/--no-backup", help="Keep _metadata.before-relocate."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
@@ -154,5 +156,5 @@ def relocate(
         apply_fs_options(fs_option, fs_config)
         from ..writers.modify import relocate as relocate_paths
 
-        count = relocate_paths(path, old, new, backup=backup)
+        count = relocate_paths(path, old, new, backup=backup, allow_external_paths=allow_external_paths)
         shown.message(f"rewrote {count} path(s)" if count else f"no path starts with {old}: nothing changed")

@@ -17,7 +17,7 @@ option                        Flink connector alias  meaning
 ``table``                                            ``list``, ``broadcast``, ``keyed``, ``timers``, ``matches`` (CEP)
 ``state``                                            state name (comma-separated keyed states)
 ``flat``, ``flatten``                                keyed: one row per element / key columns (default: SQL keys)
-``allowExternalPaths``                               follow state files outside the directory
+``allowExternalPaths``                               follow state files outside the directory (default false)
 ``checkpointBaseDir``                                new place of a moved job checkpoint directory
 ``fsOptions``, ``fs.<name>``                         file-system options (see savepoint/io/)
 ``plan``                                             the SQL job's compiled plan (COMPILE PLAN JSON
@@ -67,7 +67,7 @@ class SourceOptions:
     flat: bool = False
     #: None: key columns for SQL operators (their key is a row), one ``key`` column otherwise
     flatten: bool | None = None
-    allow_external_paths: bool = True
+    allow_external_paths: bool = False
     checkpoint_base_dir: str | None = None
     fs_options: dict[str, Any] = field(default_factory=dict)
     plan: str | None = None
@@ -168,7 +168,7 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
     return SourceOptions(
         path=given["path"], uid=given["uid"], table=table, state=given.get("state") or None,
         flat=_flag(given, "flat", False), flatten=_flag(given, "flatten", None),
-        allow_external_paths=_flag(given, "allowExternalPaths", True),
+        allow_external_paths=_flag(given, "allowExternalPaths", False),
         checkpoint_base_dir=given.get("checkpointBaseDir") or None, fs_options=fs_options,
         plan=given.get("plan") or None)
 

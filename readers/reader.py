@@ -19,7 +19,7 @@ from .options import FORMAT, savepoint_source_options
 
 
 class SavepointReader:
-    def __init__(self, path: str, spark=None, *, allow_external_paths: bool = True,
+    def __init__(self, path: str, spark=None, *, allow_external_paths: bool = False,
                  checkpoint_base_dir: str | None = None, fs_options=None, plan: str | None = None):
         """``fs_options``: file-system options for remote paths (endpoint, region, path_style,
         credentials, ...; see savepoint/io/); they travel with every Spark task. ``plan``: the SQL

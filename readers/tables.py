@@ -42,7 +42,7 @@ class Partition:
     state_names: tuple[str, ...] = ()
     key_groups: tuple[int, int] | None = None  # inclusive range within the handle
     span: tuple[int, int] | None = None  # byte range of the stream holding those key groups
-    allow_external: bool = True
+    allow_external: bool = False
     options: tuple = ()
     #: keyed partitions: a module-level function turning the decoded rows into this table's rows
     #: (e.g. a CEP operator's states into its partial matches; picklable by reference)

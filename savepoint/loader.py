@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
@@ -14,7 +15,8 @@ from . import keyed
 from . import operator as operator_state
 from . import rocksdb
 from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
-from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options
+from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options, strip_file_scheme
+from .io.policy import PathPolicy
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
 from .metainfo import StateMetaInfo
 from . import sql_plan
@@ -98,47 +100,31 @@ class Savepoint:
             src = dataclasses.replace(src, fs_options=self.fs_options)
         return src
 
+    @cached_property
+    def path_policy(self) -> PathPolicy:
+        """Which files this snapshot's handles may name (see :mod:`.io.policy`): its directory, for a
+        ``chk-N`` also the job's ``shared/`` and ``taskowned/``, and ``checkpoint_base_dir``."""
+        return PathPolicy.for_snapshot(self.path, allow_external=self.allow_external_paths,
+                                       checkpoint_base_dir=self.checkpoint_base_dir)
+
+    @property
+    def own_dirs(self) -> list[str]:
+        """Directories whose files belong to this snapshot (the path policy's inside directories)."""
+        return list(self.path_policy.inside)
+
     def _stream_source(self, handle) -> streams.StreamSource:
         if not isinstance(handle, (handles.FileHandle, handles.SegmentFileHandle)):
-            return streams.stream_source(handle, self.path, allow_external=self.allow_external_paths)
-        # absolute paths: follow a moved checkpoint directory, then apply the external-path policy
+            return streams.stream_source(handle, self.path, policy=self.path_policy)
+        # absolute paths: follow a moved checkpoint directory, then apply the path policy
         src = streams.relocate_source(streams.stream_source(handle, self.path, allow_external=True), self.path,
                                 self.checkpoint_base_dir)
         if not self.allow_external_paths and src.path is not None and (
-                is_remote(src.path) or io_for(src.path).exists(src.path)):
-            self._check_inside(src.path, handle)  # (a missing local file is reported as missing when read)
+                is_remote(src.path) or io_for(src.path).exists(src.path) or os.path.islink(src.path)):
+            # (a missing local file is reported as missing when read)
+            original = handle.path if isinstance(handle, handles.FileHandle) else handle.physical_path
+            shown = original if src.path in (original, strip_file_scheme(original)) else f"{original} (found at {src.path})"
+            self.path_policy.check(src.path, shown)
         return src
-
-    @cached_property
-    def own_dirs(self) -> list[str]:
-        """Directories whose files belong to this snapshot: its own; for a checkpoint ``chk-N`` also
-        the job's ``shared/`` and ``taskowned/`` beside it (incremental RocksDB files, file merging);
-        and the directory given as the checkpoint directory's new location."""
-        import os
-        import re
-
-        own = [self.path]
-        parent, name = os.path.split(self.path.rstrip("/"))
-        if re.fullmatch(r"chk-[0-9]+", name):
-            own += [os.path.join(parent, "shared"), os.path.join(parent, "taskowned")]
-        if self.checkpoint_base_dir:
-            own.append(self.checkpoint_base_dir)
-        return own
-
-    def _check_inside(self, path: str, handle) -> None:
-        from .errors import ExternalPathError
-
-        for d in self.own_dirs:
-            try:
-                streams.resolve_path(path, d, allow_external=False)
-                return
-            except ExternalPathError:
-                continue
-        original = handle.path if isinstance(handle, handles.FileHandle) else handle.physical_path
-        shown = original if path == original or f"file:{path}" == original else f"{original} (found at {path})"
-        raise ExternalPathError(
-            f"state file {shown} lies outside the savepoint directory (pass --allow-external-paths, or "
-            "allow_external_paths=True, to read it)", self.path)
 
     def read_stream(self, handle) -> bytes:
         return streams.read_source(self.stream_source(handle), self.io)

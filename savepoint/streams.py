@@ -9,8 +9,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from .errors import CorruptStateError, ExternalPathError, MissingStateFileError
-from .io import FileIO, io_for, is_remote, is_within, join, scheme_of, strip_file_scheme
+from .errors import CorruptStateError, MissingStateFileError
+from .io import FileIO, io_for, scheme_of, strip_file_scheme
+from .io.policy import PathPolicy
 from .handles import (ByteStreamHandle, EmptySegmentFileHandle, FileHandle, RelativeFileHandle,
     SegmentFileHandle)
 
@@ -34,32 +35,28 @@ class StreamSource:
 
 def resolve_path(path: str, base_dir: str, allow_external: bool = False) -> str:
     """Absolute handle path → local path (or remote URI), checking that it stays in ``base_dir``
-    unless external paths are allowed. For URIs, another scheme, bucket or prefix is outside."""
-    if not allow_external and not is_within(path, base_dir):
-        raise ExternalPathError(
-            f"state file {path} lies outside the savepoint directory (pass --allow-external-paths, or "
-            "allow_external_paths=True, to read it)",
-            base_dir)
-    return path if is_remote(path) else strip_file_scheme(path)
+    (symlinks resolved) unless external paths are allowed (see :mod:`.io.policy`)."""
+    return PathPolicy(base_dir, (base_dir,), allow_external).check(path)
 
 
-def stream_source(h, base_dir: str, *, allow_external: bool = False) -> StreamSource:
+def stream_source(h, base_dir: str, *, allow_external: bool = False, policy: PathPolicy | None = None) -> StreamSource:
+    """Where the bytes of handle ``h`` live; its file checked by ``policy`` (by default: inside
+    ``base_dir`` unless ``allow_external``)."""
     for attr in ("relative_path", "path", "physical_path"):
         if "\x00" in (getattr(h, attr, None) or ""):
             raise CorruptStateError(f"a state handle's file path contains a NUL byte: {getattr(h, attr)!r}", base_dir)
+    if policy is None:
+        policy = PathPolicy(base_dir, (base_dir,), allow_external)
     if isinstance(h, ByteStreamHandle):
         return StreamSource(None, data=h.data, label=f"inline state '{h.name}'")
     if isinstance(h, RelativeFileHandle):
         rel = h.relative_path
-        if (os.path.isabs(rel) or ".." in rel.split("/")) and not allow_external:
-            raise ExternalPathError(f"relative state file '{rel}' escapes the savepoint directory "
-                                    "(pass --allow-external-paths to read it)", base_dir)
-        return StreamSource(join(base_dir, rel), 0, h.size, label=rel)
+        return StreamSource(policy.relative(rel), 0, h.size, label=rel)
     if isinstance(h, FileHandle):
-        p = resolve_path(h.path, base_dir, allow_external)
+        p = policy.check(h.path)
         return StreamSource(p, 0, h.size, label=p)
     if isinstance(h, SegmentFileHandle):
-        p = resolve_path(h.physical_path, base_dir, allow_external)
+        p = policy.check(h.physical_path)
         return StreamSource(p, h.start, h.size, label=p)
     if isinstance(h, EmptySegmentFileHandle):
         return StreamSource(None, data=b"", label="empty segment")

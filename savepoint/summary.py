@@ -6,6 +6,7 @@ from typing import Any
 
 from . import handles
 from .errors import ExternalPathError
+from .io.policy import external_files
 from .loader import Savepoint
 from .metadata import FLINK_VERSIONS, stream_handles
 from .sql_plan import PlanBinding, sql_operator
@@ -26,25 +27,9 @@ def _storage(op) -> dict[str, int]:
 
 
 def external_dependencies(sp: Savepoint) -> dict[str, int]:
-    """Directories outside the savepoint that its file handles point into (e.g. a modify's BASE)."""
-    import os
-
-    from .io import is_remote, is_within, parent_of, strip_file_scheme
-
-    deps: dict[str, int] = {}
-    for _, _, _, h in stream_handles(sp.metadata):
-        if isinstance(h, handles.FileHandle):
-            d = h.path
-        elif isinstance(h, handles.SegmentFileHandle):
-            d = h.physical_path
-        else:
-            continue
-        p = d if is_remote(d) else strip_file_scheme(d)
-        if is_within(p, sp.path):  # another bucket, prefix or scheme is outside
-            continue
-        parent = parent_of(p) if is_remote(p) else os.path.dirname(os.path.realpath(p))
-        deps[parent] = deps.get(parent, 0) + 1
-    return deps
+    """Directories outside the savepoint that its file handles point into (e.g. a modify's BASE, a
+    checkpoint's shared/), real paths: see :func:`.io.policy.external_files`."""
+    return external_files(sp.metadata, sp.path)
 
 
 def _sql(op, plan: PlanBinding | None) -> dict[str, Any] | None:

@@ -52,13 +52,15 @@ def dependencies_of(savepoint: Savepoint) -> dict[str, int]:
 
 
 class SavepointModifier:
-    def __init__(self, base: str, spark=None, *, flink_version: str | None = None, fs_options=None):
+    def __init__(self, base: str, spark=None, *, flink_version: str | None = None, fs_options=None,
+                 allow_external_paths: bool = False):
         """``flink_version``: the Flink release that will restore NEW (e.g. "1.20", "2.0", "2.3");
         by default the one that wrote BASE (NEW keeps BASE's metadata version). For another release
         NEW gets that release's metadata version and serializers (writers/flink_target.py).
-        ``fs_options``: file-system options for remote BASE/NEW (see savepoint/io/)."""
-        # the base may itself be a shallow copy of another savepoint: its handles are followed
-        self.base = Savepoint.open(base, allow_external_paths=True, fs_options=fs_options)
+        ``fs_options``: file-system options for remote BASE/NEW (see savepoint/io/).
+        ``allow_external_paths``: BASE's handles may name files outside BASE (e.g. BASE is itself a
+        shallow copy); without it such a file is neither copied (deep) nor referred to (shallow)."""
+        self.base = Savepoint.open(base, allow_external_paths=allow_external_paths, fs_options=fs_options)
         self.fs_options = self.base.fs_options
         #: the `_metadata` version NEW is written with
         self.metadata_version = (metadata_version_for(flink_version) if flink_version
@@ -182,11 +184,14 @@ def _canonical_path(p: str) -> str:
     return canonical(p) if family_of(p) in ("s3", "gcs") else p
 
 
-def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True, fs_options=None) -> int:
+def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True, fs_options=None,
+             allow_external_paths: bool = False) -> int:
     """Rewrite absolute paths starting with ``old_prefix`` in `_metadata` (a moved savepoint or
     checkpoint directory, or a moved base — also to another bucket or file system: ``s3://old/sp``
-    → ``s3://new/sp``). Atomic (one PUT on object stores); returns the number of rewritten handles."""
-    sp = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options)
+    → ``s3://new/sp``). Atomic (one PUT on object stores); returns the number of rewritten handles.
+    A rewritten path outside the savepoint directory (savepoint/io/policy.py: a moved base, say)
+    needs ``allow_external_paths=True``; otherwise nothing is written."""
+    sp = Savepoint.open(path, allow_external_paths=allow_external_paths, fs_options=fs_options)
     meta_path = sp.location.metadata_path
     meta = sp.metadata
     count = 0
@@ -199,6 +204,7 @@ def relocate(path: str, old_prefix: str, new_prefix: str, *, backup: bool = True
         if c == old_canon or c.startswith(old_canon + "/"):
             count += 1
             moved = new_canon + c[len(old_canon):]
+            sp.path_policy.check(moved)
             return "file:" + moved if moved.startswith("/") else moved
         return p
 

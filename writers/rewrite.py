@@ -39,10 +39,13 @@ def _file_uri(path: str) -> str:
 
 class HandleMapper:
     """Rewrites the stream handles of BASE's subtasks: shallow (absolute paths into BASE) or deep
-    (copies into NEW's directory, relative handles)."""
+    (copies into NEW's directory, relative handles). Every file is checked by BASE's path policy
+    first (savepoint/io/policy.py): a file outside BASE is neither copied nor referred to unless
+    BASE was opened with ``allow_external_paths=True``."""
 
-    def __init__(self, base_dir: str, new_dir: str | None, deep: bool, fs_options=None):
-        self.base_dir = plain_path(base_dir)
+    def __init__(self, base, new_dir: str | None, deep: bool, fs_options=None):
+        self.base = base
+        self.base_dir = plain_path(base.path)
         self.new_dir = new_dir
         self.deep = deep
         self.fs_options = fs_options
@@ -51,14 +54,14 @@ class HandleMapper:
     def stream(self, h):
         if isinstance(h, (handles.ByteStreamHandle, handles.EmptySegmentFileHandle)):
             return h
+        if not isinstance(h, (handles.RelativeFileHandle, handles.FileHandle, handles.SegmentFileHandle)):
+            raise InvalidArgumentError(f"cannot copy state stored as {type(h).__name__}")
+        src = self.base.stream_source(h)  # the path policy: raises for a file outside BASE
+        if self.deep:
+            return self._copy(src.path, src.start, h.size)
         if isinstance(h, handles.RelativeFileHandle):
-            src = join(self.base_dir, h.relative_path)
-            return self._copy(src, 0, h.size) if self.deep else handles.FileHandle(_file_uri(src), h.size)
-        if isinstance(h, handles.FileHandle):
-            return self._copy(plain_path(h.path), 0, h.size) if self.deep else h
-        if isinstance(h, handles.SegmentFileHandle):
-            return self._copy(plain_path(h.physical_path), h.start, h.size) if self.deep else h
-        raise InvalidArgumentError(f"cannot copy state stored as {type(h).__name__}")
+            return handles.FileHandle(_file_uri(join(self.base_dir, h.relative_path)), h.size)
+        return h
 
     def _copy(self, src: str, start: int, size: int) -> handles.RelativeFileHandle:
         key = f"{src}@{start}"
@@ -81,7 +84,7 @@ class PlanWriter:
     def __init__(self, modifier, builder: SavepointBuilder, deep: bool):
         self.modifier = modifier
         self.builder = builder
-        self.mapper = HandleMapper(modifier.base.path, builder.temp_dir, deep, builder.fs_options)
+        self.mapper = HandleMapper(modifier.base, builder.temp_dir, deep, builder.fs_options)
 
     @property
     def spark(self):
@@ -193,7 +196,7 @@ class PlanWriter:
                                        "cannot be carried through a transform")
         base = self.modifier.base
         spark = self.spark
-        reader = SavepointReader(base.location.metadata_path, spark, allow_external_paths=True,
+        reader = SavepointReader(base.location.metadata_path, spark, allow_external_paths=base.allow_external_paths,
                                  fs_options=base.fs_options)
         df = reader.keyed(view.uid_hash, flatten=False)  # transforms see one key column
         specs: dict[str, Any] = {}

@@ -45,10 +45,11 @@ def test_built_options_read_back():
                                                                       ["total", "counts"])
     assert (parsed.flat, parsed.flatten, parsed.allow_external_paths) == (False, True, False)
     assert parsed.checkpoint_base_dir == "/moved" and parsed.fs_options == {"endpoint": "http://h:9000"}
-    # defaults: external paths allowed, plain tables, keys flattened for SQL operators only (None)
+    # defaults: external paths refused (the one path policy), plain tables, keys flattened for SQL
+    # operators only (None)
     parsed = parse_source_options({"path": "/sp", "uid": "u"})
     assert (parsed.table, parsed.state, parsed.flat, parsed.flatten, parsed.allow_external_paths,
-            parsed.checkpoint_base_dir, parsed.fs_options) == (None, None, False, None, True, None, {})
+            parsed.checkpoint_base_dir, parsed.fs_options) == (None, None, False, None, False, None, {})
 
 
 def test_options_of_an_open_savepoint_carry_everything():

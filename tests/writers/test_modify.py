@@ -141,7 +141,11 @@ def test_relocate_after_moving_the_base(base, tmp_path):
     shutil.rmtree(base)
     with pytest.raises(errors.MissingStateFileError):
         _keyed(out, "keyed")
-    n = relocate(str(out), str(base), str(moved))
+    # NEW refers to BASE's files, outside NEW: relocating them there needs the permission
+    with pytest.raises(errors.ExternalPathError, match="--allow-external-paths"):
+        relocate(str(out), str(base), str(moved))
+    assert not (out / "_metadata.before-relocate").exists()
+    n = relocate(str(out), str(base), str(moved), allow_external_paths=True)
     assert n >= 1
     assert _keyed(out, "keyed") == expected
     assert (out / "_metadata.before-relocate").exists()
