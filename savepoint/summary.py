@@ -8,7 +8,7 @@ from . import handles
 from .errors import ExternalPathError
 from .io.policy import external_files
 from .loader import Savepoint
-from .metadata import FLINK_VERSIONS, stream_handles
+from .metadata import FLINK_VERSIONS
 from .sql_plan import PlanBinding, sql_operator
 
 
