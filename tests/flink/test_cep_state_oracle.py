@@ -1,6 +1,8 @@
-"""Real-Flink oracle for the state of a CEP operator (issue 14): fstate reads what ``CepJob`` (Flink 2.3,
-``a next b next c``, partial matches pending) holds in its savepoint, and writes every value and
-serializer snapshot back byte for byte.
+"""Real-Flink oracle for the state of a CEP operator (issue 14): fstate reads what ``CepJob`` (``a next b
+next c``, partial matches pending) holds in its savepoint, and writes every value and serializer
+snapshot back byte for byte, on every version the job runs on (harness.INTERNAL_STATE_VERSIONS: 2.3,
+2.0 and 1.20; the RocksDB savepoint on 2.3 only). The CEP operator is located by the operator id in
+the job's dump (metadata V4 of 1.20 has no uids).
 
 The job's dump lists per key the pending partial matches (each as its buffered events in pattern
 order), derived from the job's known input. fstate resolves each one from the NFA state's
@@ -26,21 +28,28 @@ from tests.flink import harness
 
 pytestmark = pytest.mark.flink
 
-VERSION = "2.3.0"
+VERSIONS = list(harness.INTERNAL_STATE_VERSIONS)
 
 
-def _generate(backend: str) -> harness.JobResult:
-    harness.require_flink(VERSION)
-    return harness.generate("CepJob", VERSION, backend, "savepoint", timeout=harness.DEFAULT_JOB_TIMEOUT)
+def _generate(backend: str, version: str) -> harness.JobResult:
+    harness.require_flink(version)
+    res = harness.generate("CepJob", version, backend, "savepoint", timeout=harness.DEFAULT_JOB_TIMEOUT)
+    assert res.dump["flink_version"] == version
+    return res
+
+
+def _cep_operator_id(job: harness.JobResult) -> str:
+    (described,) = [op for op in job.dump["operators"] if op["kind"] == "cep"]
+    return described["operator_id"]
 
 
 def _operator(job: harness.JobResult):
-    return Savepoint.open(str(job.snapshot_dir)).operator("cep")
+    return Savepoint.open(str(job.snapshot_dir)).operator(_cep_operator_id(job))
 
 
-@pytest.fixture(scope="module")
-def job() -> harness.JobResult:
-    return _generate("hashmap")
+@pytest.fixture(scope="module", params=VERSIONS)
+def job(request) -> harness.JobResult:
+    return _generate("hashmap", request.param)
 
 
 @pytest.fixture(scope="module")
@@ -62,16 +71,16 @@ def test_state_types(operator):
     assert cep.is_cep_operator(operator)
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
-def test_pending_partial_matches_are_the_jobs(backend):
-    job = _generate(backend)
+@pytest.mark.parametrize("backend, version", [("hashmap", v) for v in VERSIONS] + [("rocksdb", "2.3.0")])
+def test_pending_partial_matches_are_the_jobs(backend, version):
+    job = _generate(backend, version)
     operator = _operator(job)
     expected = _expected(job)
     got: dict[str, list] = {k: [] for k in expected}
-    for key, state_name, version, start_timestamp, events in cep.partial_match_rows(operator):
+    for key, state_name, dewey_version, start_timestamp, events in cep.partial_match_rows(operator):
         # each event was taken by the pattern state of its type ("a", "b")
         assert [page for page, _ in events] == [event[1] for _, event in events]
-        assert state_name == "abc"[len(events)] and len(version) == len(events) + 1
+        assert state_name == "abc"[len(events)] and len(dewey_version) == len(events) + 1
         got[key].append([list(event) for _, event in events])
     assert got == expected
     assert any(len(m) == 2 for ms in got.values() for m in ms) and any(len(m) == 1 for ms in got.values() for m in ms)
@@ -142,7 +151,7 @@ def _round_trip(t, raw: bytes) -> None:
 
 
 def test_read_through_the_cli(job, operator):
-    res = CliRunner().invoke(app, ["read", str(job.snapshot_dir), "--uid", "cep", "--state", cep.EVENTS, "--flat",
+    res = CliRunner().invoke(app, ["read", str(job.snapshot_dir), "--uid", _cep_operator_id(job), "--state", cep.EVENTS, "--flat",
                                    "--json"])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]

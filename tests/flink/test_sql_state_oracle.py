@@ -3,7 +3,9 @@
 job's dump says, for uids on and for uids off with state TTL; and every entry it decodes encodes
 back to Flink's bytes (keys placed in the key groups Flink chose).
 
-Savepoints come from the same cached generations as tests/flink/test_sql_cep_oracle.py.
+Savepoints come from the same cached generations as tests/flink/test_sql_cep_oracle.py, on every
+version the SQL job runs on (harness.INTERNAL_STATE_VERSIONS: 2.3, 2.0 and 1.20). Operators are
+located by the operator id in the job's dump: 1.20 writes metadata V4, which has no names or uids.
 """
 
 from __future__ import annotations
@@ -21,24 +23,27 @@ from tests.flink import harness
 
 pytestmark = pytest.mark.flink
 
-VERSION = "2.3.0"
+VERSIONS = list(harness.INTERNAL_STATE_VERSIONS)
 VARIANTS = {"sql-uids": ("--uids", "true"), "sql-no-uids-ttl": ("--uids", "false", "--ttl", "1h")}
 
 
-def _generate(variant: str) -> harness.JobResult:
-    harness.require_flink(VERSION)
-    return harness.generate("SqlJob", VERSION, "hashmap", "savepoint", extra_args=VARIANTS[variant],
+def _generate(variant: str, version: str) -> harness.JobResult:
+    harness.require_flink(version)
+    return harness.generate("SqlJob", version, "hashmap", "savepoint", extra_args=VARIANTS[variant],
                             timeout=harness.DEFAULT_JOB_TIMEOUT)
 
 
-def _operators(variant: str):
-    res = _generate(variant)
+def _operators(variant: str, version: str):
+    res = _generate(variant, version)
+    assert res.dump["flink_version"] == version
     sp = Savepoint.open(str(res.snapshot_dir))
     return sp, {op["kind"]: op for op in res.dump["operators"] if op["kind"] is not None}
 
 
 def _rows(sp: Savepoint, op: dict, state: str) -> list[tuple]:
-    return list(tables.keyed_table(sp.operator(op["operator_id"]), [state]).rows())
+    """Rows with the key as one column (a row of the grouping key), on every metadata version (an SQL
+    operator's key becomes columns by default only where its name or uid tells its kind)."""
+    return list(tables.keyed_table(sp.operator(op["operator_id"]), [state], flatten_key=False).rows())
 
 
 def _key(row: tuple) -> str:
@@ -46,9 +51,10 @@ def _key(row: tuple) -> str:
     return k
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_group_aggregate(variant):
-    sp, ops = _operators(variant)
+def test_group_aggregate(variant, version):
+    sp, ops = _operators(variant, version)
     op = ops["group-aggregate"]
     expected = dict(op["expected"])
     acc = {_key(r): r[-1] for r in _rows(sp, op, "accState")}
@@ -66,9 +72,10 @@ def test_group_aggregate(variant):
     assert _rows(sp, op, "distinctAcc_0_null_state") == []
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_deduplicate(variant):
-    sp, ops = _operators(variant)
+def test_deduplicate(variant, version):
+    sp, ops = _operators(variant, version)
     first = ops["deduplicate-keep-first"]
     seen = {_key(r): r[-1] for r in _rows(sp, first, "deduplicate-state")}
     assert seen == {k: True for k, _ in first["expected"]}  # keep-first stores only "seen"
@@ -80,9 +87,10 @@ def test_deduplicate(variant):
         assert len(kept[k]) == 4
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_join(variant):
-    sp, ops = _operators(variant)
+def test_join(variant, version):
+    sp, ops = _operators(variant, version)
     op = ops["join"]
     for side in ("left", "right"):
         actual = {_key(r): sorted([list(row), n] for row, n in r[-1].items())
@@ -91,9 +99,10 @@ def test_join(variant):
         assert actual == expected, side
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_window_aggregate(variant):
-    sp, ops = _operators(variant)
+def test_window_aggregate(variant, version):
+    sp, ops = _operators(variant, version)
     op = ops["window-aggregate"]
     rows = _rows(sp, op, "window-aggs")
     actual = {(_key(r), r[1]): list(r[-1]) for r in rows}  # namespace: the window (slice) end
@@ -136,9 +145,10 @@ def _without_ttl_timestamp(meta, state_id: int, value: bytes) -> bytes:
     return value[:at] + value[at + 8:]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_every_entry_encodes_back_to_flinks_bytes(variant):
-    sp, ops = _operators(variant)
+def test_every_entry_encodes_back_to_flinks_bytes(variant, version):
+    sp, ops = _operators(variant, version)
     for op in ops.values():
         view = sp.operator(op["operator_id"])
         for _, handle in view.key_group_handles():
