@@ -11,9 +11,10 @@ View names (non-identifier characters become ``_``; ``prefix`` is prepended as `
 * ``savepoint_metadata``  one row per state: operator uid, name, uid hash, parallelism, max
                        parallelism, state name, backend, kind, type (like Flink's savepoint_metadata)
 
-Operators without a recorded uid (metadata V3/V4) are named ``op_<uid hash>``; with a compiled plan
-(``plan=``, ``--plan``) an SQL operator without uid is named after its plan node, ``<kind>_<node id>``
-(``group_aggregate_4``).
+Operators without a recorded uid (metadata V3/V4) are named ``op_<uid hash>``. An SQL operator
+without uid is named after its exec node, ``<kind>_<node id>`` (``group_aggregate_4``): from its
+compiled plan (``plan=``, ``--plan``), or without a plan from its name in the metadata
+(``GroupAggregate[4]``, metadata V5 and later).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
-from ..savepoint.sql_plan import PlanBinding, load_binding
+from ..savepoint.sql_plan import PlanBinding, load_binding, sql_operator
 from ..savepoint.summary import summarize
 from .datasource import register
 from .options import FORMAT, savepoint_source_options
@@ -40,7 +41,9 @@ def _operator_view_name(op, plan: PlanBinding | None) -> str:
     if op.uid:
         return view_name(op.uid)
     described = plan.operator(op) if plan is not None else None
-    if described is not None:
+    if described is None:
+        described = sql_operator(op.name)  # the kind and node id in the name, e.g. GroupAggregate[4]
+    if described is not None and described.node_id is not None:
         return view_name(f"{described.kind}_{described.node_id}")
     return f"op_{op.uid_hash}"
 

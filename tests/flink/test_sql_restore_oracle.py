@@ -36,18 +36,22 @@ VARIANTS = {
     "sql-uids": ("--uids", "true"),
     "sql-no-uids-ttl": ("--uids", "false", "--ttl", "3650d"),
 }
+#: (variant, version) of the transform test: every variant on 2.3, the uids variant on 1.20 too.
+TRANSFORM_CASES = [(variant, VERSION) for variant in sorted(VARIANTS)] + [("sql-uids", "1.20.1")]
 
 #: added to the group aggregate's accumulators of key k0 by the transform
 COUNT_DELTA, SUM_DELTA = 100, 1000
 
 
-def _savepoint(variant: str) -> harness.JobResult:
-    harness.require_flink(VERSION)
-    return harness.generate("SqlJob", VERSION, "hashmap", "savepoint", extra_args=VARIANTS[variant], timeout=TIMEOUT)
+def _savepoint(variant: str, version: str = VERSION) -> harness.JobResult:
+    harness.require_flink(version)
+    res = harness.generate("SqlJob", version, "hashmap", "savepoint", extra_args=VARIANTS[variant], timeout=TIMEOUT)
+    assert res.dump["flink_version"] == version
+    return res
 
 
-def _restore(variant: str, snapshot_dir) -> dict:
-    res = harness.verify_restore("SqlJob", VERSION, snapshot_dir, extra_args=VARIANTS[variant], timeout=TIMEOUT)
+def _restore(variant: str, snapshot_dir, version: str = VERSION) -> dict:
+    res = harness.verify_restore("SqlJob", version, snapshot_dir, extra_args=VARIANTS[variant], timeout=TIMEOUT)
     assert res.dump["kind"] == "restored"
     return res.dump
 
@@ -112,18 +116,19 @@ def test_restore_fstate_copy_that_leaves_sql_state_alone(variant, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_restore_transformed_group_aggregate_continues_from_the_changed_values(variant, spark, tmp_path):
+@pytest.mark.parametrize("variant, version", TRANSFORM_CASES)
+def test_restore_transformed_group_aggregate_continues_from_the_changed_values(variant, version, spark, tmp_path):
     from fstate.readers.reader import SavepointReader
 
-    original = _savepoint(variant)
+    original = _savepoint(variant, version)
     aggregate = _operator(original.dump, kind="group-aggregate")
     target = aggregate["uid"] or aggregate["operator_id"]  # without uids: the operator id (hash)
     schema = SavepointReader(str(original.snapshot_dir), spark).keyed(target, "accState").schema
     changed = tmp_path / "changed"
     _fstate("modify", str(original.snapshot_dir), "--out", str(changed),
             "--transform", f"{target}:accState={_bump_k0_sql(schema)}")
-    restored = _restore(variant, changed)
+    restored = _restore(variant, changed, version)
+    assert restored["flink_version"] == version
     _assert_same_job_graph(restored, original.dump)
     expected_output = dict(restored["expected_output"], agg=_bumped(restored["expected_output"]["agg"]))
     expected_retracted = dict(restored["expected_retracted"], agg=_bumped(restored["expected_retracted"]["agg"]))
@@ -150,18 +155,27 @@ def _bump_k0_sql(schema) -> str:
     SUM(v) of key k0. The accumulator row holds COUNT(*), SUM, MAX, COUNT(DISTINCT) in the order of
     the SELECT list, then the distinct view (docs/flink-sql-state.md); its field names are whatever
     fstate calls them (f0... without a plan), so they are taken from the table's schema. The key is
-    the one-field grouping key row (or its value)."""
+    the one-field grouping key: a column of its own (``key_f0``, where the metadata names the SQL
+    operator), or a row ``key`` (metadata V4), or its value."""
     from pyspark.sql.types import StructType
 
-    key_type = schema["key"].dataType
-    key = f"key.`{key_type.fields[0].name}`" if isinstance(key_type, StructType) else "key"
+    names = [f.name for f in schema.fields]
+    if "key" in names:
+        key_type = schema["key"].dataType
+        key = f"key.`{key_type.fields[0].name}`" if isinstance(key_type, StructType) else "key"
+        key_columns = ["key"]
+    else:
+        key_columns = [name for name in names if name.startswith("key_")]
+        assert len(key_columns) == 1, names
+        key = f"`{key_columns[0]}`"
     accumulator = schema["accState"].dataType
     assert isinstance(accumulator, StructType), accumulator
     deltas = {0: COUNT_DELTA, 1: SUM_DELTA}
     fields = ", ".join(
         f"'{f.name}', accState.`{f.name}`" + (f" + {deltas[i]}" if i in deltas else "")
         for i, f in enumerate(accumulator.fields))
-    return (f"SELECT key, CASE WHEN {key} = 'k0' THEN named_struct({fields}) ELSE accState END AS accState "
+    keys = ", ".join(f"`{name}`" for name in key_columns)
+    return (f"SELECT {keys}, CASE WHEN {key} = 'k0' THEN named_struct({fields}) ELSE accState END AS accState "
             "FROM state")
 
 
