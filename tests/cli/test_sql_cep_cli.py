@@ -205,7 +205,8 @@ def test_diff_against_a_transformed_copy_reports_the_changed_key(spark, tmp_path
     job = _sql_job("sql-uids", "2.3.0")
     original = str(job.snapshot_dir)
     changed = str(tmp_path / "changed")
-    transform = ("SELECT key_f0, CASE WHEN key_f0 = 'k3' THEN named_struct('f0', accState.f0 + 1, 'f1', accState.f1, "
+    # a transform's view ``state`` has the key as one column, a row of the grouping key
+    transform = ("SELECT key, CASE WHEN key.f0 = 'k3' THEN named_struct('f0', accState.f0 + 1, 'f1', accState.f1, "
                  "'f2', accState.f2, 'f3', accState.f3, 'f4', accState.f4) ELSE accState END AS accState FROM state")
     _invoke("modify", original, "--out", changed, "--transform", f"4_group-aggregate:accState={transform}")
     _invoke("verify", changed, "--allow-external-paths")

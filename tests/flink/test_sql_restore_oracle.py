@@ -123,7 +123,8 @@ def test_restore_transformed_group_aggregate_continues_from_the_changed_values(v
     original = _savepoint(variant, version)
     aggregate = _operator(original.dump, kind="group-aggregate")
     target = aggregate["uid"] or aggregate["operator_id"]  # without uids: the operator id (hash)
-    schema = SavepointReader(str(original.snapshot_dir), spark).keyed(target, "accState").schema
+    # the transform's view ``state`` has the key as one column (a row of the grouping key)
+    schema = SavepointReader(str(original.snapshot_dir), spark).keyed(target, "accState", flatten=False).schema
     changed = tmp_path / "changed"
     _fstate("modify", str(original.snapshot_dir), "--out", str(changed),
             "--transform", f"{target}:accState={_bump_k0_sql(schema)}")
@@ -155,27 +156,18 @@ def _bump_k0_sql(schema) -> str:
     SUM(v) of key k0. The accumulator row holds COUNT(*), SUM, MAX, COUNT(DISTINCT) in the order of
     the SELECT list, then the distinct view (docs/flink-sql-state.md); its field names are whatever
     fstate calls them (f0... without a plan), so they are taken from the table's schema. The key is
-    the one-field grouping key: a column of its own (``key_f0``, where the metadata names the SQL
-    operator), or a row ``key`` (metadata V4), or its value."""
+    the one-field grouping key row (or its value)."""
     from pyspark.sql.types import StructType
 
-    names = [f.name for f in schema.fields]
-    if "key" in names:
-        key_type = schema["key"].dataType
-        key = f"key.`{key_type.fields[0].name}`" if isinstance(key_type, StructType) else "key"
-        key_columns = ["key"]
-    else:
-        key_columns = [name for name in names if name.startswith("key_")]
-        assert len(key_columns) == 1, names
-        key = f"`{key_columns[0]}`"
+    key_type = schema["key"].dataType
+    key = f"key.`{key_type.fields[0].name}`" if isinstance(key_type, StructType) else "key"
     accumulator = schema["accState"].dataType
     assert isinstance(accumulator, StructType), accumulator
     deltas = {0: COUNT_DELTA, 1: SUM_DELTA}
     fields = ", ".join(
         f"'{f.name}', accState.`{f.name}`" + (f" + {deltas[i]}" if i in deltas else "")
         for i, f in enumerate(accumulator.fields))
-    keys = ", ".join(f"`{name}`" for name in key_columns)
-    return (f"SELECT {keys}, CASE WHEN {key} = 'k0' THEN named_struct({fields}) ELSE accState END AS accState "
+    return (f"SELECT key, CASE WHEN {key} = 'k0' THEN named_struct({fields}) ELSE accState END AS accState "
             "FROM state")
 
 
