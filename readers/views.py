@@ -154,7 +154,7 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
             continue
         a = _load(spark, old_sp, op_id, table, state)
         b = _load(spark, new_sp, op_id, table, state)
-        ids = _identity_columns(table, a.columns)
+        ids = _identity_columns(table, a.columns, _keyed_state_names(old_sp, op_id))
         vals = [c for c in a.columns if c not in ids]
         if set(a.columns) != set(b.columns):
             row.update(added=None, removed=None, changed=None, note="columns differ: "
@@ -210,9 +210,20 @@ def _display(sp: Savepoint, uid_hash: str) -> str:
     return sp.operator(uid_hash).display_name
 
 
-def _identity_columns(table: str, columns: list[str]) -> list[str]:
+def _keyed_state_names(sp: Savepoint, uid_hash: str) -> set[str]:
+    operator = sp.operator(uid_hash)
+    km = operator.keyed_meta if operator.has_keyed_state else None
+    return {s.name for _, s in km.value_states} if km is not None else set()
+
+
+def _identity_columns(table: str, columns: list[str], state_names: set[str] = frozenset()) -> list[str]:
+    """The columns that identify a row: a broadcast state's key; a keyed table's key and namespace
+    columns (whatever they are named: ``key_k``, ``window_end``, ``slice_end``...), i.e. all but its
+    state columns; the key and namespace of the other tables."""
     if table == "broadcast":
         return ["key"]
+    if table == "keyed" and state_names:
+        return [c for c in columns if c not in state_names]
     ids = [c for c in columns if c == "key" or c.startswith("key_") or c in ("window_start", "window_end", "namespace")]
     return ids
 

@@ -210,7 +210,7 @@ def test_diff_against_a_transformed_copy_reports_the_changed_key(spark, tmp_path
                  "'f2', accState.f2, 'f3', accState.f3, 'f4', accState.f4) ELSE accState END AS accState FROM state")
     _invoke("modify", original, "--out", changed, "--transform", f"4_group-aggregate:accState={transform}")
     _invoke("verify", changed, "--allow-external-paths")
-    same = _json("diff", original, original)
+    same = _json("diff", original, original, "--uid", "4_group-aggregate")
     assert same and all((row["added"], row["removed"], row["changed"]) == (0, 0, 0) for row in same)
     result = _json("diff", original, changed, "--allow-external-paths", exit_code=1)
     differing = [row for row in result if row["added"] or row["removed"] or row["changed"]]
