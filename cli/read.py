@@ -97,6 +97,7 @@ def sql(
     conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    plan: Optional[str] = PLAN,
 ) -> None:
     """Spark SQL over all state tables of one or more savepoints (see `fstate views`)."""
     with user_errors():
@@ -112,6 +113,10 @@ def sql(
             raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
         if out_dir:
             check_output_target(out_dir, overwrite=False)
+        if plan:
+            from ..savepoint.sql_plan import load_plan
+
+            load_plan(plan)  # a bad plan file is an error before Spark starts
         conf_map = parse_conf(conf)
         spark = start_spark(master, conf_map)
         registered = {}
@@ -119,7 +124,8 @@ def sql(
             alias, equals, savepoint_path = item.partition("=")
             if not equals or "/" in alias or not alias:
                 alias, savepoint_path = None, item
-            registered.update(register_views(spark, savepoint_path, alias, allow_external_paths=allow_external_paths))
+            registered.update(register_views(spark, savepoint_path, alias, allow_external_paths=allow_external_paths,
+                                             plan=plan))
         if show_views:
             shown.registered_views(registered)
         frame = spark.sql(query)

@@ -13,9 +13,10 @@ View names (non-identifier characters become ``_``; ``prefix`` is prepended as `
 * ``savepoint_metadata``  one row per state: operator uid, name, uid hash, parallelism, max
                        parallelism, state name, backend, kind, type (like Flink's savepoint_metadata)
 
-Operators without a recorded uid (metadata V3/V4) are named ``op_<uid hash>``; with a compiled plan
-(``plan=``, ``--plan``) an SQL operator without uid is named after its plan node, ``<kind>_<node id>``
-(``group_aggregate_4``).
+Operators without a recorded uid (metadata V3/V4) are named ``op_<uid hash>``. An SQL operator
+without uid is named after its exec node, ``<kind>_<node id>`` (``group_aggregate_4``): from its
+compiled plan (``plan=``, ``--plan``), or without a plan from its name in the metadata
+(``GroupAggregate[4]``, metadata V5 and later).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
-from ..savepoint.sql_plan import PlanBinding, load_binding
+from ..savepoint.sql_plan import PlanBinding, load_binding, sql_operator
 from ..savepoint.summary import summarize
 from . import cep
 from .datasource import register
@@ -43,7 +44,9 @@ def _operator_view_name(op, plan: PlanBinding | None) -> str:
     if op.uid:
         return view_name(op.uid)
     described = plan.operator(op) if plan is not None else None
-    if described is not None:
+    if described is None:
+        described = sql_operator(op.name)  # the kind and node id in the name, e.g. GroupAggregate[4]
+    if described is not None and described.node_id is not None:
         return view_name(f"{described.kind}_{described.node_id}")
     return f"op_{op.uid_hash}"
 
@@ -156,7 +159,7 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
             continue
         a = _load(spark, old_sp, op_id, table, state)
         b = _load(spark, new_sp, op_id, table, state)
-        ids = _identity_columns(table, a.columns)
+        ids = _identity_columns(table, a.columns, _keyed_state_names(old_sp, op_id))
         vals = [c for c in a.columns if c not in ids]
         if set(a.columns) != set(b.columns):
             row.update(added=None, removed=None, changed=None, note="columns differ: "
@@ -212,9 +215,20 @@ def _display(sp: Savepoint, uid_hash: str) -> str:
     return sp.operator(uid_hash).display_name
 
 
-def _identity_columns(table: str, columns: list[str]) -> list[str]:
+def _keyed_state_names(sp: Savepoint, uid_hash: str) -> set[str]:
+    operator = sp.operator(uid_hash)
+    km = operator.keyed_meta if operator.has_keyed_state else None
+    return {s.name for _, s in km.value_states} if km is not None else set()
+
+
+def _identity_columns(table: str, columns: list[str], state_names: set[str] = frozenset()) -> list[str]:
+    """The columns that identify a row: a broadcast state's key; a keyed table's key and namespace
+    columns (whatever they are named: ``key_k``, ``window_end``, ``slice_end``...), i.e. all but its
+    state columns; the key and namespace of the other tables."""
     if table == "broadcast":
         return ["key"]
+    if table == "keyed" and state_names:
+        return [c for c in columns if c not in state_names]
     ids = [c for c in columns if c == "key" or c.startswith("key_") or c in ("window_start", "window_end", "namespace")]
     return ids
 

@@ -1,6 +1,8 @@
-"""Real-Flink oracle for the state of a CEP operator (issue 14): fstate reads what ``CepJob`` (Flink 2.3,
-``a next b next c``, partial matches pending) holds in its savepoint, and writes every value and
-serializer snapshot back byte for byte.
+"""Real-Flink oracle for the state of a CEP operator (issue 14): fstate reads what ``CepJob`` (``a next b
+next c``, partial matches pending) holds in its savepoint, and writes every value and serializer
+snapshot back byte for byte, on every version the job runs on (harness.INTERNAL_STATE_VERSIONS: 2.3,
+2.0 and 1.20; the RocksDB savepoint on 2.3 only). The CEP operator is located by the operator id in
+the job's dump (metadata V4 of 1.20 has no uids).
 
 The job's dump lists per key the pending partial matches (each as its buffered events in pattern
 order), derived from the job's known input. fstate resolves each one from the NFA state's
@@ -27,21 +29,28 @@ from tests.sql_cep_compare import cep_expected_pending, cep_pending_partial_matc
 
 pytestmark = pytest.mark.flink
 
-VERSION = "2.3.0"
+VERSIONS = list(harness.INTERNAL_STATE_VERSIONS)
 
 
-def _generate(backend: str) -> harness.JobResult:
-    harness.require_flink(VERSION)
-    return harness.generate("CepJob", VERSION, backend, "savepoint", timeout=harness.DEFAULT_JOB_TIMEOUT)
+def _generate(backend: str, version: str) -> harness.JobResult:
+    harness.require_flink(version)
+    res = harness.generate("CepJob", version, backend, "savepoint", timeout=harness.DEFAULT_JOB_TIMEOUT)
+    assert res.dump["flink_version"] == version
+    return res
+
+
+def _cep_operator_id(job: harness.JobResult) -> str:
+    (described,) = [op for op in job.dump["operators"] if op["kind"] == "cep"]
+    return described["operator_id"]
 
 
 def _operator(job: harness.JobResult):
-    return Savepoint.open(str(job.snapshot_dir)).operator("cep")
+    return Savepoint.open(str(job.snapshot_dir)).operator(_cep_operator_id(job))
 
 
-@pytest.fixture(scope="module")
-def job() -> harness.JobResult:
-    return _generate("hashmap")
+@pytest.fixture(scope="module", params=VERSIONS)
+def job(request) -> harness.JobResult:
+    return _generate("hashmap", request.param)
 
 
 @pytest.fixture(scope="module")
@@ -62,9 +71,9 @@ def test_state_types(operator):
     assert cep.is_cep_operator(operator)
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
-def test_pending_partial_matches_are_the_jobs(backend):
-    job = _generate(backend)
+@pytest.mark.parametrize("backend, version", [("hashmap", v) for v in VERSIONS] + [("rocksdb", "2.3.0")])
+def test_pending_partial_matches_are_the_jobs(backend, version):
+    job = _generate(backend, version)
     operator = _operator(job)
     expected = _expected(job)
     # each event was taken by the pattern state of its type ("a", "b"), see cep_pending_partial_matches
@@ -138,7 +147,7 @@ def _round_trip(t, raw: bytes) -> None:
 
 
 def test_read_through_the_cli(job, operator):
-    res = CliRunner().invoke(app, ["read", str(job.snapshot_dir), "--uid", "cep", "--state", cep.EVENTS, "--flat",
+    res = CliRunner().invoke(app, ["read", str(job.snapshot_dir), "--uid", _cep_operator_id(job), "--state", cep.EVENTS, "--flat",
                                    "--json"])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.output.splitlines() if line.startswith("{")]

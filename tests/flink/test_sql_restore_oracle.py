@@ -36,18 +36,22 @@ VARIANTS = {
     "sql-uids": ("--uids", "true"),
     "sql-no-uids-ttl": ("--uids", "false", "--ttl", "3650d"),
 }
+#: (variant, version) of the transform test: every variant on 2.3, the uids variant on 1.20 too.
+TRANSFORM_CASES = [(variant, VERSION) for variant in sorted(VARIANTS)] + [("sql-uids", "1.20.1")]
 
 #: added to the group aggregate's accumulators of key k0 by the transform
 COUNT_DELTA, SUM_DELTA = 100, 1000
 
 
-def _savepoint(variant: str) -> harness.JobResult:
-    harness.require_flink(VERSION)
-    return harness.generate("SqlJob", VERSION, "hashmap", "savepoint", extra_args=VARIANTS[variant], timeout=TIMEOUT)
+def _savepoint(variant: str, version: str = VERSION) -> harness.JobResult:
+    harness.require_flink(version)
+    res = harness.generate("SqlJob", version, "hashmap", "savepoint", extra_args=VARIANTS[variant], timeout=TIMEOUT)
+    assert res.dump["flink_version"] == version
+    return res
 
 
-def _restore(variant: str, snapshot_dir) -> dict:
-    res = harness.verify_restore("SqlJob", VERSION, snapshot_dir, extra_args=VARIANTS[variant], timeout=TIMEOUT)
+def _restore(variant: str, snapshot_dir, version: str = VERSION) -> dict:
+    res = harness.verify_restore("SqlJob", version, snapshot_dir, extra_args=VARIANTS[variant], timeout=TIMEOUT)
     assert res.dump["kind"] == "restored"
     return res.dump
 
@@ -112,18 +116,20 @@ def test_restore_fstate_copy_that_leaves_sql_state_alone(variant, tmp_path):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_restore_transformed_group_aggregate_continues_from_the_changed_values(variant, spark, tmp_path):
+@pytest.mark.parametrize("variant, version", TRANSFORM_CASES)
+def test_restore_transformed_group_aggregate_continues_from_the_changed_values(variant, version, spark, tmp_path):
     from fstate.readers.reader import SavepointReader
 
-    original = _savepoint(variant)
+    original = _savepoint(variant, version)
     aggregate = _operator(original.dump, kind="group-aggregate")
     target = aggregate["uid"] or aggregate["operator_id"]  # without uids: the operator id (hash)
-    schema = SavepointReader(str(original.snapshot_dir), spark).keyed(target, "accState").schema
+    # the transform's view ``state`` has the key as one column (a row of the grouping key)
+    schema = SavepointReader(str(original.snapshot_dir), spark).keyed(target, "accState", flatten=False).schema
     changed = tmp_path / "changed"
     _fstate("modify", str(original.snapshot_dir), "--out", str(changed),
             "--transform", f"{target}:accState={_bump_k0_sql(schema)}")
-    restored = _restore(variant, changed)
+    restored = _restore(variant, changed, version)
+    assert restored["flink_version"] == version
     _assert_same_job_graph(restored, original.dump)
     expected_output = dict(restored["expected_output"], agg=_bumped(restored["expected_output"]["agg"]))
     expected_retracted = dict(restored["expected_retracted"], agg=_bumped(restored["expected_retracted"]["agg"]))

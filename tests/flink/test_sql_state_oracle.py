@@ -4,7 +4,9 @@ job's dump says (the comparisons are in tests/sql_cep_compare.py), for uids on a
 state TTL; and every entry it decodes encodes back to Flink's bytes (keys placed in the key groups
 Flink chose).
 
-Savepoints come from the same cached generations as tests/flink/test_sql_cep_oracle.py.
+Savepoints come from the same cached generations as tests/flink/test_sql_cep_oracle.py, on every
+version the SQL job runs on (harness.INTERNAL_STATE_VERSIONS: 2.3, 2.0 and 1.20). Operators are
+located by the operator id in the job's dump: 1.20 writes metadata V4, which has no names or uids.
 """
 
 from __future__ import annotations
@@ -23,44 +25,49 @@ from tests.sql_cep_compare import (check_deduplicate_keep_first, check_deduplica
 
 pytestmark = pytest.mark.flink
 
-VERSION = "2.3.0"
+VERSIONS = list(harness.INTERNAL_STATE_VERSIONS)
 VARIANTS = {"sql-uids": ("--uids", "true"), "sql-no-uids-ttl": ("--uids", "false", "--ttl", "1h")}
 
 
-def _generate(variant: str) -> harness.JobResult:
-    harness.require_flink(VERSION)
-    return harness.generate("SqlJob", VERSION, "hashmap", "savepoint", extra_args=VARIANTS[variant],
+def _generate(variant: str, version: str) -> harness.JobResult:
+    harness.require_flink(version)
+    return harness.generate("SqlJob", version, "hashmap", "savepoint", extra_args=VARIANTS[variant],
                             timeout=harness.DEFAULT_JOB_TIMEOUT)
 
 
-def _operators(variant: str):
-    res = _generate(variant)
+def _operators(variant: str, version: str):
+    res = _generate(variant, version)
+    assert res.dump["flink_version"] == version
     sp = Savepoint.open(str(res.snapshot_dir))
     return sp, {op["kind"]: op for op in res.dump["operators"] if op["kind"] is not None}
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_group_aggregate(variant):
-    sp, ops = _operators(variant)
+def test_group_aggregate(variant, version):
+    sp, ops = _operators(variant, version)
     check_group_aggregate(sp, ops["group-aggregate"])
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_deduplicate(variant):
-    sp, ops = _operators(variant)
+def test_deduplicate(variant, version):
+    sp, ops = _operators(variant, version)
     check_deduplicate_keep_first(sp, ops["deduplicate-keep-first"])
     check_deduplicate_keep_last(sp, ops["deduplicate-keep-last"])
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_join(variant):
-    sp, ops = _operators(variant)
+def test_join(variant, version):
+    sp, ops = _operators(variant, version)
     check_join(sp, ops["join"])
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_window_aggregate(variant):
-    sp, ops = _operators(variant)
+def test_window_aggregate(variant, version):
+    sp, ops = _operators(variant, version)
     check_window_aggregate(sp, ops["window-aggregate"])
 
 
@@ -99,9 +106,10 @@ def _without_ttl_timestamp(meta, state_id: int, value: bytes) -> bytes:
     return value[:at] + value[at + 8:]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_every_entry_encodes_back_to_flinks_bytes(variant):
-    sp, ops = _operators(variant)
+def test_every_entry_encodes_back_to_flinks_bytes(variant, version):
+    sp, ops = _operators(variant, version)
     for op in ops.values():
         view = sp.operator(op["operator_id"])
         for _, handle in view.key_group_handles():
