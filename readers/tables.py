@@ -191,6 +191,12 @@ def _row_arity(type_info: TypeInfo | None) -> int | None:
     return None
 
 
+def _is_sql_key(sql: Any, key_type: TypeInfo) -> bool:
+    """Whether keys are an SQL operator's: its name or uid says so (metadata V5+), or the key is a
+    table-runtime row (``RowData``), which only SQL / Table API operators key by (metadata V4 too)."""
+    return sql is not None or isinstance(key_type, RowDataType)
+
+
 def _named(type_info: TypeInfo, names: tuple[str, ...] | None) -> TypeInfo:
     """``type_info`` with an SQL row's field names (TTL wrappers kept); other types unchanged. Only
     the names change: values are decoded by position."""
@@ -251,8 +257,8 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
             ns_cols = [("window_start", LONG, True), ("window_end", LONG, True)]
         else:
             ns_cols = [(name, t, nullable) for name, (_, t, nullable) in zip(first.namespace, ns_cols)]
-    if flatten_key is None:
-        flatten_key = sql is not None  # an SQL operator's key (grouping / partition / join key) as columns
+    if flatten_key is None:  # an SQL operator's key (grouping / partition / join key) as columns
+        flatten_key = _is_sql_key(sql, km.key_type)
     key_type = _named(km.key_type, first.key) if first is not None else km.key_type
     cols = _key_columns(key_type, flatten_key) + ns_cols
     def value_type(s):
@@ -287,7 +293,7 @@ def timers_table(op: OperatorView, *, flatten_key: bool | None = None, sql: Any 
     km = _keyed_meta(op)
     sql = sql if sql is not None else sql_plan.sql_operator(op.name, op.uid)
     if flatten_key is None:
-        flatten_key = sql is not None
+        flatten_key = _is_sql_key(sql, km.key_type)
     key_names = (sql_plan.field_names(sql, sql_plan.StateSchema("", key=_row_arity(km.key_type))).key
                  if sql is not None else None)
     timers = [s for _, s in km.timer_states]
