@@ -1,5 +1,11 @@
 """`fstate verify`: every handle resolves, every file has the bytes the handles claim, every state
-decodes with its serializer, and no handle escapes the savepoint directory unless allowed."""
+decodes with its serializer to exactly the bytes its handle declares (offsets, lengths, key-group
+boundaries, element counts; :mod:`.verify_structure`), compressed chunks match their CRC32C,
+channel-state files of unaligned checkpoints exist, parallelism fits the max parallelism, and no
+handle escapes the savepoint directory unless allowed.
+
+Flink stores no checksum of uncompressed state: a changed byte that leaves every length, count and
+offset intact (inside a long, a double, a string's characters) is not detectable by any reader."""
 
 from __future__ import annotations
 
@@ -11,6 +17,9 @@ from . import handles
 from . import streams
 from . import keyed
 from . import rocksdb
+from . import operator as operator_state
+from . import verify_structure
+from .compression import checking_checksums
 from .errors import ExternalPathError, FStateError, UnsupportedSerializerError
 from .io import io_for, is_remote, is_within, join, strip_file_scheme
 from .loader import OperatorView, Savepoint
@@ -48,10 +57,14 @@ class VerifyReport:
                                "problems": o.problems} for o in self.operators]}
 
 
-def _stream_handles(op: OperatorView) -> Iterable[tuple[str, object]]:
+def _stream_handles(op: OperatorView) -> Iterable[tuple[str, object, object]]:
+    """(what, stream handle, channel-state handle or None) of every place a subtask's bytes live."""
     for i, s in sorted(op.state.subtasks.items()):
         for what, h in subtask_stream_handles(s):
-            yield f"subtask {i} {what}", h
+            yield f"subtask {i} {what}", h, None
+        for what, ch in verify_structure.channel_handles(s):
+            if ch.delegate is not None:
+                yield f"subtask {i} {what}", ch.delegate, ch
 
 
 def _is_external(sp: Savepoint, h) -> str | None:
@@ -73,14 +86,20 @@ def _is_external(sp: Savepoint, h) -> str | None:
     return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
 
-def _check_file(sp: Savepoint, h) -> str | None:
+def _check_file(sp: Savepoint, h, channel=None) -> str | None:
     src = streams.stream_source(h, sp.path, allow_external=True)
     if src.path is None:
+        if channel is not None:
+            return verify_structure.check_channel_offsets(channel, len(src.data or b""))
         return None
     io = io_for(src.path, sp.fs_options)
     if not io.exists(src.path):
         return f"state file {src.path} does not exist"
     size = io.size(src.path)
+    if channel is not None:
+        problem = verify_structure.check_channel_offsets(channel, size - src.start)
+        if problem:
+            return f"{problem} ({src.path})"
     need = src.start + (src.length or 0)
     if isinstance(h, handles.SegmentFileHandle):
         if size < need:
@@ -109,8 +128,10 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
     for op in sp.operators:
         r = OperatorReport(op.display_name, op.uid_hash)
         report.operators.append(r)
+        r.problems.extend(verify_structure.bounds_problems(op.parallelism, op.max_parallelism, op.state.subtasks,
+                                                           op.state.finished_subtasks))
         files_ok = True
-        for what, h in _stream_handles(op):
+        for what, h, channel in _stream_handles(op):
             outside = _is_external(sp, h)
             if outside is not None:
                 report.external.append(outside)
@@ -119,13 +140,14 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
                                       "(pass --allow-external-paths if that is intended)")
                     files_ok = False
                     continue
-            problem = _check_file(sp, h)
+            problem = _check_file(sp, h, channel)
             if problem:
                 r.problems.append(f"{what}: {problem}")
                 files_ok = False
         if not files_ok or not decode:
             continue
-        _decode_operator(op, r)
+        with checking_checksums():
+            _decode_operator(op, r)
     return report
 
 
@@ -138,6 +160,9 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
             _guard(r, f"broadcast state '{s.name}'", lambda s=s: sum(1 for _ in op.broadcast_state(s.name)))
         else:
             _guard(r, f"{s.kind.lower()} state '{s.name}'", lambda s=s: sum(1 for _ in op.list_state(s.name)))
+    for subtask, h in op.operator_handles():
+        if h.delegate is not None:
+            _guard(r, f"operator state of subtask {subtask}", lambda h=h: _check_operator_stream(op, h))
     if not op.has_keyed_state:
         return
     found = {}
@@ -162,11 +187,20 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
                 src = op.savepoint.stream_source(h.delegate)
                 buf = streams.read_source(src, op.savepoint.io)
                 meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
-                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
+                verify_structure.check_key_group_offsets(h, meta.header_size, len(buf), src.label)
+                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label, strict=True)
                 return sum(1 for _ in keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
-                                                         states=_decodable(codecs, r), source=src.label))
+                                                         states=_decodable(codecs, r), source=src.label,
+                                                         strict=True))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         _guard(r, what, decode_all)
+
+
+def _check_operator_stream(op: OperatorView, h) -> None:
+    buf = op.savepoint.read_stream(h.delegate)
+    src = op.savepoint.stream_source(h.delegate).label
+    meta = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
+    verify_structure.check_operator_stream(buf, h, meta, src)
 
 
 def _decodable(codecs, report: OperatorReport) -> set[int]:
