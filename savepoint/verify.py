@@ -20,7 +20,7 @@ from . import rocksdb
 from . import operator as operator_state
 from . import verify_structure
 from .compression import checking_checksums
-from .errors import ExternalPathError, FStateError, UnsupportedSerializerError
+from .errors import CorruptStateError, ExternalPathError, FStateError, UnsupportedSerializerError
 from .io import io_for, is_remote, is_within, join, strip_file_scheme
 from .loader import OperatorView, Savepoint
 from .metadata import subtask_stream_handles
@@ -162,7 +162,7 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
             _guard(r, f"{s.kind.lower()} state '{s.name}'", lambda s=s: sum(1 for _ in op.list_state(s.name)))
     for subtask, h in op.operator_handles():
         if h.delegate is not None:
-            _guard(r, f"operator state of subtask {subtask}", lambda h=h: _check_operator_stream(op, h))
+            _guard(r, f"operator state of subtask {subtask}", lambda h=h: _check_operator_stream(op, h, r))
     if not op.has_keyed_state:
         return
     found = {}
@@ -179,8 +179,10 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
                 meta = rocksdb.read_meta(src, op.savepoint.io)
                 codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
                 with rocksdb.open_snapshot(src, io=op.savepoint.io) as db:
-                    return sum(1 for _ in rocksdb.iter_entries(db, meta, op.max_parallelism, codecs=codecs,
-                                                               states=_decodable(codecs, r)))
+                    entries = rocksdb.iter_entries(db, meta, op.max_parallelism, codecs=codecs,
+                                                   states=_decodable(codecs, r))
+                    return sum(1 for _ in verify_structure.checking_key_groups(entries, meta.key_type,
+                                                                               op.max_parallelism, src.label))
             what = f"RocksDB state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         else:
             def decode_all(h=h):
@@ -188,19 +190,33 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
                 buf = streams.read_source(src, op.savepoint.io)
                 meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
                 verify_structure.check_key_group_offsets(h, meta.header_size, len(buf), src.label)
+                _check_header(r, km.states, meta.states, src.label, (km.key_type, meta.key_type))
                 codecs = keyed.state_codecs(meta, op.max_parallelism, src.label, strict=True)
-                return sum(1 for _ in keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
-                                                         states=_decodable(codecs, r), source=src.label,
-                                                         strict=True))
+                entries = keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
+                                             states=_decodable(codecs, r), source=src.label, strict=True)
+                return sum(1 for _ in verify_structure.checking_key_groups(entries, meta.key_type,
+                                                                           op.max_parallelism, src.label))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         _guard(r, what, decode_all)
 
 
-def _check_operator_stream(op: OperatorView, h) -> None:
+def _check_operator_stream(op: OperatorView, h, r: OperatorReport) -> None:
     buf = op.savepoint.read_stream(h.delegate)
     src = op.savepoint.stream_source(h.delegate).label
     meta = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
+    reference = op.operator_meta
+    _check_header(r, reference.states if reference else [], meta.states, src)
     verify_structure.check_operator_stream(buf, h, meta, src)
+
+
+def _check_header(r: OperatorReport, reference, states, source: str, key_types: tuple = ()) -> None:
+    mismatch = verify_structure.header_mismatch(reference, states, key_types)
+    if mismatch:
+        raise CorruptStateError(mismatch, source)
+    for name in verify_structure.opaque_states(states):
+        note = f"state '{name}': values kept as bytes (serializers fstate cannot read), their framing is not checked"
+        if note not in r.warnings:
+            r.warnings.append(note)
 
 
 def _decodable(codecs, report: OperatorReport) -> set[int]:

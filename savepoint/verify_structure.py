@@ -15,7 +15,8 @@ import struct
 from . import handles
 from . import operator as operator_state
 from .compression import decompress_framed
-from .errors import DECODE_ERRORS, CorruptStateError
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
+from .types.hashing import key_group_for_hash
 
 #: the largest max parallelism Flink accepts (2^15)
 UPPER_MAX_PARALLELISM = 1 << 15
@@ -62,6 +63,51 @@ def bounds_problems(parallelism: int, max_parallelism: int, subtasks: dict, fini
 
 
 # ---------------------------------------------------------------------------------------------
+# headers of one operator's subtasks
+
+
+def _signature(info) -> tuple:
+    types = []
+    for attr in ("key_type", "namespace_type", "value_type"):
+        try:
+            t = getattr(info, attr)
+        except Exception:  # a state kind without that serializer
+            t = None
+        types.append(None if t is None else t.name)
+    return (info.kind, *types)
+
+
+def header_mismatch(reference, states, key_types: tuple = ()) -> str | None:
+    """Every subtask of an operator registers the same serializers: a state that one subtask's
+    header describes with other types than the reference subtask's is damage in one of them
+    (states a subtask never registered are no problem)."""
+    if len(key_types) == 2 and key_types[0] is not None and key_types[1] is not None \
+            and key_types[0].name != key_types[1].name:
+        return f"the key serializer is {key_types[1].name}, another subtask's is {key_types[0].name}"
+    known = {s.name: _signature(s) for s in reference}
+    for s in states:
+        if s.name in known and known[s.name] != _signature(s):
+            return (f"state '{s.name}' is described as {_signature(s)}, another subtask's header says "
+                    f"{known[s.name]}")
+    return None
+
+
+def opaque_states(states) -> list[str]:
+    """States whose values fstate keeps as bytes: their values' framing is not checked."""
+    out = []
+    for s in states:
+        for attr in ("key_type", "namespace_type", "value_type"):
+            try:
+                t = getattr(s, attr)
+            except Exception:
+                t = None
+            if t is not None and not t.fully_decodable:
+                out.append(s.name)
+                break
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # keyed streams
 
 
@@ -85,6 +131,26 @@ def check_key_group_offsets(handle: handles.KeyGroupsHandle, header_size: int, l
     if not present and length != header_size:
         raise CorruptStateError(f"the stream has {length - header_size} bytes after its header but no key "
                                 "group points at them", source)
+
+
+def checking_key_groups(entries, key_type, max_parallelism: int, source: str | None):
+    """``entries`` (keyed.Entry), raising when a key's hash puts it in another key group than the
+    one it is stored in (a changed key byte). Keys of types without a value-based hashCode that
+    fstate computes (opaque keys, POJOs) are not checked."""
+    hashing = True
+    for entry in entries:
+        kg, key = entry[1], entry[3]
+        if hashing and key is not None and not isinstance(key, (bytes, bytearray)):
+            try:
+                expected = key_group_for_hash(key_type.java_hash(key), max_parallelism)
+            except UnsupportedSerializerError:
+                hashing, expected = False, kg
+            except (FStateError, *DECODE_ERRORS, OverflowError, AttributeError):
+                expected = kg
+            if expected != kg:
+                raise CorruptStateError(f"key group {kg}: key {key!r} belongs to key group {expected} "
+                                        "(a changed key byte)", source)
+        yield entry
 
 
 # ---------------------------------------------------------------------------------------------
