@@ -14,7 +14,7 @@ import struct
 
 from . import handles
 from . import operator as operator_state
-from .compression import decompress_framed
+from .compression import STREAM_IDENTIFIER, decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
 from .types.hashing import key_group_for_hash
 
@@ -166,7 +166,12 @@ def check_operator_stream(buf: bytes, handle: handles.OperatorStreamHandle,
         if meta.state(name) is None:
             raise CorruptStateError(f"the handle names operator state '{name}', the stream's header does not",
                                     source)
-    if all_offsets and all_offsets[0] != meta.header_size:
+    # a compressed stream's first offset is its first data chunk, after the stream identifier
+    lead = len(STREAM_IDENTIFIER) if meta.compressed else 0
+    if meta.compressed and all_offsets and buf[meta.header_size:meta.header_size + lead] != STREAM_IDENTIFIER:
+        raise CorruptStateError(f"no compressed stream starts at byte {meta.header_size}, after the operator "
+                                "state header", source)
+    if all_offsets and all_offsets[0] != meta.header_size + lead:
         raise CorruptStateError(f"the operator state header ends at byte {meta.header_size}, but the first "
                                 f"state starts at byte {all_offsets[0]}", source)
     if not all_offsets and len(buf) != meta.header_size:
@@ -195,15 +200,16 @@ def _region(buf: bytes, offsets: tuple[int, ...], all_offsets: list[int], meta, 
     """(bytes, element offsets in them, sorted boundaries, length) of one state's region."""
     if not meta.compressed:
         return buf, list(offsets), all_offsets, len(buf)
-    first = min(offsets)
-    end = _next(all_offsets, first, len(buf))
-    data, chunk_pos = decompress_framed(buf, first, end, source=source)
+    # a compressed stream ends where the next stream's identifier starts
+    data, chunk_pos = decompress_framed(buf, min(offsets), source=source)
     try:
         mapped = [chunk_pos[o] for o in offsets]
     except KeyError:
         raise CorruptStateError(f"operator state '{name}': an element offset is not a chunk boundary",
                                 source) from None
-    return data, mapped, sorted(set(mapped)), len(data)
+    # other states' elements may follow in the same compressed stream: they bound this one's too
+    bounds = sorted({chunk_pos[o] for o in all_offsets if o in chunk_pos})
+    return data, mapped, bounds, len(data)
 
 
 def _check_list(buf, offsets, all_offsets, meta, info, name, source) -> None:
