@@ -85,8 +85,11 @@ def verify(
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
 ) -> None:
-    """Check that every handle resolves, every file has the bytes the handles claim, and every
-    state decodes. Exit 0 if all holds, 1 listing each problem otherwise."""
+    """Check that every handle resolves, every file has the bytes the handles claim, every state
+    region decodes to exactly its declared bytes (offsets, lengths, key groups, counts), compressed
+    chunks match their CRC32C, channel-state files exist and parallelism fits the max parallelism.
+    A changed byte inside a fixed-width value cannot be found (Flink stores no checksums). Exit 0
+    if all holds, 1 listing each problem otherwise."""
     with user_errors():
         shown = output(context, json_alias)
         from ..savepoint.verify import verify as verify_savepoint

@@ -127,6 +127,9 @@ class TableOutput(Output):
         out.print(f"  {kind}, checkpoint id {data['checkpoint_id']}, metadata version {data['metadata_version']} "
                   f"(Flink {data['flink_versions']}), {len(data['operators'])} operators, "
                   f"{human_bytes(data['total_state_bytes'])} of state")
+        in_flight = sum(operator.get("channel_state_bytes", 0) for operator in data["operators"])
+        if in_flight:
+            out.print(f"  of which {human_bytes(in_flight)} in-flight data (channel state of an unaligned checkpoint)")
         operators = []
         for operator in data["operators"]:
             storage = ", ".join(f"{v} {k}" for k, v in operator["storage"].items() if v) or "-"

@@ -3,9 +3,18 @@
 Chunks: ``u8 type, u24 little-endian length, body``. Type 0xFF = stream identifier ``sNaPpY``,
 0x00 = masked CRC32C (LE) + raw snappy block, 0x01 = masked CRC32C + uncompressed bytes,
 0x80–0xFE skippable. A Flink stream has no end marker; a new stream starts with a new identifier.
+
+Flink writes the masked CRC32C of every chunk's uncompressed bytes but reads with checksum
+verification turned off (its decorator opens the framed input stream with ``verifyChecksums =
+false``). fstate does the same when reading (the pure Python CRC costs time), and checks every
+checksum inside :func:`checking_checksums`, which ``fstate verify`` uses.
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+import sys
 
 from .errors import CorruptStateError
 
@@ -97,14 +106,29 @@ def snappy_decompress(block: bytes) -> bytes:
     return snappy_decompress_py(block)
 
 
+_CHECK_CHECKSUMS = contextvars.ContextVar("fstate_check_snappy_checksums", default=False)
+
+
+@contextlib.contextmanager
+def checking_checksums():
+    """Within this block every decompressed chunk's CRC32C is compared with the one it carries."""
+    token = _CHECK_CHECKSUMS.set(True)
+    try:
+        yield
+    finally:
+        _CHECK_CHECKSUMS.reset(token)
+
+
 def decompress_framed(buf: bytes, start: int, end: int | None = None, *, source: str | None = None
                       ) -> tuple[bytes, dict[int, int]]:
     """Decompress one framed stream starting at ``start``.
 
     Stops at ``end``, at the end of ``buf``, or at the identifier chunk of the *next* stream.
     Returns the bytes and a map from each data chunk's position in ``buf`` to its position in
-    the output (operator-state offsets point at chunk boundaries).
+    the output (operator-state offsets point at chunk boundaries). Within
+    :func:`checking_checksums` a chunk whose bytes do not match its CRC32C is an error.
     """
+    check = _CHECK_CHECKSUMS.get()
     end = len(buf) if end is None else min(end, len(buf))
     out = bytearray()
     positions: dict[int, int] = {}
@@ -127,7 +151,13 @@ def decompress_framed(buf: bytes, start: int, end: int | None = None, *, source:
                     raise ValueError("snappy data chunk shorter than its checksum")
                 positions[pos] = len(out)
                 payload = bytes(buf[body + 4:body + length])
-                out += snappy_decompress(payload) if ctype == CHUNK_COMPRESSED else payload
+                chunk = snappy_decompress(payload) if ctype == CHUNK_COMPRESSED else payload
+                if check:
+                    stored = int.from_bytes(buf[body:body + 4], "little")
+                    if masked_crc32c(chunk) != stored:
+                        raise ValueError(f"snappy chunk checksum mismatch (stored 0x{stored:08x}, "
+                                         f"computed 0x{masked_crc32c(chunk):08x})")
+                out += chunk
                 seen_data = True
             elif ctype < 0x80:
                 raise ValueError(f"reserved snappy chunk type 0x{ctype:02x}")
@@ -153,11 +183,33 @@ def _crc32c_table() -> list[int]:
     return _CRC_TABLE
 
 
+_SLICE_TABLES: list[list[int]] = []
+
+
+def _slice_tables() -> list[list[int]]:
+    """Four tables for the slicing-by-4 CRC (four bytes per step)."""
+    if not _SLICE_TABLES:
+        t0 = _crc32c_table()
+        tables = [t0]
+        for _ in range(3):
+            prev = tables[-1]
+            tables.append([(prev[i] >> 8) ^ t0[prev[i] & 0xFF] for i in range(256)])
+        _SLICE_TABLES.extend(tables)
+    return _SLICE_TABLES
+
+
 def crc32c(data: bytes) -> int:
-    table = _crc32c_table()
+    t0, t1, t2, t3 = _slice_tables()
     c = 0xFFFFFFFF
-    for b in data:
-        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    n = len(data) & ~3
+    words = memoryview(bytes(data[:n])).cast("I") if n else ()
+    if words and sys.byteorder != "little":  # pragma: no cover - big-endian hosts
+        words = [int.from_bytes(bytes(data[i:i + 4]), "little") for i in range(0, n, 4)]
+    for w in words:
+        c ^= w
+        c = t3[c & 0xFF] ^ t2[(c >> 8) & 0xFF] ^ t1[(c >> 16) & 0xFF] ^ t0[c >> 24]
+    for b in data[n:]:
+        c = t0[(c ^ b) & 0xFF] ^ (c >> 8)
     return c ^ 0xFFFFFFFF
 
 

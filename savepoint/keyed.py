@@ -71,19 +71,23 @@ def canonical_regions(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMet
 
 def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
                  codecs: list[StateCodec] | None = None, key_groups: Iterable[int] | None = None,
-                 states: set[int] | None = None, source: str | None = None) -> Iterator[Entry]:
+                 states: set[int] | None = None, source: str | None = None, strict: bool = False
+                 ) -> Iterator[Entry]:
     """Every stored entry of the selected states in the selected key groups of one handle.
 
     MAP states yield one entry per map entry (value = (user key, user value)) in the canonical
     layout, and one per (key, namespace) with value = list of (user key, user value) in the heap
     layout. Timers yield value = timestamp.
+
+    ``strict`` (verify): every key group must end exactly where the next one starts; decoded in
+    Python (with ``codecs`` from ``state_codecs(..., strict=True)`` keys and values are exact too).
     """
     if codecs is None:
         codecs = state_codecs(meta, max_parallelism, source)
     wanted_kgs = None if key_groups is None else set(key_groups)
     regions = key_group_regions(handle, len(buf))
     canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism)
-    fast = _fastpath.scanner(meta, codecs, max_parallelism, states, source) if canonical else None
+    fast = _fastpath.scanner(meta, codecs, max_parallelism, states, source) if canonical and not strict else None
     for kg, start, end in regions:
         if wanted_kgs is not None and kg not in wanted_kgs:
             continue
@@ -94,9 +98,10 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
             if fast is not None:  # the compiled scanner (_speedups.c), same entries
                 yield from _fastpath.canonical_key_group(fast, buf, start, end, kg, meta, source)
             elif canonical:
-                yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source)
+                yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source,
+                                                strict)
             else:
-                yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source)
+                yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source, strict)
         except DECODE_ERRORS as e:
             raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
 
@@ -165,12 +170,15 @@ def _native_block_end(buf, start, end, kg, meta, codecs, source) -> int:
     return pos
 
 
-def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source):
+def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source, strict=False):
     if meta.compressed:
         data, _ = decompress_framed(buf, start, end, source=source)
-        pos = 0
+        if strict and _framed_length(buf, start, end) != end - start:
+            raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
+                                    f"group starts (byte {end})", source)
+        pos, region_end = 0, len(data)
     else:
-        data, pos = buf, start
+        data, pos, region_end = buf, start, end
     prefix = key_group_prefix_size(max_parallelism)
     unpack_i32 = _I32.unpack_from
     n_states = len(codecs)
@@ -210,11 +218,14 @@ def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallel
             nxt = _U16.unpack_from(data, pos)[0]
             pos += 2
             if nxt == END_OF_KEY_GROUP:
+                if strict and pos != region_end:
+                    raise CorruptStateError(f"key group {kg}: the end-of-key-group mark is at byte {pos - 2}, "
+                                            f"but the key group's data ends at byte {region_end}", source)
                 return
             state_id = nxt
 
 
-def _native_key_group(buf, start, end, kg, meta, codecs, states, source):
+def _native_key_group(buf, start, end, kg, meta, codecs, states, source, strict=False):
     stored = _I32.unpack_from(buf, start)[0]
     if stored != kg:
         raise CorruptStateError(f"key group {kg}: the block starts with key group {stored}", source)
@@ -224,11 +235,17 @@ def _native_key_group(buf, start, end, kg, meta, codecs, states, source):
             data, _ = decompress_framed(buf, pos, end, source=source)
             # the stream ends where the next identifier chunk begins
             consumed = _framed_length(buf, pos, end)
-            yield from _native_state_block(data, 0, kg, codecs, states, source)
+            used = yield from _native_state_block(data, 0, kg, codecs, states, source)
+            if strict and used != len(data):
+                raise CorruptStateError(f"key group {kg}: a compressed state block holds {len(data)} bytes, "
+                                        f"its entries {used}", source)
             pos += consumed
-        return
-    for _ in range(len(codecs)):
-        pos = yield from _native_state_block(buf, pos, kg, codecs, states, source)
+    else:
+        for _ in range(len(codecs)):
+            pos = yield from _native_state_block(buf, pos, kg, codecs, states, source)
+    if strict and pos != end:
+        raise CorruptStateError(f"key group {kg}: its data ends at byte {pos}, the next key group starts at "
+                                f"byte {end}", source)
 
 
 def _framed_length(buf: bytes, start: int, end: int) -> int:

@@ -42,8 +42,11 @@ class StateCodec:
     native: Callable[[bytes, int], tuple[bytes, Any, Any, Any, int]] | None
 
 
-def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, source: str | None):
+def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, source: str | None,
+                      strict: bool = False):
+    """``strict``: every key and value must decode to exactly its stored bytes (verify)."""
     kind = info.kind
+    _exact = _exact_length if strict else _any_length
     if info.backend_type == metainfo.PRIORITY_QUEUE:
         if not info.value_type.fully_decodable:
             def opaque_timer(kb, vb):  # the raw timer element (timestamp, key, namespace) as the key
@@ -55,6 +58,9 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
 
         def timer(kb, vb):
             (ts, key, ns), end = dec_elem(kb, prefix)
+            _exact(end, len(kb), "timer")
+            if strict and len(vb):
+                raise ValueError(f"a timer entry has a {len(vb)}-byte value (timers store none)")
             return kb[prefix:end], key, ns, ts
 
         return timer
@@ -85,19 +91,24 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
             p += var_len_size(p - ns_start)
         return ident, key, ns, p
 
+    def whole_key(kb):  # the key bytes of a non-map state end with the namespace
+        ident, key, ns, p = split(kb)
+        _exact(p, len(kb), "key")
+        return ident, key, ns
+
     vt = info.value_type
     if kind == "LIST":
         elem = vt.element if isinstance(vt, ListType) else vt
         if not elem.fully_decodable:
             def opaque_list(kb, vb):
-                ident, key, ns, _ = split(kb)
+                ident, key, ns = whole_key(kb)
                 return ident, key, ns, [bytes(vb)]
 
             return opaque_list
         dec_elem = elem.decoder()
 
         def list_entry(kb, vb):
-            ident, key, ns, _ = split(kb)
+            ident, key, ns = whole_key(kb)
             out = []
             p, n = 0, len(vb)
             while p < n:
@@ -124,22 +135,36 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
 
         def map_entry(kb, vb):
             ident, key, ns, p = split(kb)
-            uk, _ = dec_uk(kb, p)
+            uk, p = dec_uk(kb, p)
+            _exact(p, len(kb), "map key")
             if vb[0]:
-                uv = None
+                uv = None  # (heap savepoints write a byte after the null flag: not checked)
             else:
-                uv, _ = dec_uv(vb, 1)
+                uv, p = dec_uv(vb, 1)
+                _exact(p, len(vb), "map value")
             return ident, key, ns, (uk, uv)
 
         return map_entry
     dec_val = vt.decoder() if vt.fully_decodable else (lambda b, p: (bytes(b), len(b)))
 
     def value_entry(kb, vb):
-        ident, key, ns, _ = split(kb)
-        v, _ = dec_val(vb, 0)
+        ident, key, ns = whole_key(kb)
+        v, p = dec_val(vb, 0)
+        _exact(p, len(vb), "value")
         return ident, key, ns, v
 
     return value_entry
+
+
+def _exact_length(end: int, length: int, what: str) -> None:
+    """A stored key or value is exactly its serializer's bytes: a decode that stops short (or runs
+    past) means the bytes are damaged."""
+    if end != length:
+        raise ValueError(f"the {what} decodes to {end} of its {length} bytes")
+
+
+def _any_length(end: int, length: int, what: str) -> None:
+    """Readers accept what decodes (the compiled scanner does the same)."""
 
 
 def native_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, source: str | None):
@@ -177,12 +202,14 @@ def native_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, source: str | No
     return entry
 
 
-def state_codecs(meta: KeyedBackendMeta, max_parallelism: int, source: str | None = None) -> list[StateCodec]:
+def state_codecs(meta: KeyedBackendMeta, max_parallelism: int, source: str | None = None, *,
+                 strict: bool = False) -> list[StateCodec]:
+    """``strict`` (verify): a key or value that decodes to fewer or more bytes than stored is an error."""
     prefix = key_group_prefix_size(max_parallelism)
     out = []
     for i, info in enumerate(meta.states):
         try:
-            canonical = canonical_decoder(meta, info, prefix, source)
+            canonical = canonical_decoder(meta, info, prefix, source, strict)
         except UnsupportedSerializerError:
             canonical = None
         out.append(StateCodec(i, info, info.kind, canonical, native_decoder(meta, info, source)))

@@ -60,11 +60,15 @@ def summarize(sp: Savepoint, plan: PlanBinding | None = None) -> dict[str, Any]:
             warnings.extend(f"{op.display_name}/{d.name}: {w}" for w in d.warnings)
         keyed_size = sum(h.size for _, h in op.keyed_handles())
         operator_size = sum(h.size for _, h in op.operator_handles())
+        # in-flight data of unaligned checkpoints (input channels and result subpartitions)
+        channel_size = sum(ch.size for s in op.state.subtasks.values()
+                           for ch in (*s.input_channels, *s.result_subpartitions))
         ops.append({
             "uid": op.uid, "name": op.name, "uid_hash": op.uid_hash, "parallelism": op.parallelism,
             "max_parallelism": op.max_parallelism, "subtasks_with_state": len(op.state.subtasks),
             "finished_subtasks": list(op.state.finished_subtasks), "fully_finished": op.state.fully_finished,
             "keyed_layout": op.keyed_layout, "keyed_state_bytes": keyed_size, "operator_state_bytes": operator_size,
+            "channel_state_bytes": channel_size,
             "coordinator_state_bytes": op.state.coordinator_state.size if op.state.coordinator_state else 0,
             "storage": _storage(op), "states": states, "sql": _sql(op, plan),
         })
@@ -77,7 +81,8 @@ def summarize(sp: Savepoint, plan: PlanBinding | None = None) -> dict[str, Any]:
         "flink_versions": FLINK_VERSIONS.get(m.version),
         "checkpoint_id": m.checkpoint_id,
         "master_states": [ms.name for ms in m.master_states],
-        "total_state_bytes": sum(o["keyed_state_bytes"] + o["operator_state_bytes"] for o in ops),
+        "total_state_bytes": sum(o["keyed_state_bytes"] + o["operator_state_bytes"] + o["channel_state_bytes"]
+                                 for o in ops),
         "operators": ops,
         "warnings": warnings,
     }

@@ -1,5 +1,11 @@
 """`fstate verify`: every handle resolves, every file has the bytes the handles claim, every state
-decodes with its serializer, and no handle escapes the savepoint directory unless allowed."""
+decodes with its serializer to exactly the bytes its handle declares (offsets, lengths, key-group
+boundaries, element counts; :mod:`.verify_structure`), compressed chunks match their CRC32C,
+channel-state files of unaligned checkpoints exist, parallelism fits the max parallelism, and no
+handle escapes the savepoint directory unless allowed.
+
+Flink stores no checksum of uncompressed state: a changed byte that leaves every length, count and
+offset intact (inside a long, a double, a string's characters) is not detectable by any reader."""
 
 from __future__ import annotations
 
@@ -11,8 +17,12 @@ from . import handles
 from . import streams
 from . import keyed
 from . import rocksdb
-from .errors import ExternalPathError, FStateError, UnsupportedSerializerError
-from .io import io_for, is_remote, is_within, join, strip_file_scheme
+from . import operator as operator_state
+from . import verify_structure
+from .compression import checking_checksums
+from .errors import CorruptStateError, ExternalPathError, FStateError, UnsupportedSerializerError
+from .io import io_for, is_remote, strip_file_scheme
+from .io.policy import handle_target
 from .loader import OperatorView, Savepoint
 from .metadata import subtask_stream_handles
 
@@ -48,39 +58,42 @@ class VerifyReport:
                                "problems": o.problems} for o in self.operators]}
 
 
-def _stream_handles(op: OperatorView) -> Iterable[tuple[str, object]]:
+def _stream_handles(op: OperatorView) -> Iterable[tuple[str, object, object]]:
+    """(what, stream handle, channel-state handle or None) of every place a subtask's bytes live."""
     for i, s in sorted(op.state.subtasks.items()):
         for what, h in subtask_stream_handles(s):
-            yield f"subtask {i} {what}", h
+            yield f"subtask {i} {what}", h, None
+        for what, ch in verify_structure.channel_handles(s):
+            if ch.delegate is not None:
+                yield f"subtask {i} {what}", ch.delegate, ch
 
 
 def _is_external(sp: Savepoint, h) -> str | None:
+    """The file a handle names when it is outside the snapshot's directories (the one path policy,
+    savepoint/io/policy.py: symlinks resolved; for chk-N also the job's shared/ and taskowned/)."""
     for attr in ("relative_path", "path", "physical_path"):
         if "\x00" in (getattr(h, attr, None) or ""):
             return repr(getattr(h, attr))
-    if isinstance(h, handles.RelativeFileHandle):
-        target = join(sp.path, h.relative_path)
-    elif isinstance(h, handles.FileHandle):
-        target = h.path
-    elif isinstance(h, handles.SegmentFileHandle):
-        target = h.physical_path
-    else:
-        return None
-    # the snapshot's own directory (for chk-N also the job's shared/ and taskowned/); for URIs
-    # another bucket, prefix or scheme is outside
-    if any(is_within(target, d) for d in sp.own_dirs):
+    target = handle_target(h, sp.path)
+    if target is None or sp.path_policy.is_inside(target):
         return None
     return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
 
-def _check_file(sp: Savepoint, h) -> str | None:
+def _check_file(sp: Savepoint, h, channel=None) -> str | None:
     src = streams.stream_source(h, sp.path, allow_external=True)
     if src.path is None:
+        if channel is not None:
+            return verify_structure.check_channel_offsets(channel, len(src.data or b""))
         return None
     io = io_for(src.path, sp.fs_options)
     if not io.exists(src.path):
         return f"state file {src.path} does not exist"
     size = io.size(src.path)
+    if channel is not None:
+        problem = verify_structure.check_channel_offsets(channel, size - src.start)
+        if problem:
+            return f"{problem} ({src.path})"
     need = src.start + (src.length or 0)
     if isinstance(h, handles.SegmentFileHandle):
         if size < need:
@@ -109,8 +122,10 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
     for op in sp.operators:
         r = OperatorReport(op.display_name, op.uid_hash)
         report.operators.append(r)
+        r.problems.extend(verify_structure.bounds_problems(op.parallelism, op.max_parallelism, op.state.subtasks,
+                                                           op.state.finished_subtasks))
         files_ok = True
-        for what, h in _stream_handles(op):
+        for what, h, channel in _stream_handles(op):
             outside = _is_external(sp, h)
             if outside is not None:
                 report.external.append(outside)
@@ -119,13 +134,14 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
                                       "(pass --allow-external-paths if that is intended)")
                     files_ok = False
                     continue
-            problem = _check_file(sp, h)
+            problem = _check_file(sp, h, channel)
             if problem:
                 r.problems.append(f"{what}: {problem}")
                 files_ok = False
         if not files_ok or not decode:
             continue
-        _decode_operator(op, r)
+        with checking_checksums():
+            _decode_operator(op, r)
     return report
 
 
@@ -138,6 +154,9 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
             _guard(r, f"broadcast state '{s.name}'", lambda s=s: sum(1 for _ in op.broadcast_state(s.name)))
         else:
             _guard(r, f"{s.kind.lower()} state '{s.name}'", lambda s=s: sum(1 for _ in op.list_state(s.name)))
+    for subtask, h in op.operator_handles():
+        if h.delegate is not None:
+            _guard(r, f"operator state of subtask {subtask}", lambda h=h: _check_operator_stream(op, h, r))
     if not op.has_keyed_state:
         return
     found = {}
@@ -154,19 +173,44 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
                 meta = rocksdb.read_meta(src, op.savepoint.io)
                 codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
                 with rocksdb.open_snapshot(src, io=op.savepoint.io) as db:
-                    return sum(1 for _ in rocksdb.iter_entries(db, meta, op.max_parallelism, codecs=codecs,
-                                                               states=_decodable(codecs, r)))
+                    entries = rocksdb.iter_entries(db, meta, op.max_parallelism, codecs=codecs,
+                                                   states=_decodable(codecs, r))
+                    return sum(1 for _ in verify_structure.checking_key_groups(entries, meta.key_type,
+                                                                               op.max_parallelism, src.label))
             what = f"RocksDB state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         else:
             def decode_all(h=h):
                 src = op.savepoint.stream_source(h.delegate)
                 buf = streams.read_source(src, op.savepoint.io)
                 meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
-                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
-                return sum(1 for _ in keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
-                                                         states=_decodable(codecs, r), source=src.label))
+                verify_structure.check_key_group_offsets(h, meta.header_size, len(buf), src.label)
+                _check_header(r, km.states, meta.states, src.label, (km.key_type, meta.key_type))
+                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label, strict=True)
+                entries = keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
+                                             states=_decodable(codecs, r), source=src.label, strict=True)
+                return sum(1 for _ in verify_structure.checking_key_groups(entries, meta.key_type,
+                                                                           op.max_parallelism, src.label))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
         _guard(r, what, decode_all)
+
+
+def _check_operator_stream(op: OperatorView, h, r: OperatorReport) -> None:
+    buf = op.savepoint.read_stream(h.delegate)
+    src = op.savepoint.stream_source(h.delegate).label
+    meta = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
+    reference = op.operator_meta
+    _check_header(r, reference.states if reference else [], meta.states, src)
+    verify_structure.check_operator_stream(buf, h, meta, src)
+
+
+def _check_header(r: OperatorReport, reference, states, source: str, key_types: tuple = ()) -> None:
+    mismatch = verify_structure.header_mismatch(reference, states, key_types)
+    if mismatch:
+        raise CorruptStateError(mismatch, source)
+    for name in verify_structure.opaque_states(states):
+        note = f"state '{name}': values kept as bytes (serializers fstate cannot read), their framing is not checked"
+        if note not in r.warnings:
+            r.warnings.append(note)
 
 
 def _decodable(codecs, report: OperatorReport) -> set[int]:

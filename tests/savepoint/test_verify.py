@@ -1,0 +1,153 @@
+"""`verify` finds damage: regions that do not decode to exactly their declared bytes, compressed
+chunks whose CRC32C does not match, missing channel-state files, parallelism above the max
+parallelism; `info` counts in-flight bytes."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fstate.savepoint import compression, handles, keyed
+from fstate.savepoint.errors import CorruptStateError
+from fstate.savepoint.loader import Savepoint
+from fstate.savepoint.metadata import read_metadata, write_metadata
+from fstate.savepoint.summary import summarize
+from fstate.savepoint.verify import verify
+from tests.savepoint.test_fuzz import SAMPLES, check_no_wrong_success
+
+KEYED = "keyed-hashmap-savepoint"
+
+
+def _copy(tmp_path: Path, sample: str) -> Path:
+    case = tmp_path / sample
+    shutil.copytree(SAMPLES[sample], case)
+    return case
+
+
+def _problems(report) -> list[str]:
+    return report.problems + [p for o in report.operators for p in o.problems]
+
+
+def _first_key_group(case: Path) -> tuple[Path, int, int]:
+    """(file, start, end) of the first non-empty key group of a keyed operator's first subtask."""
+    sp = Savepoint.open(str(case))
+    op = next(o for o in sp.operators if o.has_keyed_state)
+    _, h = op.key_group_handles()[0]
+    src = sp.stream_source(h.delegate)
+    regions = keyed.key_group_regions(h, src.length)
+    _, start, end = min(regions, key=lambda r: r[1])
+    return Path(src.path), start, end
+
+
+def test_samples_verify_clean():
+    for sample, path in SAMPLES.items():
+        report = verify(str(path))
+        assert report.ok, (sample, _problems(report))
+
+
+def test_zeroed_block_is_found(tmp_path):
+    case = _copy(tmp_path, KEYED)
+    target, start, _ = _first_key_group(case)
+    data = bytearray(target.read_bytes())
+    data[start:start + 4096] = bytes(len(data[start:start + 4096]))
+    target.write_bytes(bytes(data))
+    assert not verify(str(case)).ok
+
+
+def test_every_bit_flip_in_a_key_group_is_found_or_changes_only_scalars(tmp_path):
+    """Exhaustive over one key group: a flipped bit either makes verify fail (or read fail), or
+    yields records of the same shape (a changed scalar: undetectable without checksums)."""
+    case = _copy(tmp_path, KEYED)
+    target, start, end = _first_key_group(case)
+    original = target.read_bytes()
+    found = undetectable = 0
+    for pos in range(start, min(end, start + 120)):
+        for bit in (0, 3, 7):
+            data = bytearray(original)
+            data[pos] ^= 1 << bit
+            target.write_bytes(bytes(data))
+            if verify(str(case)).ok:
+                undetectable += 1
+            else:
+                found += 1
+            check_no_wrong_success(str(case), KEYED, f"flip bit {bit} of byte {pos}")
+    target.write_bytes(original)
+    assert found > undetectable > 0
+
+
+def test_value_that_does_not_fill_its_bytes_is_found(tmp_path):
+    """A value region one byte longer than its serializer's bytes (a grown length field) passes a
+    plain decode; verify's exact decode refuses it."""
+    case = _copy(tmp_path, KEYED)
+    target, start, end = _first_key_group(case)
+    data = bytearray(target.read_bytes())
+    klen = int.from_bytes(data[start + 2:start + 6], "big")
+    vlen_at = start + 6 + klen
+    vlen = int.from_bytes(data[vlen_at:vlen_at + 4], "big")
+    data[vlen_at:vlen_at + 4] = (vlen + 1).to_bytes(4, "big")
+    data[vlen_at + 4 + vlen:vlen_at + 4 + vlen] = b"\x00"  # one extra byte inside the value region
+    target.write_bytes(bytes(data[:-1]))  # keep the file size the handle declares
+    assert not verify(str(case)).ok
+
+
+def test_snappy_checksums_checked_by_verify_only():
+    framed = bytearray(compression.frame_chunks(b"state bytes " * 100))
+    framed[-5] ^= 0x01  # one byte of the uncompressed payload
+    data, _ = compression.decompress_framed(bytes(framed), 0)  # readers: as Flink, no check
+    assert data != b"state bytes " * 100
+    with compression.checking_checksums(), pytest.raises(CorruptStateError, match="checksum"):
+        compression.decompress_framed(bytes(framed), 0)
+    good = compression.frame_chunks(b"state bytes " * 100)
+    with compression.checking_checksums():
+        assert compression.decompress_framed(good, 0)[0] == b"state bytes " * 100
+
+
+def test_crc32c_known_values():
+    assert compression.crc32c(b"") == 0
+    assert compression.crc32c(b"123456789") == 0xE3069283
+    assert compression.crc32c(bytes(32)) == 0x8A9136AA
+
+
+def _rewrite_metadata(case: Path, change) -> None:
+    meta = read_metadata((case / "_metadata").read_bytes())
+    meta = dataclasses.replace(meta, operators=[change(op) for op in meta.operators])
+    (case / "_metadata").write_bytes(write_metadata(meta))
+
+
+def test_parallelism_above_max_parallelism_is_found(tmp_path):
+    case = _copy(tmp_path, KEYED)
+    _rewrite_metadata(case, lambda op: dataclasses.replace(op, parallelism=op.max_parallelism + 1))
+    problems = _problems(verify(str(case)))
+    assert any("outside 1.." in p and "max parallelism" in p for p in problems), problems
+
+
+def _with_channel_state(case: Path, size: int = 64) -> None:
+    (case / "channel-state").write_bytes(bytes(size))
+
+    def change(op):
+        if not op.subtasks:
+            return op
+        index = min(op.subtasks)
+        channel = handles.ChannelStateHandle(1, index, (0, 0), (0, 16), size,
+                                             handles.RelativeFileHandle("channel-state", size))
+        subtasks = dict(op.subtasks)
+        subtasks[index] = dataclasses.replace(subtasks[index], input_channels=(channel,))
+        return dataclasses.replace(op, subtasks=subtasks)
+
+    _rewrite_metadata(case, change)
+
+
+def test_channel_state_files_are_checked_and_counted(tmp_path):
+    case = _copy(tmp_path, "keyed-hashmap-checkpoint")
+    _with_channel_state(case)
+    assert verify(str(case)).ok
+    summary = summarize(Savepoint.open(str(case)))
+    assert sum(o["channel_state_bytes"] for o in summary["operators"]) > 0
+    assert summary["total_state_bytes"] == sum(o["keyed_state_bytes"] + o["operator_state_bytes"]
+                                               + o["channel_state_bytes"] for o in summary["operators"])
+    (case / "channel-state").unlink()
+    problems = _problems(verify(str(case)))
+    assert any("channel state" in p and "does not exist" in p for p in problems), problems
