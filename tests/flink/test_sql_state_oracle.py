@@ -1,6 +1,6 @@
 """Real-Flink oracle for the state of Flink SQL operators (issue 14): fstate reads every state of
-``SqlJob``'s GroupAggregate, both Deduplicates, the Join and the GlobalWindowAggregate exactly as the
-job's dump says, for uids on and for uids off with state TTL; and every entry it decodes encodes
+``SqlJob``'s GroupAggregate, both Deduplicates, the Join, the GlobalWindowAggregate, the Top-N (Rank) and
+the LISTAGG GroupAggregate (its ListView data views) exactly as the job's dump says, for uids on and for uids off with state TTL; and every entry it decodes encodes
 back to Flink's bytes (keys placed in the key groups Flink chose).
 
 Savepoints come from the same cached generations as tests/flink/test_sql_cep_oracle.py.
@@ -37,12 +37,19 @@ def _operators(variant: str):
     return sp, {op["kind"]: op for op in res.dump["operators"] if op["kind"] is not None}
 
 
+def _operators_of_kind(variant: str, kind: str):
+    """Every operator of one kind (the planner does not share the Top-N of the two statements using it)."""
+    res = _generate(variant)
+    return Savepoint.open(str(res.snapshot_dir)), [op for op in res.dump["operators"] if op["kind"] == kind]
+
+
 def _rows(sp: Savepoint, op: dict, state: str) -> list[tuple]:
     return list(tables.keyed_table(sp.operator(op["operator_id"]), [state]).rows())
 
 
 def _key(row: tuple) -> str:
-    (k,) = row[0]  # the key is a row of the grouping key (k)
+    k = row[0]  # an SQL operator's key (k) comes as columns (keyed_table flattens it by default)
+    assert isinstance(k, str), row
     return k
 
 
@@ -99,6 +106,34 @@ def test_window_aggregate(variant):
     actual = {(_key(r), r[1]): list(r[-1]) for r in rows}  # namespace: the window (slice) end
     expected = {(k, end): acc for (k, _, end), acc in op["expected"]}
     assert actual == expected
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_rank(variant):
+    sp, ops = _operators_of_kind(variant, "rank")
+    assert len(ops) >= 1
+    for op in ops:
+        actual = {_key(r): r[-1] for r in _rows(sp, op, "data-state-with-append")}
+        # sort key (v,) -> the rows with that v, each (id, k, v)
+        expected = {k: {(row[2],): [tuple(row)] for row in rows} for k, rows in op["expected"]}
+        assert {k: {s: [tuple(r) for r in rows] for s, rows in m.items()} for k, m in actual.items()} == expected
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_listagg_list_views(variant):
+    sp, ops = _operators(variant)
+    op = ops["group-aggregate-listagg"]
+    expected = dict(op["expected"])
+    acc = {_key(r): r[-1] for r in _rows(sp, op, "accState")}
+    assert set(acc) == set(expected)
+    for k, e in expected.items():
+        (list_view, retract_view), count = acc[k]  # the accumulator class (two RAW view placeholders), count1
+        assert (list_view, retract_view, count) == (b"\x00", b"\x00", e["count"])
+    lists = {_key(r): list(r[-1]) for r in _rows(sp, op, "agg0$list")}
+    assert lists == {k: e["list"] for k, e in expected.items()}
+    assert {k: ",".join(v) for k, v in lists.items()} == {k: e["value"] for k, e in expected.items()}
+    retracts = {_key(r): list(r[-1]) for r in _rows(sp, op, "agg0$retractList")}
+    assert retracts == {k: e["retract_list"] for k, e in expected.items() if e["retract_list"]}
 
 
 # -- byte-exact round trip -----------------------------------------------------------------------
