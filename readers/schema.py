@@ -169,7 +169,7 @@ def logical_spark_type(t: LogicalType) -> spark_types.DataType:
                                    t.children[1].nullable)
     if t.root == "MULTISET":
         return spark_types.MapType(logical_spark_type(t.children[0]), spark_types.IntegerType(), False)
-    if t.root == "ROW":
+    if t.root in ("ROW", "STRUCTURED_TYPE"):
         return spark_types.StructType([spark_types.StructField(n, logical_spark_type(c), _nullable(c))
                                        for n, c in zip(t.field_names, t.children)])
     try:

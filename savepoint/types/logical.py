@@ -31,7 +31,11 @@ BINARY_ROOTS = ("BINARY", "VARBINARY")
 TIMESTAMP_ROOTS = ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE")
 #: Every root whose values fstate decodes.
 DECODABLE_ROOTS = frozenset(FIXED_SIZES) | {
-    *STRING_ROOTS, *BINARY_ROOTS, *TIMESTAMP_ROOTS, "DECIMAL", "ARRAY", "MULTISET", "MAP", "ROW", "RAW", "NULL"}
+    *STRING_ROOTS, *BINARY_ROOTS, *TIMESTAMP_ROOTS, "DECIMAL", "ARRAY", "MULTISET", "MAP", "ROW", "RAW", "NULL",
+    "STRUCTURED_TYPE"}
+#: Roots stored as a nested binary row (a STRUCTURED_TYPE, e.g. an aggregate's accumulator class, is one
+#: by its attributes).
+ROW_ROOTS = ("ROW", "STRUCTURED_TYPE")
 
 #: SQL names of the roots (for display).
 _SQL_NAMES = {
@@ -89,8 +93,9 @@ class LogicalType:
             base = f"{base}<{self.children[0].name}>"
         elif self.root == "MAP":
             base = f"MAP<{self.children[0].name}, {self.children[1].name}>"
-        elif self.root == "ROW":
-            base = "ROW<" + ", ".join(f"{n} {c.name}" for n, c in zip(self.field_names, self.children)) + ">"
+        elif self.root in ROW_ROOTS:
+            fields = ", ".join(f"{n} {c.name}" for n, c in zip(self.field_names, self.children))
+            base = f"ROW<{fields}>" if self.root == "ROW" else f"STRUCTURED<{self.raw_class}>({fields})"
         elif self.root == "RAW":
             base = f"RAW({self.raw_class})"
         if self.kind and self.kind != "REGULAR":
@@ -134,8 +139,13 @@ def from_java(obj: Any, source: str | None = None) -> LogicalType:
         params["field_names"] = tuple(f["name"] for f in fields)
     elif root == "RAW":
         clazz = obj.get("clazz")
-        params["raw_class"] = clazz.get("name") if isinstance(clazz, dict) else None
-    elif root in ("STRUCTURED_TYPE", "DISTINCT_TYPE"):
+        params["raw_class"] = clazz.get("name") if isinstance(clazz, dict) else getattr(clazz, "name", None)
+    elif root == "STRUCTURED_TYPE":
+        attributes = _list_items(obj.get("attributes"))
+        params["children"] = tuple(from_java(a["type"], source) for a in attributes)
+        params["field_names"] = tuple(a["name"] for a in attributes)
+        params["raw_class"] = obj.get("className") or obj.get("@class")
+    elif root == "DISTINCT_TYPE":
         params["raw_class"] = obj.get("@class")
     return LogicalType(root, bool(obj.get("isNullable", True)), **params)
 
@@ -147,6 +157,8 @@ def _list_items(obj: Any) -> list:
     if isinstance(obj, dict):
         if "@items" in obj:
             return obj["@items"]
+        if obj.get("@class") == "java.util.CollSer":  # List.of(...): the size (i32), then the elements
+            return [item for item in obj.get("@written", []) if not isinstance(item, (bytes, bytearray))]
         for inner in ("list", "c"):  # Collections.unmodifiableList / unmodifiableCollection
             if inner in obj:
                 return _list_items(obj[inner])

@@ -35,7 +35,7 @@ from decimal import Decimal
 from typing import Any, Callable
 
 from .base import I32, I64
-from .logical import BINARY_ROOTS, STRING_ROOTS, TIMESTAMP_ROOTS, LogicalType
+from .logical import BINARY_ROOTS, ROW_ROOTS, STRING_ROOTS, TIMESTAMP_ROOTS, LogicalType
 
 ROW_KINDS = ("INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE")
 
@@ -253,8 +253,8 @@ def field_reader(t: LogicalType) -> Reader:
 
 
 def binary_decoder(t: LogicalType) -> Callable[[bytes, int, int], Any]:
-    """``(buf, start, size) -> value`` for a ROW (BinaryRowData), ARRAY, MAP or MULTISET."""
-    if t.root == "ROW":
+    """``(buf, start, size) -> value`` for a ROW (BinaryRowData, also a STRUCTURED_TYPE), ARRAY, MAP or MULTISET."""
+    if t.root in ROW_ROOTS:
         return row_decoder(t.children)
     if t.root == "ARRAY":
         return _array_decoder(t.children[0])
@@ -411,8 +411,8 @@ def _row_null_writer(t: LogicalType) -> Writer | None:
 
 
 def binary_encoder(t: LogicalType) -> Callable[[Any], bytes]:
-    """``value -> bytes`` of a ROW (BinaryRowData), ARRAY, MAP or MULTISET."""
-    if t.root == "ROW":
+    """``value -> bytes`` of a ROW (BinaryRowData, also a STRUCTURED_TYPE), ARRAY, MAP or MULTISET."""
+    if t.root in ROW_ROOTS:
         return row_encoder(t.children, t.field_names)
     if t.root == "ARRAY":
         return _array_encoder(t.children[0])
@@ -548,7 +548,7 @@ def standalone_codec(t: LogicalType) -> tuple[Callable, Callable]:
             out += _BE_I64_I32.pack(*timestamp_parts(v))
 
         return dec_timestamp, enc_timestamp
-    if root in ("ROW", "ARRAY", "MAP", "MULTISET"):
+    if root in (*ROW_ROOTS, "ARRAY", "MAP", "MULTISET"):
         decode, encode = binary_decoder(t), binary_encoder(t)
 
         def dec_binary(buf, pos):

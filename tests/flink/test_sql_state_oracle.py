@@ -1,8 +1,8 @@
 """Real-Flink oracle for the state of Flink SQL operators (issue 14): fstate reads every state of
-``SqlJob``'s GroupAggregate, both Deduplicates, the Join and the GlobalWindowAggregate exactly as the
-job's dump says (the comparisons are in tests/sql_cep_compare.py), for uids on and for uids off with
-state TTL; and every entry it decodes encodes back to Flink's bytes (keys placed in the key groups
-Flink chose).
+``SqlJob``'s GroupAggregate, both Deduplicates, the Join, the GlobalWindowAggregate, the Top-N (Rank)
+and the LISTAGG GroupAggregate (its ListView data views) exactly as the job's dump says (most
+comparisons are in tests/sql_cep_compare.py), for uids on and for uids off with state TTL; and every
+entry it decodes encodes back to Flink's bytes (keys placed in the key groups Flink chose).
 
 Savepoints come from the same cached generations as tests/flink/test_sql_cep_oracle.py, on every
 version the SQL job runs on (harness.INTERNAL_STATE_VERSIONS: 2.3, 2.0 and 1.20). Operators are
@@ -42,6 +42,22 @@ def _operators(variant: str, version: str):
     return sp, {op["kind"]: op for op in res.dump["operators"] if op["kind"] is not None}
 
 
+def _operators_of_kind(variant: str, version: str, kind: str):
+    """Every operator of one kind (the planner does not share the Top-N of the two statements using it)."""
+    res = _generate(variant, version)
+    return Savepoint.open(str(res.snapshot_dir)), [op for op in res.dump["operators"] if op["kind"] == kind]
+
+
+def _rows(sp: Savepoint, op: dict, state: str) -> list[tuple]:
+    return list(tables.keyed_table(sp.operator(op["operator_id"]), [state], flatten_key=True).rows())
+
+
+def _key(row: tuple) -> str:
+    k = row[0]  # an SQL operator's key (k) comes as columns (keyed_table flattens it by default)
+    assert isinstance(k, str), row
+    return k
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_group_aggregate(variant, version):
@@ -69,6 +85,36 @@ def test_join(variant, version):
 def test_window_aggregate(variant, version):
     sp, ops = _operators(variant, version)
     check_window_aggregate(sp, ops["window-aggregate"])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_rank(variant, version):
+    sp, ops = _operators_of_kind(variant, version, "rank")
+    assert len(ops) >= 1
+    for op in ops:
+        actual = {_key(r): r[-1] for r in _rows(sp, op, "data-state-with-append")}
+        # sort key (v,) -> the rows with that v, each (id, k, v)
+        expected = {k: {(row[2],): [tuple(row)] for row in rows} for k, rows in op["expected"]}
+        assert {k: {s: [tuple(r) for r in rows] for s, rows in m.items()} for k, m in actual.items()} == expected
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_listagg_list_views(variant, version):
+    sp, ops = _operators(variant, version)
+    op = ops["group-aggregate-listagg"]
+    expected = dict(op["expected"])
+    acc = {_key(r): r[-1] for r in _rows(sp, op, "accState")}
+    assert set(acc) == set(expected)
+    for k, e in expected.items():
+        (list_view, retract_view), count = acc[k]  # the accumulator class (two RAW view placeholders), count1
+        assert (list_view, retract_view, count) == (b"\x00", b"\x00", e["count"])
+    lists = {_key(r): list(r[-1]) for r in _rows(sp, op, "agg0$list")}
+    assert lists == {k: e["list"] for k, e in expected.items()}
+    assert {k: ",".join(v) for k, v in lists.items()} == {k: e["value"] for k, e in expected.items()}
+    retracts = {_key(r): list(r[-1]) for r in _rows(sp, op, "agg0$retractList")}
+    assert retracts == {k: e["retract_list"] for k, e in expected.items() if e["retract_list"]}
 
 
 # -- byte-exact round trip -----------------------------------------------------------------------
@@ -99,11 +145,28 @@ def _raw_pairs(buf: bytes, handle) -> list[tuple[int, bytes, bytes]]:
 def _without_ttl_timestamp(meta, state_id: int, value: bytes) -> bytes:
     """fstate reads a TTL value without its last-access timestamp (and writes the write time as the last access)."""
     info = meta.states[state_id]
+    if info.kind == "LIST":  # every element has its own timestamp; elements are separated by ","
+        return _list_without_ttl_timestamps(info.element_type, value)
     wrapped = info.value_type.value if info.kind == "MAP" else info.value_type
     if not isinstance(wrapped, TtlType):
         return value
     at = 1 if info.kind == "MAP" else 0  # a map entry's value starts with its null flag
     return value[:at] + value[at + 8:]
+
+
+def _list_without_ttl_timestamps(element, value: bytes) -> bytes:
+    if not isinstance(element, TtlType):
+        return value
+    decode, out, pos = element.decoder(), bytearray(), 0
+    while pos < len(value):
+        start = pos
+        _, pos = decode(value, pos)
+        out += value[start + 8:pos]
+        if pos < len(value):
+            assert value[pos:pos + 1] == b",", "list state elements are separated by ','"
+            out += b","
+            pos += 1
+    return bytes(out)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -1,6 +1,8 @@
 // GENERATED from ../v2/SqlJobState.java by ../make_v1.py -- edit v2 and re-run make_v1.py.
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -17,7 +19,39 @@ public final class SqlJobState {
 
     static Map<String, Object> describe(String name, String description, int n) {
         Map<String, Object> m = new LinkedHashMap<>();
-        if (name.startsWith("GroupAggregate[")) {
+        if (name.startsWith("GroupAggregate[") && description.contains("LISTAGG")) {
+            m.put("kind", "group-aggregate-listagg");
+            m.put("state_names", Arrays.asList("accState", "agg0$list", "agg0$retractList"));
+            m.put("key", "k");
+            m.put("note", "LISTAGG(id || ':' || rn) over the Top-N's changelog (ListAggWithRetractAggFunction): "
+                    + "count = the input rows counted (+I/+U add one, -U/-D remove one), list = the ListView "
+                    + "(in order), retract_list = the ListView of retractions that found nothing to remove");
+            TopN top = TopN.replay(0, n);
+            List<Object> entries = new ArrayList<>();
+            for (Map.Entry<String, ListAgg> e : top.lists.entrySet()) {
+                Map<String, Object> acc = new LinkedHashMap<>();
+                acc.put("count", e.getValue().count);
+                acc.put("list", e.getValue().list);
+                acc.put("retract_list", e.getValue().retractList);
+                acc.put("value", e.getValue().value());
+                entries.add(Arrays.asList(e.getKey(), acc));
+            }
+            m.put("expected", entries);
+        } else if (name.startsWith("Rank[")) {
+            m.put("kind", "rank");
+            m.put("state_names", Arrays.asList("data-state-with-append"));
+            m.put("key", "k");
+            m.put("row_fields", Arrays.asList("id", "k", "v"));
+            m.put("sort_key", Arrays.asList("v"));
+            m.put("note", "AppendOnlyTopN with row numbers: sort key (v) -> the rows [id, k, v] with that v; a row "
+                    + "pushed out of the top 2 stays in the state while the loop that renumbered it reached it");
+            TopN top = TopN.replay(0, n);
+            List<Object> entries = new ArrayList<>();
+            for (Map.Entry<String, TreeMap<Long, List<Object>>> e : top.buffers.entrySet()) {
+                entries.add(Arrays.asList(e.getKey(), new ArrayList<>(e.getValue().values())));
+            }
+            m.put("expected", entries);
+        } else if (name.startsWith("GroupAggregate[")) {
             m.put("kind", "group-aggregate");
             m.put("state_names", Arrays.asList("accState", "distinctAcc_0", "distinctAcc_0_null_state"));
             m.put("key", "k");
@@ -100,5 +134,159 @@ public final class SqlJobState {
             out.add(Arrays.asList(e.getKey(), rows));
         }
         return out;
+    }
+
+    // ------------------------------------------------------------------ Top-N and LISTAGG replay
+
+    /**
+     * The print sink's materialisation (as PrintCapture): after restart() a retraction of a row
+     * printed before goes to retracted.
+     */
+    static final class Capture {
+        final List<String> rows = new ArrayList<>();
+        final List<String> retracted = new ArrayList<>();
+        private boolean restarted;
+
+        void restart() {
+            rows.clear();
+            restarted = true;
+        }
+
+        void apply(boolean add, String row) {
+            if (add) {
+                rows.add(row);
+            } else if (!rows.remove(row)) {
+                if (!restarted) {
+                    throw new IllegalStateException("retraction without a row: " + row);
+                }
+                retracted.add(row);
+            }
+        }
+
+        static List<String> sorted(List<String> l) {
+            List<String> c = new ArrayList<>(l);
+            Collections.sort(c);
+            return c;
+        }
+    }
+
+    /** LISTAGG with retraction: the record count, the list view and the retract list view. */
+    static final class ListAgg {
+        long count;
+        final List<String> list = new ArrayList<>();
+        final List<String> retractList = new ArrayList<>();
+
+        String value() {
+            return list.isEmpty() ? null : String.join(",", list);
+        }
+    }
+
+    /**
+     * Replays AppendOnlyTopNFunction with row numbers (ORDER BY v DESC, rank end 2; v has no
+     * ties within a key) and the group aggregate of LISTAGG(id || ':' || rn) over its changelog.
+     */
+    static final class TopN {
+        /** k -> v (descending) -> the row [id, k, v]: the operator's buffer, mirrored by its state. */
+        final TreeMap<String, TreeMap<Long, List<Object>>> buffers = new TreeMap<>();
+        final TreeMap<String, ListAgg> lists = new TreeMap<>();
+        final Capture rank = new Capture();
+        final Capture listagg = new Capture();
+
+        static TopN replay(long from, long to) {
+            TopN t = new TopN();
+            t.run(from, to);
+            return t;
+        }
+
+        void restart() {
+            rank.restart();
+            listagg.restart();
+        }
+
+        void run(long from, long to) {
+            for (long i = from; i < to; i++) {
+                add(i);
+            }
+        }
+
+        private void add(long i) {
+            String k = SqlJob.key(i);
+            long v = SqlJob.value(i);
+            TreeMap<Long, List<Object>> buffer = buffers.computeIfAbsent(k, x -> new TreeMap<>(Collections.reverseOrder()));
+            int size = buffer.size();
+            if (!(buffer.isEmpty() || v > buffer.lastKey() || size < SqlJob.TOP)) {
+                return;
+            }
+            if (buffer.put(v, Arrays.asList((Object) i, k, v)) != null) {
+                throw new IllegalStateException("v ties within key " + k);
+            }
+            Iterator<Map.Entry<Long, List<Object>>> it = buffer.entrySet().iterator();
+            long rankNow = 0;
+            boolean found = false;
+            List<Object> current = null;
+            while (it.hasNext() && rankNow <= SqlJob.TOP) {
+                Map.Entry<Long, List<Object>> e = it.next();
+                if (!found && e.getKey() == v) {
+                    rankNow += 1;
+                    current = e.getValue();
+                    found = true;
+                } else if (found) {
+                    emit(false, e.getValue(), rankNow);
+                    emit(true, current, rankNow);
+                    current = e.getValue();
+                    rankNow += 1;
+                } else {
+                    rankNow += 1;
+                }
+            }
+            if (rankNow <= SqlJob.TOP) {
+                emit(true, current, rankNow);
+            }
+            while (it.hasNext()) {
+                it.next();
+                it.remove();
+            }
+        }
+
+        private void emit(boolean add, List<Object> row, long rn) {
+            String k = (String) row.get(1);
+            rank.apply(add, "[" + k + ", " + row.get(0) + ", " + row.get(2) + ", " + rn + "]");
+            String element = row.get(0) + ":" + rn;
+            ListAgg acc = lists.get(k);
+            boolean first = acc == null;
+            if (first) {
+                if (!add) {
+                    return;
+                }
+                acc = new ListAgg();
+            }
+            String before = acc.value();
+            if (add) {
+                acc.count++;
+                acc.list.add(element);
+            } else {
+                acc.count--;
+                if (!acc.list.remove(element)) {
+                    acc.retractList.add(element);
+                }
+            }
+            if (acc.count != 0) {
+                String after = acc.value();
+                if (first) {
+                    listagg.apply(true, "[" + k + ", " + after + "]");
+                } else if (String.valueOf(before).equals(String.valueOf(after))) {
+                    throw new IllegalStateException("LISTAGG unchanged (the output would depend on state TTL)");
+                } else {
+                    listagg.apply(false, "[" + k + ", " + before + "]");
+                    listagg.apply(true, "[" + k + ", " + after + "]");
+                }
+                lists.put(k, acc);
+            } else {
+                if (!first) {
+                    listagg.apply(false, "[" + k + ", " + before + "]");
+                }
+                lists.remove(k);
+            }
+        }
     }
 }

@@ -66,6 +66,11 @@ public class SqlJob implements InternalStateOracle.Job {
         {"k0", "L0"}, {"k1", "L1"}, {"k2", "L2"}, {"k3", "L3"}, {"k4", "L4"}, {"k5", "L5"}, {"k6", "L6"},
         {"k7", "L7"}, {"k1", "L1b"}, {"k2", "L2"}};
 
+    /** Top-N (AppendOnlyTopN): the two largest v per k with their row number. */
+    static final String TOP_N = "(SELECT k, id, v, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) AS rn "
+            + "FROM ev) WHERE rn <= 2";
+    static final int TOP = 2;
+
     public static void main(String[] args) {
         InternalStateOracle.run(new SqlJob(), args);
     }
@@ -144,6 +149,8 @@ public class SqlJob implements InternalStateOracle.Job {
         sink(tenv, "join_out", "id BIGINT, k STRING, v BIGINT, label STRING", "join");
         sink(tenv, "window_out", "k STRING, ws TIMESTAMP(3), we TIMESTAMP(3), cnt BIGINT, total BIGINT, mx BIGINT",
                 "window");
+        sink(tenv, "rank_out", "k STRING, id BIGINT, v BIGINT, rn BIGINT", "rank");
+        sink(tenv, "listagg_out", "k STRING, ranked STRING", "listagg");
         StreamStatementSet set = tenv.createStatementSet();
         set.addInsertSql("INSERT INTO agg_out SELECT k, COUNT(*), SUM(v), MAX(v), COUNT(DISTINCT name) FROM ev GROUP BY k");
         set.addInsertSql("INSERT INTO first_out SELECT id, k, v FROM (SELECT id, k, v, ROW_NUMBER() OVER "
@@ -155,6 +162,10 @@ public class SqlJob implements InternalStateOracle.Job {
         set.addInsertSql("INSERT INTO window_out SELECT k, window_start, window_end, COUNT(*), SUM(v), MAX(v) "
                 + "FROM TABLE(TUMBLE(TABLE ev, DESCRIPTOR(rowtime), INTERVAL '5' SECOND)) "
                 + "GROUP BY k, window_start, window_end");
+        set.addInsertSql("INSERT INTO rank_out SELECT * FROM " + TOP_N);
+        // LISTAGG over the Top-N's updating output: ListAggWithRetractAggFunction, two ListViews
+        set.addInsertSql("INSERT INTO listagg_out SELECT k, LISTAGG(CAST(id AS STRING) || ':' || CAST(rn AS STRING)) "
+                + "FROM " + TOP_N + " GROUP BY k");
         // The planner numbers exec nodes from a JVM-wide counter, and SQL uids (and the "[id]" in
         // operator names) carry those numbers. Restarting it before each translation makes the
         // plan's node ids those of the job that runs (checked in describe()).
@@ -282,6 +293,9 @@ public class SqlJob implements InternalStateOracle.Job {
             }
         }
         out.put("window", sorted(win));
+        SqlJobState.TopN top = SqlJobState.TopN.replay(0, n);
+        out.put("rank", sorted(top.rank.rows));
+        out.put("listagg", sorted(top.listagg.rows));
         return out;
     }
 
@@ -355,6 +369,14 @@ public class SqlJob implements InternalStateOracle.Job {
         }
         out.put("window", sorted(win));
         retracted.put("window", new ArrayList<>());
+        // the Top-N and the LISTAGG over it continue from the restored buffers and accumulators
+        SqlJobState.TopN top = SqlJobState.TopN.replay(0, n);
+        top.restart();
+        top.run(n, 2L * n);
+        out.put("rank", sorted(top.rank.rows));
+        retracted.put("rank", sorted(top.rank.retracted));
+        out.put("listagg", sorted(top.listagg.rows));
+        retracted.put("listagg", sorted(top.listagg.retracted));
         return Arrays.asList(out, retracted);
     }
 
