@@ -15,6 +15,7 @@ import struct
 
 import pytest
 
+from fstate.readers import tables
 from fstate.savepoint import keyed
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import TtlType
