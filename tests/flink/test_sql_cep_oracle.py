@@ -33,7 +33,8 @@ VARIANTS = {
     "cep": ("CepJob", ()),
 }
 
-SQL_KINDS = ["deduplicate-keep-first", "deduplicate-keep-last", "group-aggregate", "join", "window-aggregate"]
+SQL_KINDS = ["deduplicate-keep-first", "deduplicate-keep-last", "group-aggregate", "group-aggregate-listagg", "join",
+             "rank", "rank", "window-aggregate"]  # the planner does not share the Top-N of two statements
 
 
 def _generate(variant: str, version: str) -> harness.JobResult:
