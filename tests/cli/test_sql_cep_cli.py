@@ -26,7 +26,8 @@ VERSIONS = list(harness.INTERNAL_STATE_VERSIONS)
 SQL_VARIANTS = {"sql-uids": ("--uids", "true"), "sql-no-uids-ttl": ("--uids", "false", "--ttl", "1h")}
 #: the kind of each stateful operator in SqlJob's dump -> the SQL kind fstate shows
 SQL_KINDS = {"group-aggregate": "group-aggregate", "deduplicate-keep-first": "deduplicate",
-             "deduplicate-keep-last": "deduplicate", "join": "join", "window-aggregate": "global-window-aggregate"}
+             "deduplicate-keep-last": "deduplicate", "join": "join", "window-aggregate": "global-window-aggregate",
+             "rank": "rank", "group-aggregate-listagg": "group-aggregate"}
 
 runner = CliRunner()
 
