@@ -207,7 +207,7 @@ def test_modified_savepoints_restore(spark, tmp_path):
     m.writer.with_list_state("added", "names", ["a", "b"], type="STRING")
     m.write(str(new))
     new2 = tmp_path / "new2"
-    m2 = SavepointModifier(str(new), spark)
+    m2 = SavepointModifier(str(new), spark, allow_external_paths=True)  # NEW refers to BASE's files
     m2.set_max_parallelism("keyed-v2", 256)
     m2.transform_state("keyed-v2", "total", sql="SELECT key, total + 1 AS total FROM state")
     m2.write(str(new2))
@@ -241,7 +241,7 @@ def test_modified_savepoints_restore(spark, tmp_path):
     # 3. relocate: move NEW's base, fix the paths, restore again
     moved = tmp_path / "base-moved"
     shutil.move(str(base), str(moved))
-    relocate(str(new), str(base), str(moved))
+    relocate(str(new), str(base), str(moved), allow_external_paths=True)  # a shallow copy points at BASE
     again = restore_and_dump({"savepoint": str(new), "ignore_unclaimed_state": False, "operators": [
         src, keyed_op("keyed-v2"), {"uid": "added", "kind": "operator", "parallelism": 1,
                                     "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]})
