@@ -22,6 +22,7 @@ struct formats and Flink's class-name prefixes and magic numbers.
 
 from __future__ import annotations
 
+import datetime
 import struct
 from typing import Any, Callable
 
@@ -36,6 +37,11 @@ I16 = struct.Struct(">h")
 U16 = struct.Struct(">H")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
+
+#: The epoch of Flink's time values (java.time / java.sql / table-runtime), naive UTC, aware UTC, date.
+EPOCH = datetime.datetime(1970, 1, 1)
+EPOCH_UTC = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+EPOCH_DATE = datetime.date(1970, 1, 1)
 
 BASE = "org.apache.flink.api.common.typeutils.base."
 ARRAYS = BASE + "array."

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from ..binary import read_flink_string, write_flink_string
 from . import hashing
-from .base import (ARRAYS, BASE, I8, I16, I32, I64, INT_MIN, LONG_MIN, RUNTIME, SHORT_MIN, U16, Decoder,
-                   Encoder, TypeInfo)
+from .base import (ARRAYS, BASE, EPOCH, EPOCH_UTC, I8, I16, I32, I64, INT_MIN, LONG_MIN, RUNTIME, SHORT_MIN, U16,
+                   Decoder, Encoder, TypeInfo)
 
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
@@ -23,8 +23,6 @@ _I64I32 = struct.Struct(">qi")
 _I32BB = struct.Struct(">ibb")
 _BBBI = struct.Struct(">bbbi")
 
-_EPOCH = _dt.datetime(1970, 1, 1)
-_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
 
 
 class Scalar(TypeInfo):
@@ -172,16 +170,16 @@ def _enc_bigdec(out, v):
 
 def _millis_to_dt(ms: int) -> _dt.datetime:
     """Epoch millis → timezone-aware UTC datetime (java.util.Date / java.sql.Timestamp are instants)."""
-    return _EPOCH_UTC + _dt.timedelta(milliseconds=ms)
+    return EPOCH_UTC + _dt.timedelta(milliseconds=ms)
 
 
 def _dt_to_millis(v) -> int:
     if isinstance(v, _dt.datetime):
         if v.tzinfo is not None:
             v = v.astimezone(_dt.timezone.utc).replace(tzinfo=None)
-        delta = v - _EPOCH
+        delta = v - EPOCH
     elif isinstance(v, _dt.date):
-        delta = _dt.datetime(v.year, v.month, v.day) - _EPOCH
+        delta = _dt.datetime(v.year, v.month, v.day) - EPOCH
     else:
         return int(v)
     return delta.days * 86400000 + delta.seconds * 1000 + delta.microseconds // 1000
@@ -220,7 +218,7 @@ def _dec_sql_timestamp(buf, pos):
     if ms == LONG_MIN:
         return None, pos + 12
     secs = ms // 1000
-    return _EPOCH_UTC + _dt.timedelta(seconds=secs, microseconds=nanos // 1000), pos + 12
+    return EPOCH_UTC + _dt.timedelta(seconds=secs, microseconds=nanos // 1000), pos + 12
 
 
 def _enc_sql_timestamp(out, v):
@@ -277,7 +275,7 @@ def _dec_instant(buf, pos):
     secs, nanos = _I64I32.unpack_from(buf, pos)
     if secs == LONG_MIN and nanos == INT_MIN:
         return None, pos + 12
-    return _EPOCH_UTC + _dt.timedelta(seconds=secs, microseconds=nanos // 1000), pos + 12
+    return EPOCH_UTC + _dt.timedelta(seconds=secs, microseconds=nanos // 1000), pos + 12
 
 
 def _enc_instant(out, v):
@@ -286,7 +284,7 @@ def _enc_instant(out, v):
         return
     if v.tzinfo is None:
         v = v.replace(tzinfo=_dt.timezone.utc)
-    delta = v - _EPOCH_UTC
+    delta = v - EPOCH_UTC
     out += _I64I32.pack(delta.days * 86400 + delta.seconds, delta.microseconds * 1000)
 
 

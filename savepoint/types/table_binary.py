@@ -34,7 +34,7 @@ import struct
 from decimal import Decimal
 from typing import Any, Callable
 
-from .base import I32, I64
+from .base import EPOCH, EPOCH_DATE, EPOCH_UTC, I32, I64
 from .logical import BINARY_ROOTS, ROW_ROOTS, STRING_ROOTS, TIMESTAMP_ROOTS, LogicalType
 
 ROW_KINDS = ("INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE")
@@ -48,9 +48,6 @@ _LE_I64 = struct.Struct("<q")
 _LE_U64 = struct.Struct("<Q")
 _BE_I64_I32 = struct.Struct(">qi")
 
-_EPOCH = _dt.datetime(1970, 1, 1)
-_EPOCH_UTC = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
-_EPOCH_DATE = _dt.date(1970, 1, 1)
 _EXACT = decimal.Context(prec=1000)
 
 Reader = Callable[[bytes, int, int], Any]  # (buf, base of the structure, slot position) -> value
@@ -158,7 +155,7 @@ def sub_microsecond_nanos(value: Any) -> int:
 
 def timestamp_from(millis: int, nanos: int, local_zoned: bool) -> _dt.datetime:
     delta = _dt.timedelta(milliseconds=millis, microseconds=nanos // 1000)
-    value = (_EPOCH_UTC if local_zoned else _EPOCH) + delta
+    value = (EPOCH_UTC if local_zoned else EPOCH) + delta
     return NanoDatetime.of(value, nanos % 1000) if nanos % 1000 else value
 
 
@@ -166,24 +163,24 @@ def timestamp_parts(value: _dt.datetime) -> tuple[int, int]:
     """(epoch millis, nano of millisecond) of a datetime (aware: its instant; naive: as is), with the
     nanoseconds of a :class:`NanoDatetime`."""
     if value.tzinfo is not None:
-        delta = value - _EPOCH_UTC
+        delta = value - EPOCH_UTC
     else:
-        delta = value - _EPOCH
+        delta = value - EPOCH
     micros = (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
     millis, micro_of_milli = divmod(micros, 1000)
     return millis, micro_of_milli * 1000 + sub_microsecond_nanos(value)
 
 
 def _date_from(days: int) -> _dt.date:
-    return _EPOCH_DATE + _dt.timedelta(days=days)
+    return EPOCH_DATE + _dt.timedelta(days=days)
 
 
 def _date_to(value: _dt.date) -> int:
-    return (value - _EPOCH_DATE).days
+    return (value - EPOCH_DATE).days
 
 
 def _time_from(millis: int) -> _dt.time:
-    return (_EPOCH + _dt.timedelta(milliseconds=millis)).time()
+    return (EPOCH + _dt.timedelta(milliseconds=millis)).time()
 
 
 def _time_to(value: _dt.time) -> int:
