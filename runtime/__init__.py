@@ -7,6 +7,9 @@ See runtime/README.md for an example job and the design.
 from .clock import ManualClock, SystemClock
 from .config import (CheckpointConfig, CheckpointingMode, Configuration, ExternalizedCheckpointCleanup,
                      ExternalizedCheckpointRetention, HashMapStateBackend, RestartStrategies)
+from .co_functions import (BroadcastProcessFunction, CoFlatMapFunction, CoMapFunction, CoProcessFunction,
+                           KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag)
+from .connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from .coordinator import (CheckpointException, CheckpointFailureThresholdExceeded, CompletedCheckpoint,
                           StopWithSavepointError, find_latest_checkpoint)
 from .datastream import DataStream, KeyedStream, WatermarkStrategy
@@ -26,6 +29,8 @@ from .state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDes
 from .types import Types
 
 __all__ = [
+    "BroadcastConnectedStream", "BroadcastProcessFunction", "BroadcastStream", "CoFlatMapFunction", "CoMapFunction",
+    "CoProcessFunction", "ConnectedStreams", "KeyedBroadcastProcessFunction", "KeyedCoProcessFunction", "OutputTag",
     "AggregateFunction", "AggregatingStateDescriptor", "CheckpointConfig", "CheckpointException",
     "CheckpointFailureReason", "CheckpointFailureThresholdExceeded", "CheckpointListener", "CheckpointedFunction",
     "CheckpointingMode", "CollectSink", "CollectionSource", "CompletedCheckpoint", "Configuration", "DataStream",

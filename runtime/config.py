@@ -274,6 +274,12 @@ class RestartStrategies:
 # checkpoint config and state backend
 
 
+UNALIGNED_KEYS = ("execution.checkpointing.unaligned.enabled", "execution.checkpointing.unaligned")
+UNALIGNED_REFUSED = ("unaligned checkpoints are not supported by fstate's runtime (its checkpoints are aligned, "
+                     "EXACTLY_ONCE, or at-least-once with AT_LEAST_ONCE): leave "
+                     "execution.checkpointing.unaligned.enabled false")
+
+
 class CheckpointConfig:
     """Checkpointing settings (``env.get_checkpoint_config()``)."""
 
@@ -365,6 +371,15 @@ class CheckpointConfig:
 
     def get_checkpoint_storage(self) -> str | None:
         return self.checkpoint_dir
+
+    def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
+        """Unaligned checkpoints are not supported: enabling them is an error (disabling is a no-op)."""
+        if enabled:
+            raise InvalidArgumentError(UNALIGNED_REFUSED)
+        return self
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return False
 
     def set_num_retained_checkpoints(self, n: int) -> "CheckpointConfig":
         if n < 1:
@@ -498,6 +513,10 @@ class Configuration:
         v = f("state.checkpoints.num-retained", "execution.checkpointing.num-retained")
         if v is not None:
             cc.set_num_retained_checkpoints(_parse_int(v, "state.checkpoints.num-retained"))
+        for key in UNALIGNED_KEYS:
+            v = self.get(key)
+            if v is not None and str(v).strip().lower() not in ("false", "0", "no", "off"):
+                raise InvalidArgumentError(f"{key}: {v!r}: {UNALIGNED_REFUSED}")
         v = f("state.checkpoints.dir", "execution.checkpointing.dir")
         if v is not None:
             cc.set_checkpoint_storage(str(v))

@@ -10,6 +10,7 @@ from typing import Any, Callable, Protocol
 
 from ..savepoint import types as savepoint_types
 from .callables import call_of
+from .connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from .graph import Partitioning, StreamGraph, StreamNode
 
 class GraphOwner(Protocol):
@@ -23,6 +24,7 @@ class DataStream:
         self.env = env  # the StreamExecutionEnvironment
         self.node = node
         self._partitioning: Partitioning | None = None  # rebalance/broadcast requested for the next edge
+        self._side_tag = None  # get_side_output(tag): the next edges carry that side output
 
     # -- node settings ---------------------------------------------------------------------------
     def uid(self, uid: str) -> "DataStream":
@@ -48,28 +50,59 @@ class DataStream:
         return self
 
     def disable_chaining(self) -> "DataStream":
+        """Run this operator in a task of its own: chained neither to its input nor to what follows."""
         self.node.chaining = False
+        return self
+
+    def start_new_chain(self) -> "DataStream":
+        """Begin a new chain here: not chained to its input; operators after it may chain to it."""
+        self.node.chain_head = True
         return self
 
     def get_parallelism(self) -> int | None:
         return self.node.parallelism
 
     # -- partitioning ----------------------------------------------------------------------------
-    def rebalance(self) -> "DataStream":
+    def _stream_of(self, node: StreamNode) -> "DataStream":
+        return DataStream(self.env, node)
+
+    def _repartitioned(self, partitioning: Partitioning) -> "DataStream":
         ds = DataStream(self.env, self.node)
-        ds._partitioning = Partitioning.REBALANCE
+        ds._partitioning = partitioning
+        ds._side_tag = self._side_tag
         return ds
 
-    def broadcast(self) -> "DataStream":
-        ds = DataStream(self.env, self.node)
-        ds._partitioning = Partitioning.BROADCAST
-        return ds
+    def rebalance(self) -> "DataStream":
+        return self._repartitioned(Partitioning.REBALANCE)
+
+    def broadcast(self, *descriptors) -> "DataStream | BroadcastStream":
+        """Every element to every subtask of the next operator. With MapStateDescriptors, a
+        ``BroadcastStream`` for the broadcast state pattern (``keyed.connect(broadcast_stream)``)."""
+        if descriptors:
+            return BroadcastStream(self, descriptors)
+        return self._repartitioned(Partitioning.BROADCAST)
 
     def key_by(self, key_selector: Callable, key_type: savepoint_types.TypeInfo | None = None) -> "KeyedStream":
         """Partition by key. ``key_type`` fixes the key serializer (and with it the key groups);
         without it the type is inferred from the keys (str → String, int → Long, ...)."""
         sel = call_of(key_selector, "get_key")
-        return KeyedStream(self.env, self.node, sel, key_type)
+        ks = KeyedStream(self.env, self.node, sel, key_type)
+        ks._side_tag = self._side_tag
+        return ks
+
+    def connect(self, other: "DataStream | BroadcastStream") -> "ConnectedStreams | BroadcastConnectedStream":
+        """Two streams into one operator (``ConnectedStreams``), or this stream with a
+        ``BroadcastStream`` (the broadcast state pattern)."""
+        if isinstance(other, BroadcastStream):
+            return BroadcastConnectedStream(self, other)
+        return ConnectedStreams(self, other)
+
+    def get_side_output(self, tag) -> "DataStream":
+        """The side output ``tag`` (an ``OutputTag``) of this operator: what its functions emit
+        with ``ctx.output(tag, value)``."""
+        ds = DataStream(self.env, self.node)
+        ds._side_tag = tag
+        return ds
 
     # -- transformations ---------------------------------------------------------------------------
     def _edge_kind(self) -> Partitioning:
@@ -77,7 +110,7 @@ class DataStream:
 
     def _add(self, kind: str, name: str, function: Any, output_type=None) -> "DataStream":
         node = self.env.graph.add_node(kind, name, function, output_type=output_type)
-        self.env.graph.connect(self.node, node, self._edge_kind())
+        self.env.graph.connect(self.node, node, self._edge_kind(), side_tag=self._side_tag)
         return DataStream(self.env, node)
 
     def map(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> "DataStream":
@@ -99,7 +132,7 @@ class DataStream:
         """One stream of the elements of all: a pass-through node with several inputs."""
         node = self.env.graph.add_node("map", "Union", lambda v: v)
         for ds in (self, *others):
-            self.env.graph.connect(ds.node, node, ds._edge_kind())
+            self.env.graph.connect(ds.node, node, ds._edge_kind(), side_tag=ds._side_tag)
         return DataStream(self.env, node)
 
     def add_sink(self, sink: Any) -> "DataStream":
@@ -123,7 +156,8 @@ class KeyedStream(DataStream):
         node = self.env.graph.add_node(kind, name, function, output_type=output_type)
         node.key_selector = self.key_selector
         node.key_type = self.key_type
-        self.env.graph.connect(self.node, node, Partitioning.HASH, self.key_selector, self.key_type)
+        self.env.graph.connect(self.node, node, Partitioning.HASH, self.key_selector, self.key_type,
+                               side_tag=self._side_tag)
         return DataStream(self.env, node)
 
     def process(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> DataStream:

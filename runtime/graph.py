@@ -32,6 +32,10 @@ class Edge:
     partitioning: Partitioning
     key_selector: Callable | None = None
     key_type: savepoint_types.TypeInfo | None = None
+    #: which input of a two-input operator the edge feeds (0: first, 1: second), as Flink's typeNumber
+    type_number: int = 0
+    #: the OutputTag of a side output this edge carries (None: the main output)
+    side_tag: Any = None
 
 
 @dataclass(eq=False)
@@ -47,6 +51,10 @@ class StreamNode:
     key_type: savepoint_types.TypeInfo | None = None
     output_type: savepoint_types.TypeInfo | None = None
     chaining: bool = True
+    #: start_new_chain(): never chained to its input (what follows may chain to it)
+    chain_head: bool = False
+    #: the MapStateDescriptors of a broadcast-pattern operator's broadcast state
+    broadcast_descriptors: tuple = ()
     inputs: list[Edge] = field(default_factory=list)
     outputs: list[Edge] = field(default_factory=list)
     # resolved when the job graph is built
@@ -88,8 +96,8 @@ class StreamGraph:
         return node
 
     def connect(self, source: StreamNode, target: StreamNode, partitioning: Partitioning, key_selector=None,
-                key_type=None) -> Edge:
-        edge = Edge(source, target, partitioning, key_selector, key_type)
+                key_type=None, type_number: int = 0, side_tag: Any = None) -> Edge:
+        edge = Edge(source, target, partitioning, key_selector, key_type, type_number, side_tag)
         source.outputs.append(edge)
         target.inputs.append(edge)
         return edge
@@ -160,7 +168,8 @@ def build_chains(nodes: list[StreamNode], default_parallelism: int, env_max_para
         if len(n.inputs) == 1 and not n.is_source:
             e = n.inputs[0]
             up = e.source
-            if (e.partitioning == Partitioning.FORWARD and len(up.outputs) == 1 and up.chaining and n.chaining
+            if (e.partitioning == Partitioning.FORWARD and e.side_tag is None and len(up.outputs) == 1
+                    and up.chaining and n.chaining and not n.chain_head
                     and up.resolved_parallelism == n.resolved_parallelism):
                 prev = chain_of[up.id]
         if prev is not None and prev.tail is n.inputs[0].source:

@@ -28,7 +28,7 @@ from .events import (AnsweredRequest, CancelRequest, CheckpointDeclined, Checkpo
                      CheckpointRequest, ClientRequest, FinishSource, JobEvent, JobFailure, KillRequest, ResumeSource,
                      SavepointRequest, SourceExhausted, StopWithSavepointRequest, TaskFailed, TaskFinished, TaskMail)
 from .graph import Partitioning, StreamNode, build_chains
-from .operators import create_operator
+from .connected_operators import create_operator
 from .restore import OperatorTarget, plan_restore, read_max_parallelism
 from .task import InputGate, RecordWriter, Task
 from .errors import JobExecutionException  # noqa: F401 (part of this module's API)
@@ -305,15 +305,18 @@ class JobMaster:
                 continue
             for i in range(c.parallelism):
                 n = 0
+                channel_inputs = []  # the input (type number) each channel feeds
                 for e in c.head.inputs:
                     if e.partitioning == Partitioning.FORWARD:
                         channel[(id(e), i, i)] = n
                         n += 1
+                        channel_inputs.append(e.type_number)
                     else:
                         for j in range(chain_of[e.source.id].parallelism):
                             channel[(id(e), j, i)] = n
                             n += 1
-                gates[(c.id, i)] = InputGate(n, self.GATE_BUFFERS_PER_CHANNEL * n)
+                            channel_inputs.append(e.type_number)
+                gates[(c.id, i)] = InputGate(n, self.GATE_BUFFERS_PER_CHANNEL * n, channel_inputs)
         for c in self.chains:
             for j in range(c.parallelism):
                 writers = []

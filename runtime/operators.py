@@ -34,6 +34,8 @@ class StreamOperator:
         self.function = node.function
         self.emit: Callable[[Any, Any], None] = _no_output
         self.emit_watermark: Callable[[int], None] = _no_watermark
+        #: ``emit_side(tag, timestamp, value)``: a side output (wired by the task to its consumers)
+        self.emit_side: Callable[[Any, Any, Any], None] = _no_side_output
         self.info: OperatorInfo | None = None
         self.operator_backend: OperatorStateBackend | None = None
         self.keyed_backend: KeyedStateBackend | None = None
@@ -132,6 +134,10 @@ def _no_output(ts, v) -> None:
 
 
 def _no_watermark(wm) -> None:
+    pass
+
+
+def _no_side_output(tag, ts, v) -> None:
     pass
 
 
@@ -240,6 +246,10 @@ class _Ctx:
 
     def current_processing_time(self) -> int:
         return self._op.info.clock.now_ms()
+
+    def output(self, tag, value) -> None:
+        """Emit ``value`` to the side output ``tag`` (an ``OutputTag``), with this element's timestamp."""
+        self._op.emit_side(tag, self._ts, value)
 
 
 class ProcessOperator(StreamOperator):

@@ -35,9 +35,11 @@ POLL_S = 0.05
 
 
 class InputGate:
-    def __init__(self, num_channels: int, capacity: int):
+    def __init__(self, num_channels: int, capacity: int, channel_inputs: list[int] | None = None):
         self.num_channels = num_channels
         self.q: queue.Queue = queue.Queue(max(2, capacity))
+        #: per channel, the input of the head operator it feeds (1: a two-input operator's second)
+        self.channel_inputs = channel_inputs if channel_inputs is not None else [0] * num_channels
 
 
 def put_blocking(q: queue.Queue, item, cancelled: threading.Event) -> None:
@@ -179,6 +181,7 @@ class Task:
         self._finish_requested = False
         self._suspended = False
         self._timer_ops: list = []  # operators with processing-time timers (set up in _setup)
+        self._processors: list = []  # per input channel: the head operator's process_record(2)
         self._record_check = None
 
     # ------------------------------------------------------------------------------------------
@@ -220,16 +223,25 @@ class Task:
         self._timer_ops = [op for op in self.operators if getattr(op, "timer_service", None) is not None]
         # wire and open from the tail: each operator's emit is the next one's process_record
         tail = self.operators[-1]
-        if len(self.writers) == 1:
-            tail.emit = self.writers[0].emit
-        elif self.writers:
-            writers = self.writers
-
+        main = [w for w in self.writers if w.edge.side_tag is None]
+        if len(main) == 1:
+            tail.emit = main[0].emit
+        elif main:
             def fan_out(ts, v):
-                for w in writers:
+                for w in main:
                     w.emit(ts, v)
 
             tail.emit = fan_out
+        side: dict[str, list] = {}
+        for w in self.writers:
+            if w.edge.side_tag is not None:
+                side.setdefault(w.edge.side_tag.tag_id, []).append(w.emit)
+        if side:
+            def emit_side(tag, ts, v):
+                for emit in side.get(tag.tag_id, ()):
+                    emit(ts, v)
+
+            tail.emit_side = emit_side
         tail.emit_watermark = self._emit_watermark_downstream
         for i in range(len(self.operators) - 1, -1, -1):
             op = self.operators[i]
@@ -240,6 +252,7 @@ class Task:
             op.open()
         head = self.operators[0]
         check = self.master.injector.record_checker(self.name, self.attempt.number) if self.master.injector else None
+        second = getattr(head, "process_record2", None)  # a two-input operator's second input
         if check is not None and not self.is_source:
             real = head.process_record
 
@@ -248,7 +261,17 @@ class Task:
                 real(ts, v)
 
             head.process_record = checked
+            if second is not None:
+                real2 = second
+
+                def checked2(ts, v):
+                    check()
+                    real2(ts, v)
+
+                second = checked2
         self._record_check = check
+        inputs = self.gate.channel_inputs if self.gate is not None else []
+        self._processors = [second if number == 1 else head.process_record for number in inputs]
 
     def _emit_watermark_downstream(self, wm: int) -> None:
         for w in self.writers:
@@ -408,7 +431,7 @@ class Task:
                 self._buffered.setdefault(ch, []).append(item)
                 continue
             if kind == DATA:
-                process = self.operators[0].process_record
+                process = self._processors[ch]
                 for ts, v in payload:
                     process(ts, v)
             elif kind == WAKE:
