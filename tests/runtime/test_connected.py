@@ -14,6 +14,7 @@ from fstate.runtime import (IDLE, BroadcastProcessFunction, CoMapFunction, CoPro
                             Configuration, KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag,
                             ProcessFunction, SourceFunction, StreamExecutionEnvironment, Types, ValueStateDescriptor)
 from fstate.runtime.graph import build_chains
+from fstate.savepoint import operator as operator_state
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.loader import Savepoint
 from tests.runtime.broadcast_jobs import BIG, RULES, TOTAL, RuleTotals
@@ -277,3 +278,56 @@ def test_connect_refuses_one_keyed_input():
         a.connect(env.from_collection([2]))
     with pytest.raises(InvalidArgumentError, match="MapStateDescriptors"):
         env.from_collection([1]).broadcast(TOTAL)
+
+
+class Collect(KeyedBroadcastProcessFunction):
+    """Sums events per key; every rule ``v`` becomes broadcast entry ``r<v>``."""
+
+    def open(self, ctx):
+        self.total = ctx.get_state(TOTAL)
+
+    def process_element(self, value, ctx):
+        self.total.update((self.total.value() or 0) + value)
+        return None
+
+    def process_broadcast_element(self, rule, ctx):
+        ctx.get_broadcast_state(RULES).put(f"r{rule}", rule)
+        return None
+
+
+def test_checkpoints_of_two_inputs_are_aligned(tmp_path):
+    """Every retained checkpoint of a running job holds exactly the effect of what its two
+    sources had emitted at that checkpoint: the keyed totals sum the events before the events
+    source's position, and every subtask's broadcast state holds the rules before the rules
+    source's position (barriers aligned over both inputs)."""
+    env = make_env(tmp_path, parallelism=2, interval=30)
+    env.get_checkpoint_config().set_num_retained_checkpoints(6)
+    events = env.from_sequence(0, 10**6, splits=1, records_per_second=3000).uid("events").set_parallelism(1)
+    rules = env.from_sequence(0, 10**6, splits=1, records_per_second=1000).uid("rules").set_parallelism(1)
+    (events.key_by(lambda v: f"k{v % 5}", key_type=Types.STRING)
+     .connect(rules.broadcast(RULES)).process(Collect()).uid("collect")
+     .add_sink(CollectSink("aligned")).uid("sink"))
+    client = env.execute_async()
+    wait_for(lambda: len(client.completed_checkpoints()) >= 8)
+    client.cancel()
+    checked = 0
+    for completed in client.completed_checkpoints()[-6:]:
+        savepoint = Savepoint.open(completed.path)
+
+        def position(uid):
+            (_, _, (next_value, _)), = savepoint.operator(uid).list_state("splits")
+            return next_value
+
+        operator = savepoint.operator("collect")
+        totals = dict(keyed_table(operator, ["total"]).rows()) if operator.has_keyed_state else {}
+        assert sum(totals.values()) == sum(range(position("events")))
+        want = {f"r{v}": v for v in range(position("rules"))}
+        assert dict(broadcast_state_table(operator, "rules").rows()) == want
+        for subtask, h in operator.operator_handles():
+            if want:
+                buf = savepoint.read_stream(h.delegate)
+                meta = operator_state.read_operator_proxy(buf, "", operator_state.header_end(h, len(buf)))
+                assert dict(operator_state.read_broadcast_state(buf, h, meta, "rules", "")) == want, subtask
+        checked += 1
+        rules_seen = len(want)
+    assert checked == 6 and rules_seen > 0
