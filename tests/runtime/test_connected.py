@@ -11,13 +11,13 @@ import pytest
 
 from fstate.readers.tables import broadcast_state_table, keyed_table
 from fstate.runtime import (IDLE, BroadcastProcessFunction, CoMapFunction, CoProcessFunction, CollectSink,
-                            Configuration, KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag,
-                            ProcessFunction, SourceFunction, StreamExecutionEnvironment, Types, ValueStateDescriptor)
+                            Configuration, KeyedBroadcastProcessFunction, KeyedCoProcessFunction, SourceFunction,
+                            StreamExecutionEnvironment, Types, ValueStateDescriptor)
 from fstate.runtime.graph import build_chains
 from fstate.savepoint import operator as operator_state
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.loader import Savepoint
-from tests.runtime.broadcast_jobs import BIG, RULES, TOTAL, RuleTotals
+from tests.runtime.broadcast_jobs import BIG, RULES, TOTAL
 from tests.runtime.jobs import Progress, make_env, wait_for
 
 
@@ -104,7 +104,7 @@ def test_keyed_co_process_shares_state_and_timers_and_fstate_reads_it(tmp_path):
             return super().process_element1(order, ctx)
 
     env = make_env(tmp_path, parallelism=2, interval=20)
-    (env.add_source(Paused(orders, progress, len(orders)), "orders").uid("orders")
+    (env.add_source(Paused(orders), "orders").uid("orders")
      .key_by(lambda o: o[0], key_type=Types.STRING)
      .connect(env.from_collection(payments).uid("payments").key_by(lambda p: p[0], key_type=Types.STRING))
      .process(Counted()).uid("join")
@@ -119,9 +119,9 @@ def test_keyed_co_process_shares_state_and_timers_and_fstate_reads_it(tmp_path):
 
 
 class Paused(SourceFunction):
-    """Emits ``values`` (subtask 0 only), then idles; counts nothing itself."""
+    """Emits ``values`` (subtask 0 only), then idles."""
 
-    def __init__(self, values, progress, n):
+    def __init__(self, values):
         self.values = values
 
     def run(self, ctx):
@@ -202,43 +202,31 @@ def test_keyed_broadcast_apply_to_keyed_state_and_the_state_fstate_reads(tmp_pat
     assert (info.kind, info.key_type, info.value_type) == ("BROADCAST", Types.STRING, Types.LONG)
 
 
-def test_non_keyed_broadcast_and_side_outputs_and_restore(tmp_path):
+def test_non_keyed_broadcast_and_side_outputs(tmp_path):
+    rules_done = Progress()
+
     class Filter(BroadcastProcessFunction):
         def process_element(self, value, ctx):
-            with pytest.raises(AttributeError):
+            with pytest.raises(AttributeError):  # read-only on the element side
                 ctx.get_broadcast_state(RULES).put("x", 1)
-            limit = ctx.get_broadcast_state(RULES).get("limit")
-            if limit is not None and value > limit:
+            if value > ctx.get_broadcast_state(RULES).get("limit"):
                 ctx.output(BIG, value)
             else:
                 yield value
 
         def process_broadcast_element(self, rule, ctx):
             ctx.get_broadcast_state(RULES).put(*rule)
+            rules_done.add()
             return None
-
-    progress = Progress()
-
-    class Count(ProcessFunction):
-        def process_element(self, value, ctx):
-            progress.add()
-            yield value
 
     CollectSink.clear("main")
     CollectSink.clear("big")
     env = make_env(tmp_path, parallelism=2, interval=20)
     rules = env.from_collection([("limit", 50)]).uid("limits")
-    rules_done = Progress()
-
-    class Mark(ProcessFunction):
-        def process_element(self, value, ctx):
-            rules_done.add()
-            yield value
-
-    rules = rules.process(Mark()).uid("mark").set_parallelism(1)
-    values = env.add_source(RulesAfter(list(range(100)), rules_done, 1), "values", parallelism=1).uid("values")
+    # the values start once both subtasks hold the rule
+    values = env.add_source(RulesAfter(list(range(100)), rules_done, 2), "values", parallelism=1).uid("values")
     out = values.connect(rules.broadcast(RULES)).process(Filter()).uid("filter")
-    out.process(Count()).uid("count").add_sink(CollectSink("main")).uid("sink")
+    out.map(lambda v: v).uid("after").add_sink(CollectSink("main")).uid("sink")
     out.get_side_output(BIG).add_sink(CollectSink("big")).uid("big-sink")
     env.execute()
     assert sorted(CollectSink.results("main")) == list(range(51))
