@@ -319,3 +319,46 @@ def test_checkpoints_of_two_inputs_are_aligned(tmp_path):
         checked += 1
         rules_seen = len(want)
     assert checked == 6 and rules_seen > 0
+
+
+def test_co_flat_map_and_side_outputs_of_one_input_functions(tmp_path):
+    from fstate.runtime import CoFlatMapFunction, KeyedProcessFunction, OutputTag, ProcessFunction
+
+    odd, fired = OutputTag("odd", Types.LONG), OutputTag("fired")
+
+    class Split(ProcessFunction):
+        def process_element(self, value, ctx):
+            if value % 2:
+                ctx.output(odd, value)
+            else:
+                yield value
+
+    class Timed(KeyedProcessFunction):
+        def process_element(self, value, ctx):
+            ctx.timer_service().register_event_time_timer(10)
+            yield value
+
+        def on_timer(self, timestamp, ctx):
+            ctx.output(fired, (ctx.get_current_key(), timestamp))
+            return None
+
+    class Words(CoFlatMapFunction):
+        def flat_map1(self, value):
+            yield from [value, value]
+
+        def flat_map2(self, value):
+            yield from value.split()
+
+    for name in ("even", "odd", "fired", "words"):
+        CollectSink.clear(name)
+    env = make_env(tmp_path, parallelism=2)
+    split = env.from_collection(list(range(10))).process(Split())
+    split.add_sink(CollectSink("even"))
+    timed = split.get_side_output(odd).key_by(lambda v: v % 3).process(Timed())
+    timed.get_side_output(fired).add_sink(CollectSink("fired"))
+    timed.connect(env.from_collection(["a b", "c"])).flat_map(Words()).add_sink(CollectSink("words"))
+    env.execute()
+    assert sorted(CollectSink.results("even")) == [0, 2, 4, 6, 8]
+    assert sorted(CollectSink.results("fired")) == [(0, 10), (1, 10), (2, 10)]
+    assert sorted(CollectSink.results("words"), key=str) == sorted([1, 1, 3, 3, 5, 5, 7, 7, 9, 9, "a", "b", "c"],
+                                                                    key=str)
