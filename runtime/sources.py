@@ -21,14 +21,17 @@ class _RateLimit:
         self.count = 0
 
     def wait(self) -> bool:
-        """True when the source is ahead of its rate and should yield IDLE."""
+        """True when the source is ahead of its rate and should yield IDLE; False counts the record
+        the caller is about to emit (idle calls are not records)."""
         if not self.per_second:
             return False
         now = time.monotonic()
         if self.start is None:
             self.start = now
+        if self.count + 1 > (now - self.start) * self.per_second + 1:
+            return True
         self.count += 1
-        return self.count > (now - self.start) * self.per_second
+        return False
 
 
 class SequenceSource(SourceFunction, CheckpointedFunction):
