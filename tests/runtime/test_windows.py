@@ -4,12 +4,13 @@ restored (also rescaled) by the runtime."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 import pytest
 
 from fstate.readers import tables
-from fstate.runtime import (AggregateFunction, CollectSink, CountTrigger, EventTimeSessionWindows, ManualClock,
+from fstate.runtime import (AggregateFunction, CollectSink, CountTrigger, EventTimeSessionWindows, FailAt, FailureInjector,
+                            JobStatus, ManualClock, RestartStrategies, TwoPhaseCommitFileSink, read_committed,
                             ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows, StreamExecutionEnvironment,
                             TimeWindow, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Types,
                             WatermarkStrategy, WindowFunction)
@@ -254,3 +255,71 @@ def test_savepoint_mid_window_read_by_fstate_and_restored(tmp_path, session):
     CollectSink.clear("snap")
     windowed_job(make_env(tmp_path, parallelism=3), None, session, restore=savepoint).execute("restored")
     assert sorted(first + CollectSink.results("snap")) == reference
+
+
+# ---------------------------------------------------------------------------------------------
+# exactly-once under crashes
+
+CRASH_N = 2400
+
+
+class SumCount(AggregateFunction):
+    def create_accumulator(self):
+        return (0, 0)
+
+    def add(self, value, acc):
+        return (acc[0] + value[1], acc[1] + 1)
+
+    def get_result(self, acc):
+        return acc
+
+    def merge(self, a, b):
+        return (a[0] + b[0], a[1] + b[1])
+
+
+def session_job(tmp_path, name: str, injector=None) -> StreamExecutionEnvironment:
+    """Sessions per key (i % 5) of the numbers i % 100 < 60 (timestamp i, gap 20): the same
+    sessions however the two source subtasks interleave."""
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(2)
+    env.enable_checkpointing(15)
+    env.get_checkpoint_config().set_checkpoint_storage(str(tmp_path / f"{name}-chk"))
+    env.set_restart_strategy(RestartStrategies.fixed_delay_restart(50, 0))
+    env.set_failure_injector(injector)
+    strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, ts: v).with_emit_every(10)
+    (env.from_sequence(0, CRASH_N - 1, splits=6, records_per_second=4000).uid("src")
+     .assign_timestamps_and_watermarks(strategy).uid("wm")
+     .filter(lambda i: i % 100 < 60).uid("gaps")
+     .map(lambda i: (f"k{i % 5}", i)).uid("pairs")
+     .key_by(lambda v: v[0], key_type=Types.STRING)
+     .window(EventTimeSessionWindows.with_gap(20))
+     .aggregate(SumCount(), lambda key, ctx, sums: [f"{key},{ctx.window().start},{ctx.window().end},{s},{n}"
+                                                      for s, n in sums],
+                accumulator_type=Types.TUPLE(Types.LONG, Types.LONG)).uid("sessions")
+     .add_sink(TwoPhaseCommitFileSink(str(tmp_path / name))).uid("sink"))
+    return env
+
+
+def test_session_windows_exactly_once_under_crashes(tmp_path):
+    res = session_job(tmp_path, "ref").execute("reference")
+    assert res.status == JobStatus.FINISHED and res.restarts == 0
+    reference = Counter(read_committed(str(tmp_path / "ref")))
+    expected = Counter()
+    for block in range(0, CRASH_N, 100):
+        for k in range(5):
+            mine = [i for i in range(block, block + 60) if i % 5 == k]
+            expected[f"k{k},{mine[0]},{mine[-1] + 20},{sum(mine)},{len(mine)}"] += 1
+    assert reference == expected
+    crashes = Counter()
+    schedules = [dict(fail_at=[FailAt("snapshot", "Window", nth=3, attempt=0),
+                               FailAt("notify", "Window", nth=2, attempt=1),
+                               FailAt("finalize", "coordinator", nth=2, attempt=2),
+                               FailAt("record", "Window", nth=300, attempt=3)])]
+    schedules += [dict(seed=seed, record=1 / 400, snapshot=0.08, notify=0.08, finalize=0.08) for seed in (1, 2)]
+    for seed, schedule in enumerate(schedules):
+        injector = FailureInjector(max_failures=5, **schedule)
+        res = session_job(tmp_path, f"eo-{seed}", injector).execute(f"exactly-once {seed}")
+        assert res.status == JobStatus.FINISHED and res.restarts >= 1
+        assert Counter(read_committed(str(tmp_path / f"eo-{seed}"))) == reference, injector.injected
+        crashes.update(injector.sites())
+    assert set(crashes) == {"record", "snapshot", "notify", "finalize"}, crashes
