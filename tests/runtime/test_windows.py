@@ -12,7 +12,7 @@ from fstate.readers import tables
 from fstate.runtime import (AggregateFunction, CollectSink, CountTrigger, EventTimeSessionWindows, FailAt, FailureInjector,
                             JobStatus, ManualClock, RestartStrategies, TwoPhaseCommitFileSink, read_committed,
                             ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows, StreamExecutionEnvironment,
-                            TimeWindow, TumblingEventTimeWindows, TumblingProcessingTimeWindows, Types,
+                            TumblingEventTimeWindows, TumblingProcessingTimeWindows, Types,
                             WatermarkStrategy, WindowFunction)
 from fstate.savepoint.loader import Savepoint
 from tests.runtime.jobs import Progress, from_paused_sequence, make_env, wait_for
