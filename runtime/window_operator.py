@@ -305,6 +305,9 @@ class WindowOperator(StreamOperator):
         self.trigger_ctx = TriggerContext(self)
         self.window_ctx = WindowContext(self)
         self.late_records_dropped = 0
+        event_time = spec.assigner.is_event_time
+        self._kind = "event" if event_time else "processing"  # of the cleanup timers
+        self._lateness = spec.allowed_lateness if event_time else None
 
     def open(self) -> None:
         for function in self.spec.functions:
@@ -320,25 +323,23 @@ class WindowOperator(StreamOperator):
 
     # -- times -----------------------------------------------------------------------------
     def _cleanup_time(self, window: TimeWindow) -> int:
-        if self.spec.assigner.is_event_time:
-            return min(window.max_timestamp() + self.spec.allowed_lateness, LONG_MAX)
-        return window.max_timestamp()
+        """When the state of ``window`` goes: its end (- 1) plus the allowed lateness (event time)."""
+        if self._lateness is not None:
+            return min(window[1] - 1 + self._lateness, LONG_MAX)
+        return window[1] - 1
 
     def _is_window_late(self, window: TimeWindow) -> bool:
         return self.spec.assigner.is_event_time and self._cleanup_time(window) <= self.current_watermark
 
-    def _timer_kind(self) -> str:
-        return "event" if self.spec.assigner.is_event_time else "processing"
-
     def _register_cleanup_timer(self, window: TimeWindow) -> None:
         t = self._cleanup_time(window)
         if t != LONG_MAX:
-            self.timers.register(self._timer_kind(), t, window)
+            self.timers.register(self._kind, t, window)
 
     def _delete_cleanup_timer(self, window: TimeWindow) -> None:
         t = self._cleanup_time(window)
         if t != LONG_MAX:
-            self.timers.delete(self._timer_kind(), t, window)
+            self.timers.delete(self._kind, t, window)
 
     # -- elements ----------------------------------------------------------------------------
     def bind(self) -> None:
@@ -360,16 +361,22 @@ class WindowOperator(StreamOperator):
 
     def _element(self, ts, value, windows) -> None:
         contents = self.contents
+        cleanup_time = self._cleanup_time
+        watermark = self.current_watermark
+        event_time = self.spec.assigner.is_event_time
         skipped = True
         for window in windows:
-            if self._is_window_late(window):
+            cleanup = cleanup_time(window)
+            if event_time and cleanup <= watermark:  # a late window
                 continue
             skipped = False
             contents.namespace = window
             contents.add(value)
             result = self._on_trigger_element(value, ts, window)
-            self._after_trigger(result, window, window)
-            self._register_cleanup_timer(window)
+            if result.is_fire or result.is_purge:
+                self._after_trigger(result, window, window)
+            if cleanup != LONG_MAX:
+                self.timers.register(self._kind, cleanup, window)
         if skipped and self._is_element_late(ts):
             self.late_records_dropped += 1
 

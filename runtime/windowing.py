@@ -78,13 +78,9 @@ class TriggerResult(enum.Enum):
     PURGE = (False, True)
     FIRE_AND_PURGE = (True, True)
 
-    @property
-    def is_fire(self) -> bool:
-        return self.value[0]
-
-    @property
-    def is_purge(self) -> bool:
-        return self.value[1]
+    def __init__(self, fire: bool, purge: bool):
+        self.is_fire = fire
+        self.is_purge = purge
 
 
 class Trigger:

@@ -225,7 +225,8 @@ def test_savepoint_mid_window_read_by_fstate_and_restored(tmp_path, session):
     client.cancel()
     first = list(CollectSink.results("snap"))
 
-    # the state fstate reads: the open windows of the records before the pause (watermark 2489)
+    # the state fstate reads (the tables `fstate read` shows): the open windows of the records
+    # before the pause (watermark 2489)
     op = Savepoint.open(savepoint).operator("win")
     contents = sorted(tables.keyed_table(op, ["window-contents"]).rows())
     timers = sorted(tables.timers_table(op).rows())
