@@ -58,14 +58,15 @@ def window_start(timestamp: int, offset: int, size: int) -> int:
 def merge_time_windows(windows: Iterable[TimeWindow]) -> list[tuple[TimeWindow, list[TimeWindow]]]:
     """Overlapping windows merged (Flink's ``TimeWindow.mergeWindows``): (result, merged windows)
     for every group of two or more."""
-    groups: list[tuple[TimeWindow, list[TimeWindow]]] = []
+    groups: list[tuple[TimeWindow, dict[TimeWindow, None]]] = []
     for w in sorted(windows):
         if groups and groups[-1][0].intersects(w):
             cover, members = groups[-1]
-            groups[-1] = (cover.cover(w), members + [w])
+            members[w] = None  # a set, as Flink's: a window twice is one window
+            groups[-1] = (cover.cover(w), members)
         else:
-            groups.append((w, [w]))
-    return [(cover, members) for cover, members in groups if len(members) > 1]
+            groups.append((w, {w: None}))
+    return [(cover, list(members)) for cover, members in groups if len(members) > 1]
 
 
 # =============================================================================================

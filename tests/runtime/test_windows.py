@@ -10,7 +10,7 @@ import pytest
 
 from fstate.readers import tables
 from fstate.runtime import (AggregateFunction, CollectSink, CountTrigger, EventTimeSessionWindows, FailAt, FailureInjector,
-                            JobStatus, ManualClock, RestartStrategies, TwoPhaseCommitFileSink, read_committed,
+                            JobStatus, ManualClock, ProcessingTimeSessionWindows, RestartStrategies, TwoPhaseCommitFileSink, read_committed,
                             ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows, StreamExecutionEnvironment,
                             TumblingEventTimeWindows, TumblingProcessingTimeWindows, Types,
                             WatermarkStrategy, WindowFunction)
@@ -126,6 +126,20 @@ def test_count_trigger_purging_and_apply():
     assert got == sorted(exp)
 
 
+def test_count_trigger_on_merging_sessions():
+    # [0, 25) and [40, 65) are two sessions of one element each until 20 bridges them: the merged
+    # session holds the counts of all three (CountTrigger's state merges) and fires
+    def job(env):
+        strategy = (WatermarkStrategy.for_bounded_out_of_orderness(100).with_timestamp_assigner(lambda v, ts: v)
+                    .with_emit_every(1))
+        return (env.from_collection([0, 40, 20, 200]).assign_timestamps_and_watermarks(strategy)
+                .key_by(lambda v: "k", key_type=Types.STRING)
+                .window(EventTimeSessionWindows.with_gap(25)).trigger(CountTrigger.of(3))
+                .process(Describe(), value_type=Types.LONG))
+
+    assert run(job, parallelism=1) == [("k", 0, 65, [0, 20, 40])]
+
+
 def test_allowed_lateness_fires_again_and_drops_later():
     # one key; watermark = max timestamp - 1 after every element
     stamps = [10, 20, 120, 30, 250, 40, 60]  # 30: late within 150 ms; 40, 60: beyond it (window [0,100) gone)
@@ -156,18 +170,20 @@ class CountingProcessingTimeTrigger(ProcessingTimeTrigger):
         return result
 
 
-def test_processing_time_windows(tmp_path):
+@pytest.mark.parametrize("assigner", [TumblingProcessingTimeWindows.of(1_000), ProcessingTimeSessionWindows.with_gap(1_000)],
+                         ids=["tumbling", "session"])
+def test_processing_time_windows(tmp_path, assigner):
     clock = ManualClock(1_000)
     progress = Progress()
     CollectSink.clear("win")
     env = make_env(tmp_path, parallelism=2, clock=clock)
     (from_paused_sequence(env, 0, 9, 5).set_parallelism(1)
      .key_by(lambda v: "k", key_type=Types.STRING)
-     .window(TumblingProcessingTimeWindows.of(1_000)).trigger(CountingProcessingTimeTrigger(progress))
+     .window(assigner).trigger(CountingProcessingTimeTrigger(progress))
      .process(Describe(), value_type=Types.LONG)
      .add_sink(CollectSink("win")))
     client = env.execute_async("processing time")
-    progress.wait_for(5)  # five elements in the window [1000, 2000)
+    progress.wait_for(5)  # five elements in the window [1000, 2000) (sessions: five times that window, merged)
     assert CollectSink.results("win") == []
     clock.advance(1_000)  # its timer (1999) is due
     wait_for(lambda: CollectSink.results("win"))
