@@ -197,12 +197,14 @@ class KeyedStateBackend:
         self.key_type = rk
         self._restored_key_type = rk
         for name, (meta, data) in restored.states.items():
+            check_encodable(meta.namespace_type, f"{self.where}: the namespace of state '{name}'")
             self.tables[name] = StateTable(meta, data)
         for kind, by_kg in restored.timers.items():
             self.timers[kind] = by_kg
             if by_kg:
                 self.uses_timers = True
         for service, (namespace_type, by_kind) in restored.timer_services.items():
+            check_encodable(namespace_type, f"{self.where}: the namespace of timers '{service}'")
             self.timer_services[service] = (namespace_type, by_kind)
 
     def key_group_of(self, key: Any) -> int:
