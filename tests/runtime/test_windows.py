@@ -227,7 +227,7 @@ def windowed_job(env, progress: Progress | None, session: bool, pause: int | Non
 
 
 @pytest.mark.parametrize("session", [False, True], ids=["tumbling-reduce", "session-aggregate"])
-def test_savepoint_mid_window_read_by_fstate_and_restored(tmp_path, session):
+def test_checkpoint_and_savepoint_mid_window_read_by_fstate_and_restored(tmp_path, session):
     CollectSink.clear("snap")
     env = windowed_job(make_env(tmp_path, parallelism=2), None, session)
     env.execute("uninterrupted")
@@ -237,13 +237,23 @@ def test_savepoint_mid_window_read_by_fstate_and_restored(tmp_path, session):
     progress = Progress()
     client = windowed_job(make_env(tmp_path, parallelism=2), progress, session, pause=PAUSE).execute_async("first")
     progress.wait_for(PAUSE)
+    checkpoint = client.trigger_checkpoint()
     savepoint = client.trigger_savepoint()
     client.cancel()
     first = list(CollectSink.results("snap"))
+    for path in (checkpoint, savepoint):
+        _check_window_state(path, session)
 
-    # the state fstate reads (the tables `fstate read` shows): the open windows of the records
-    # before the pause (watermark 2489)
-    op = Savepoint.open(savepoint).operator("win")
+    # restored at parallelism 3: the output of both runs is the uninterrupted run's
+    CollectSink.clear("snap")
+    windowed_job(make_env(tmp_path, parallelism=3), None, session, restore=savepoint).execute("restored")
+    assert sorted(first + CollectSink.results("snap")) == reference
+
+
+def _check_window_state(path: str, session: bool) -> None:
+    """The state fstate reads (the tables `fstate read` shows): the open windows of the records
+    before the pause (watermark 2489)."""
+    op = Savepoint.open(path).operator("win")
     contents = sorted(tables.keyed_table(op, ["window-contents"]).rows())
     timers = sorted(tables.timers_table(op).rows())
     if session:
@@ -267,11 +277,6 @@ def test_savepoint_mid_window_read_by_fstate_and_restored(tmp_path, session):
         windows = {k: (2000, 3000) for k in sums}
         assert contents == sorted((k, 2000, 3000, (k, total)) for k, total in sums.items())
     assert timers == sorted((k, e - 1, s, e, "event", "window-timers") for k, (s, e) in windows.items())
-
-    # restored at parallelism 3: the output of both runs is the uninterrupted run's
-    CollectSink.clear("snap")
-    windowed_job(make_env(tmp_path, parallelism=3), None, session, restore=savepoint).execute("restored")
-    assert sorted(first + CollectSink.results("snap")) == reference
 
 
 # ---------------------------------------------------------------------------------------------
