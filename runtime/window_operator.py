@@ -145,6 +145,15 @@ class WindowListState(WindowScopedState):
         else:
             lst.append(value)
 
+    def update(self, values) -> None:
+        values = list(values or ())
+        if any(v is None for v in values):
+            raise ValueError(f"list state '{self.name}' cannot hold None")
+        if values:
+            self._map()[(self._b.current_key, self.namespace)] = values
+        else:
+            self.clear()
+
     def _merge(self, a, b):
         return list(a) + list(b)
 
@@ -279,7 +288,27 @@ class WindowContext:
         return self._op.current_watermark
 
     def global_state(self) -> KeyedStateStore:
+        """Keyed state of the current key, shared by all its windows."""
         return KeyedStateStore(self._op.keyed_backend)
+
+    def window_state(self) -> "PerWindowStateStore":
+        """Keyed state of the current key in this window (clear it in ``clear(context)``)."""
+        return PerWindowStateStore(self._op.keyed_backend, self._window)
+
+
+class PerWindowStateStore:
+    """State in the namespace of one window: value, list, reducing and aggregating state."""
+
+    def __init__(self, backend: KeyedStateBackend, window: TimeWindow):
+        self._b = backend
+        self._window = window
+
+    def _scoped(self, descriptor):
+        state = scoped_state(self._b, descriptor)
+        state.namespace = self._window
+        return state
+
+    get_state = get_list_state = get_reducing_state = get_aggregating_state = _scoped
 
     def get_current_key(self) -> Any:
         return self._op.keyed_backend.current_key

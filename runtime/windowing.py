@@ -371,7 +371,8 @@ class ProcessingTimeSessionWindows(_Session):
 
 class ProcessWindowFunction(Function):
     """``process(key, context, elements)`` yields the results of a window; ``context.window()``,
-    ``current_watermark()``, ``current_processing_time()``, ``global_state()`` (keyed state)."""
+    ``current_watermark()``, ``current_processing_time()``, ``global_state()`` (keyed state),
+    ``window_state()`` (keyed state of this window; ``clear(context)`` runs when the window goes)."""
 
     def process(self, key: Any, context, elements: Iterable[Any]) -> Iterable[Any] | None:
         raise NotImplementedError

@@ -13,7 +13,7 @@ from fstate.runtime import (AggregateFunction, CollectSink, CountTrigger, EventT
                             JobStatus, ManualClock, ProcessingTimeSessionWindows, RestartStrategies, TwoPhaseCommitFileSink, read_committed,
                             ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows, StreamExecutionEnvironment,
                             TumblingEventTimeWindows, TumblingProcessingTimeWindows, Types,
-                            WatermarkStrategy, WindowFunction)
+                            ValueStateDescriptor, WatermarkStrategy, WindowFunction)
 from fstate.savepoint.loader import Savepoint
 from tests.runtime.jobs import Progress, from_paused_sequence, make_env, wait_for
 
@@ -158,6 +158,36 @@ def test_allowed_lateness_fires_again_and_drops_later():
 
     got = run(job, parallelism=1)
     assert got == sorted([(0, [10, 20]), (0, [10, 20, 30]), (100, [120]), (200, [250])])
+
+
+def test_per_window_state_of_a_process_window_function():
+    # the window [0, 100) fires twice (a late element within the allowed lateness): the firing
+    # count is per-window state, the total of all firings global state; clear() drops the former
+    stamps = [10, 20, 120, 30, 250, 40]
+    cleared = Progress()
+
+    class Firings(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            fired = context.window_state().get_state(ValueStateDescriptor("fired", Types.LONG))
+            fired.update((fired.value() or 0) + 1)
+            total = context.global_state().get_state(ValueStateDescriptor("total", Types.LONG))
+            total.update((total.value() or 0) + 1)
+            yield (context.window().start, fired.value(), total.value())
+
+        def clear(self, context):
+            context.window_state().get_state(ValueStateDescriptor("fired", Types.LONG)).clear()
+            cleared.add()
+
+    def job(env):
+        strategy = (WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, ts: v)
+                    .with_emit_every(1))
+        return (env.from_collection(stamps).assign_timestamps_and_watermarks(strategy)
+                .key_by(lambda v: "k", key_type=Types.STRING)
+                .window(TumblingEventTimeWindows.of(100)).allowed_lateness(150)
+                .process(Firings(), value_type=Types.LONG))
+
+    assert run(job, parallelism=1) == [(0, 1, 1), (0, 2, 2), (100, 1, 3), (200, 1, 4)]
+    assert cleared.count == 3
 
 
 class CountingProcessingTimeTrigger(ProcessingTimeTrigger):
