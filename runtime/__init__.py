@@ -27,6 +27,10 @@ from .sources import CollectionSource, FileSource, SequenceSource
 from .state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
                     StateMigrationError, ValueStateDescriptor)
 from .types import Types
+from .windowing import (CountTrigger, EventTimeSessionWindows, EventTimeTrigger, ProcessingTimeSessionWindows,
+                        ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows,
+                        SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerResult, TumblingEventTimeWindows,
+                        TumblingProcessingTimeWindows, WindowAssigner, WindowedStream, WindowFunction)
 
 __all__ = [
     "BroadcastConnectedStream", "BroadcastProcessFunction", "BroadcastStream", "CoFlatMapFunction", "CoMapFunction",
@@ -44,4 +48,9 @@ __all__ = [
     "TransactionConflictError", "TwoPhaseCommitFileSink",
     "TwoPhaseCommitSinkFunction", "Types", "ValueStateDescriptor", "Watermark", "WatermarkStrategy",
     "find_latest_checkpoint", "read_committed",
+    # windows
+    "CountTrigger", "EventTimeSessionWindows", "EventTimeTrigger", "ProcessWindowFunction",
+    "ProcessingTimeSessionWindows", "ProcessingTimeTrigger", "PurgingTrigger", "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows", "TimeWindow", "Trigger", "TriggerResult", "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows", "WindowAssigner", "WindowFunction", "WindowedStream",
 ]

@@ -12,6 +12,7 @@ from ..savepoint import types as savepoint_types
 from .callables import call_of
 from .connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from .graph import Partitioning, StreamGraph, StreamNode
+from .windowing import WindowAssigner, WindowedStream
 
 class GraphOwner(Protocol):
     """What a stream needs of its environment: the graph it adds operators to."""
@@ -166,6 +167,10 @@ class KeyedStream(DataStream):
     def reduce(self, func: Any, value_type: savepoint_types.TypeInfo | None = None) -> DataStream:
         """Running reduction per key (state ``_op_state`` of ``value_type``, pickled when None)."""
         return self._add("reduce", "Keyed Reduce", func, value_type)
+
+    def window(self, assigner: WindowAssigner) -> WindowedStream:
+        """Windows of each key (``TumblingEventTimeWindows.of(1000)``, ...): a WindowedStream."""
+        return WindowedStream(self, assigner)
 
     def uid(self, uid: str):  # pragma: no cover - a KeyedStream is not an operator
         raise TypeError("key_by() does not create an operator; set the uid on the operator after it")

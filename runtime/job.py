@@ -28,7 +28,7 @@ from .events import (AnsweredRequest, CancelRequest, CheckpointDeclined, Checkpo
                      CheckpointRequest, ClientRequest, FinishSource, JobEvent, JobFailure, KillRequest, ResumeSource,
                      SavepointRequest, SourceExhausted, StopWithSavepointRequest, TaskFailed, TaskFinished, TaskMail)
 from .graph import Partitioning, StreamNode, build_chains
-from .connected_operators import create_operator
+from .window_operator import create_operator
 from .restore import OperatorTarget, plan_restore, read_max_parallelism
 from .task import InputGate, RecordWriter, Task
 from .errors import JobExecutionException  # noqa: F401 (part of this module's API)

@@ -33,6 +33,8 @@ class KeyedRestore:
     states: dict[str, tuple[metainfo.StateMetaInfo, dict[int, dict]]] = field(default_factory=dict)
     #: 'event' / 'processing' -> key group -> {(timestamp, key)}
     timers: dict[str, dict[int, set]] = field(default_factory=dict)
+    #: other timer services (windows): name -> (namespace type, kind -> key group -> {(timestamp, key, namespace)})
+    timer_services: dict[str, tuple[savepoint_types.TypeInfo, dict[str, dict[int, set]]]] = field(default_factory=dict)
 
 
 @dataclass
@@ -187,20 +189,26 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
                 r.states.setdefault(s.name, (s, {}))
         value_ids = [sid for sid, _ in meta.value_states]
         names = [meta.states[sid].name for sid in value_ids]
-        for sid in value_ids:
-            s = meta.states[sid]
-            if s.namespace_type != savepoint_types.VOID_NAMESPACE:
-                raise RestoreError(f"operator {target.display}: state '{s.name}' is scoped by namespace "
-                                   f"{s.namespace_type.name} (window state), which the runtime does not run", src)
+        # state scoped by a namespace (windows) is held under (key, namespace)
+        namespaced = [meta.states[sid].namespace_type != savepoint_types.VOID_NAMESPACE for sid in value_ids]
         if value_ids:
-            for kg, key, _ns, vals in keyed.keyed_rows(buf, h, meta, maxp, value_ids, source=src):
+            for kg, key, ns, vals in keyed.keyed_rows(buf, h, meta, maxp, value_ids, source=src):
                 r = restores[operator_index_for_key_group(kg, new_p, maxp)]
-                for name, v in zip(names, vals):
+                for name, scoped, v in zip(names, namespaced, vals):
                     if v is not None:
-                        r.states[name][1].setdefault(kg, {})[key] = v
-        for service, kind, ts, key, _ns, kg in keyed.timer_rows(buf, h, meta, maxp, source=src):
+                        r.states[name][1].setdefault(kg, {})[(key, ns) if scoped else key] = v
+        services = {s.name: s.value_type.namespace for s in meta.states
+                    if s.backend_type == metainfo.PRIORITY_QUEUE}
+        for name, namespace_type in services.items():
+            service = name[len(metainfo.TIMER_PREFIX):].partition("_")[2]
             if service != "user-timers":
-                raise RestoreError(f"operator {target.display}: timers of service '{service}' (windows) are not "
-                                   "supported by the runtime", src)
+                for r in restores:
+                    r.timer_services.setdefault(service, (namespace_type, {}))
+        for service, kind, ts, key, ns, kg in keyed.timer_rows(buf, h, meta, maxp, source=src):
             r = restores[operator_index_for_key_group(kg, new_p, maxp)]
-            r.timers.setdefault(kind, {}).setdefault(kg, set()).add((ts, key))
+            if service == "user-timers":
+                r.timers.setdefault(kind, {}).setdefault(kg, set()).add((ts, key))
+                continue
+            namespace_type = services[f"{metainfo.TIMER_PREFIX}{kind}_{service}"]
+            by_kind = r.timer_services.setdefault(service, (namespace_type, {}))[1]
+            by_kind.setdefault(kind, {}).setdefault(kg, set()).add((ts, key, ns))

@@ -93,20 +93,22 @@ class AggregatingStateDescriptor(StateDescriptor):
 # compatibility with restored state
 
 
-def resolve_keyed_meta(desc: StateDescriptor, restored: metainfo.StateMetaInfo | None,
-                       where: str) -> metainfo.StateMetaInfo:
+def resolve_keyed_meta(desc: StateDescriptor, restored: metainfo.StateMetaInfo | None, where: str,
+                       namespace_type: savepoint_types.TypeInfo = savepoint_types.VOID_NAMESPACE
+                       ) -> metainfo.StateMetaInfo:
     """The meta info a registered keyed state is written with: the descriptor's, or the restored
-    one when the descriptor leaves types open. Incompatible declarations raise."""
-    wanted = keyed.value_state_meta(desc.name, desc.kind, desc.meta_value_type())
+    one when the descriptor leaves types open. Incompatible declarations raise. ``namespace_type``
+    is VoidNamespace but for state scoped by window (``TimeWindow``)."""
+    wanted = keyed.value_state_meta(desc.name, desc.kind, desc.meta_value_type(), namespace_type)
     if restored is None:
         check_encodable(wanted.value_type, f"{where}: state '{desc.name}'")
         return wanted
     if restored.kind != desc.kind:
         raise StateMigrationError(f"{where}: state '{desc.name}' was restored as {restored.kind} state but is "
                                   f"registered as {desc.kind} state")
-    if restored.namespace_type != savepoint_types.VOID_NAMESPACE:
+    if restored.namespace_type != namespace_type:
         raise StateMigrationError(f"{where}: state '{desc.name}' is scoped by namespace "
-                                  f"{restored.namespace_type.name} (window state), which the runtime does not run")
+                                  f"{restored.namespace_type.name}, but registered with namespace {namespace_type.name}")
     if desc.fully_typed and wanted.value_type != restored.value_type:
         raise StateMigrationError(
             f"{where}: the new serializer of state '{desc.name}' ({wanted.value_type.name}) is incompatible "
@@ -144,13 +146,18 @@ def resolve_operator_meta(name: str, mode: str, element: savepoint_types.TypeInf
 
 
 class StateTable:
-    """One keyed state: ``data[key_group][key] = value`` (list for LIST, dict for MAP)."""
+    """One keyed state: ``data[key_group][key] = value`` (list for LIST, dict for MAP); for state
+    scoped by a namespace (windows) ``data[key_group][(key, namespace)] = value``."""
 
     __slots__ = ("meta", "data")
 
     def __init__(self, meta: metainfo.StateMetaInfo, data: dict[int, dict] | None = None):
         self.meta = meta
         self.data: dict[int, dict] = data if data is not None else {}
+
+    @property
+    def namespaced(self) -> bool:
+        return self.meta.namespace_type != savepoint_types.VOID_NAMESPACE
 
 
 class KeyedStateBackend:
@@ -169,6 +176,9 @@ class KeyedStateBackend:
         self.states: dict[str, Any] = {}
         #: timers: kind ('event'/'processing') -> key group -> {(timestamp, key)}
         self.timers: dict[str, dict[int, set]] = {"event": {}, "processing": {}}
+        #: other timer services (windows: 'window-timers'): name -> (namespace type,
+        #: kind -> key group -> {(timestamp, key, namespace)})
+        self.timer_services: dict[str, tuple[savepoint_types.TypeInfo, dict[str, dict[int, set]]]] = {}
         self.uses_timers = False
         self.current_key: Any = None
         self.current_kg = -1
@@ -187,11 +197,15 @@ class KeyedStateBackend:
         self.key_type = rk
         self._restored_key_type = rk
         for name, (meta, data) in restored.states.items():
+            check_encodable(meta.namespace_type, f"{self.where}: the namespace of state '{name}'")
             self.tables[name] = StateTable(meta, data)
         for kind, by_kg in restored.timers.items():
             self.timers[kind] = by_kg
             if by_kg:
                 self.uses_timers = True
+        for service, (namespace_type, by_kind) in restored.timer_services.items():
+            check_encodable(namespace_type, f"{self.where}: the namespace of timers '{service}'")
+            self.timer_services[service] = (namespace_type, by_kind)
 
     def key_group_of(self, key: Any) -> int:
         kg = self._kg_cache.get(key)
@@ -221,7 +235,10 @@ class KeyedStateBackend:
         self.current_key = key
 
     # -- registration ----------------------------------------------------------------------------
-    def get_state(self, desc: StateDescriptor):
+    def get_state(self, desc: StateDescriptor,
+                  namespace_type: savepoint_types.TypeInfo = savepoint_types.VOID_NAMESPACE, state_class=None):
+        """The state of ``desc``; with a ``namespace_type`` (windows) ``state_class`` is the class
+        that scopes it by namespace."""
         existing = self.states.get(desc.name)
         if existing is not None:
             if existing.kind != desc.kind:
@@ -229,12 +246,12 @@ class KeyedStateBackend:
                                           f"{existing.kind} state")
             return existing
         table = self.tables.get(desc.name)
-        meta = resolve_keyed_meta(desc, table.meta if table else None, self.where)
+        meta = resolve_keyed_meta(desc, table.meta if table else None, self.where, namespace_type)
         if table is None:
             table = self.tables[desc.name] = StateTable(meta)
         else:
             table.meta = meta
-        cls = _STATE_CLASSES[desc.kind]
+        cls = state_class or _STATE_CLASSES[desc.kind]
         state = cls(self, table, desc)
         self.states[desc.name] = state
         return state
@@ -247,6 +264,9 @@ class KeyedStateBackend:
         metas = [t.meta for t in tables]
         timer_kinds = [k for k in ("event", "processing") if self.uses_timers]
         metas += [keyed.timer_state_meta(k, self.key_type) for k in timer_kinds]
+        services = sorted(self.timer_services.items())
+        metas += [keyed.timer_state_meta(k, self.key_type, namespace_type, service)
+                  for service, (namespace_type, _) in services for k in ("event", "processing")]
         meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, self.key_type, metas)
         pairs_by_kg: dict[int, dict[int, list]] = {}
         for sid, table in enumerate(tables):
@@ -255,8 +275,9 @@ class KeyedStateBackend:
                 if not m:
                     continue
                 out = None
+                namespaced = table.namespaced
                 for key, value in m.items():
-                    p = enc.pairs(kg, key, value)
+                    p = enc.pairs(kg, key[0], value, key[1]) if namespaced else enc.pairs(kg, key, value)
                     if p:
                         if out is None:
                             out = pairs_by_kg.setdefault(kg, {}).setdefault(sid, [])
@@ -269,6 +290,16 @@ class KeyedStateBackend:
                     out = pairs_by_kg.setdefault(kg, {}).setdefault(sid, [])
                     for ts, key in timers:
                         out.extend(enc.pairs(kg, key, ts))
+        sid = len(tables) + len(timer_kinds)
+        for _, (_, by_kind) in services:
+            for kind in ("event", "processing"):
+                enc = keyed.PairEncoder(meta, sid, self.max_parallelism)
+                for kg, timers in by_kind.get(kind, {}).items():
+                    if timers:
+                        out = pairs_by_kg.setdefault(kg, {}).setdefault(sid, [])
+                        for ts, key, namespace in timers:
+                            out.extend(enc.pairs(kg, key, ts, namespace))
+                sid += 1
         data, offsets = keyed.encode_canonical_stream(meta, self.start, self.end, pairs_by_kg)
         return handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, self.start, offsets, write_stream(location, data))
 
