@@ -408,6 +408,12 @@ class WindowOperator(StreamOperator):
             if cleanup != LONG_MAX:
                 self.timers.register(self._kind, cleanup, window)
         if skipped and self._is_element_late(ts):
+            self._late(ts, value)
+
+    def _late(self, ts, value) -> None:
+        if self.spec.late_tag is not None:
+            self.emit_side(self.spec.late_tag, ts, value)
+        else:
             self.late_records_dropped += 1
 
     def _is_element_late(self, ts) -> bool:
@@ -464,7 +470,7 @@ class WindowOperator(StreamOperator):
             self._after_trigger(result, actual, state_window)
             self._register_cleanup_timer(actual)
         if skipped and self._is_element_late(ts):
-            self.late_records_dropped += 1
+            self._late(ts, value)
         self._persist_window_set(mapping, initial)
 
     def _add_window(self, mapping: dict, new: TimeWindow) -> TimeWindow:

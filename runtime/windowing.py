@@ -415,6 +415,8 @@ class WindowSpec:
     window_function: Any               # the user's ProcessWindowFunction / WindowFunction (or None)
     process: Callable                  # (key, context, elements) -> iterable
     functions: tuple                   # user functions to open / close
+    late_tag: Any = None               # side_output_late_data(tag): late elements go there
+
 
     CONTENTS = "window-contents"
 
@@ -430,6 +432,13 @@ class WindowedStream:
         self._assigner = assigner
         self._trigger: Trigger | None = None
         self._lateness = 0
+        self._late_tag = None
+
+    def side_output_late_data(self, tag) -> "WindowedStream":
+        """Late elements (behind the watermark by more than the allowed lateness) go to the side
+        output ``tag`` (an ``OutputTag``; ``result.get_side_output(tag)``) instead of being dropped."""
+        self._late_tag = tag
+        return self
 
     def trigger(self, trigger: Trigger) -> "WindowedStream":
         if self._assigner.is_merging and not trigger.can_merge():
@@ -448,7 +457,7 @@ class WindowedStream:
     def _build(self, name: str, contents: StateDescriptor, window_function, functions, output_type):
         spec = WindowSpec(self._assigner, self._trigger or self._assigner.get_default_trigger(), self._lateness,
                           contents, window_function, _as_process(window_function, name == "apply"),
-                          tuple(f for f in functions if f is not None))
+                          tuple(f for f in functions if f is not None), self._late_tag)
         label = f"Window({self._assigner!r}, {type(spec.trigger).__name__}, {name})"
         return self._keyed._add("window", label, spec, output_type)
 

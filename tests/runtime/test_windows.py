@@ -10,7 +10,7 @@ import pytest
 
 from fstate.readers import tables
 from fstate.runtime import (AggregateFunction, CollectSink, CountTrigger, EventTimeSessionWindows, FailAt, FailureInjector,
-                            JobStatus, ManualClock, ProcessingTimeSessionWindows, RestartStrategies, TwoPhaseCommitFileSink, read_committed,
+                            JobStatus, ManualClock, OutputTag, ProcessingTimeSessionWindows, RestartStrategies, TwoPhaseCommitFileSink, read_committed,
                             ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows, StreamExecutionEnvironment,
                             TumblingEventTimeWindows, TumblingProcessingTimeWindows, Types,
                             ValueStateDescriptor, WatermarkStrategy, WindowFunction)
@@ -158,6 +158,32 @@ def test_allowed_lateness_fires_again_and_drops_later():
 
     got = run(job, parallelism=1)
     assert got == sorted([(0, [10, 20]), (0, [10, 20, 30]), (100, [120]), (200, [250])])
+
+
+def test_late_elements_go_to_the_side_output():
+    stamps = [10, 20, 120, 30, 250, 40, 60]  # 40, 60: beyond the allowed lateness of window [0, 100)
+    late = OutputTag("late", Types.LONG)
+
+    class Describe(ProcessWindowFunction):
+        def process(self, key, context, elements):
+            yield (context.window().start, sorted(elements))
+
+    env = StreamExecutionEnvironment()
+    env.set_parallelism(1)
+    CollectSink.clear("win")
+    CollectSink.clear("late")
+    strategy = (WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda v, ts: v)
+                .with_emit_every(1))
+    windows = (env.from_collection(stamps).assign_timestamps_and_watermarks(strategy)
+               .key_by(lambda v: "k", key_type=Types.STRING)
+               .window(TumblingEventTimeWindows.of(100)).allowed_lateness(150).side_output_late_data(late)
+               .process(Describe(), value_type=Types.LONG))
+    windows.add_sink(CollectSink("win"))
+    windows.get_side_output(late).add_sink(CollectSink("late"))
+    env.execute("late data")
+    assert sorted(CollectSink.results("win")) == sorted([(0, [10, 20]), (0, [10, 20, 30]), (100, [120]),
+                                                         (200, [250])])
+    assert sorted(CollectSink.results("late")) == [40, 60]
 
 
 def test_per_window_state_of_a_process_window_function():
