@@ -1,4 +1,5 @@
-"""Dispatch to the compiled decoder of canonical key groups (``fstate.savepoint._speedups``).
+"""The compiled decoder of canonical key groups (``fstate.savepoint._speedups``), used by
+:class:`.keyed_state.KeyedState` when it chooses it (this module knows nothing of layouts).
 
 The plain Python decoders in :mod:`keyed` are the reference; the C scanner produces exactly the same
 entries and rows and fails on the same inputs with the same kinds of errors (tests/savepoint/test_speedups.py
@@ -231,7 +232,7 @@ def _key_group_data(buf, start: int, end: int, compressed: bool, source: str | N
 
 
 def canonical_key_group(scan, buf, start: int, end: int, kg: int, meta, source: str | None) -> Iterator[tuple]:
-    """The entries of one canonical key group (keyed._canonical_key_group, in C). On an error the
+    """The entries of one canonical key group (keyed.canonical_key_group, in C). On an error the
     entries decoded before it are yielded first, as the Python generator does."""
     data, pos = _key_group_data(buf, start, end, meta.compressed, source)
     out: list = []
@@ -258,7 +259,7 @@ def _grouped(scan, buf, regions, meta, source: str | None, decode_errors: tuple,
 
 def keyed_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int,
                state_ids: list[int], codecs, source: str | None) -> Iterator[tuple]:
-    """keyed.keyed_rows in C over the (key group, start, end) regions of a canonical stream:
+    """KeyedState.rows in C over the (key group, start, end) regions of a canonical stream:
     (key group, key, namespace, values). Only when :func:`available`."""
     scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     width = len(state_ids)
@@ -276,7 +277,8 @@ NS_MODES = {"void": 0, "window": 1}
 
 def table_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
                state_ids: list[int], source: str | None, flatten: bool, ns_mode: str) -> Iterator[tuple]:
-    """The keyed table's row tuples (readers.tables._keyed_output without key filter and ``flat``):
+    """KeyedState.table_rows: the keyed table's row tuples (readers.tables._keyed_output without key
+    filter and ``flat``):
     key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
     end, else the namespace) and one value per state, over the regions of a canonical stream. Only
     when :func:`available`."""
