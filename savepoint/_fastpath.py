@@ -213,6 +213,13 @@ def scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source:
     or None when the compiled path is off."""
     if not available():
         return None
+    return compiled_scanner(meta, codecs, max_parallelism, states, source, state_ids)
+
+
+def compiled_scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source: str | None,
+                     state_ids: list[int] | None = None):
+    """:func:`scanner` for a reader that chose the compiled path already (the extension is built:
+    :func:`available` was true when it chose; FSTATE_PURE_PYTHON is not read again)."""
     prefix = 1 if max_parallelism <= 128 else 2
     columns = {sid: i for i, sid in enumerate(state_ids)} if state_ids is not None else {}
     plans = []
@@ -260,8 +267,8 @@ def _grouped(scan, buf, regions, meta, source: str | None, decode_errors: tuple,
 def keyed_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int,
                state_ids: list[int], codecs, source: str | None) -> Iterator[tuple]:
     """KeyedState.rows in C over the (key group, start, end) regions of a canonical stream:
-    (key group, key, namespace, values). Only when :func:`available`."""
-    scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
+    (key group, key, namespace, values). Only when the extension is built."""
+    scan = compiled_scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     width = len(state_ids)
 
     def group(data, pos, kg, rows):
@@ -281,8 +288,8 @@ def table_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_pa
     filter and ``flat``):
     key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
     end, else the namespace) and one value per state, over the regions of a canonical stream. Only
-    when :func:`available`."""
-    scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
+    when the extension is built."""
+    scan = compiled_scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     mode = NS_MODES.get(ns_mode, 2)
     width = len(state_ids)
 

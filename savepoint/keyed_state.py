@@ -172,7 +172,7 @@ class KeyedState:
     def _stream_entries(self, states: set[int] | None) -> Iterator[keyed.Entry]:
         buf, meta, codecs, source = self.buf, self.meta, self.codecs, self.source
         layout, strict = self.layout, self.strict
-        scan = (_fastpath.scanner(meta, codecs, self.max_parallelism, states, source)
+        scan = (_fastpath.compiled_scanner(meta, codecs, self.max_parallelism, states, source)
                 if self.decoder == COMPILED else None)
         for kg, start, end in self._checked_regions():
             try:

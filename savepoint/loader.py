@@ -198,8 +198,8 @@ class OperatorView:
             if isinstance(h, handles.IncrementalKeyedHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)} (RocksDB "
-                    "files): fstate reads it, but this operation needs key-group streams (take a canonical "
-                    "savepoint)", self.savepoint.location.metadata_path)
+                    "files), not as key-group streams (keyed_states() reads every layout)",
+                    self.savepoint.location.metadata_path)
             if not isinstance(h, handles.KeyGroupsHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)}, "
