@@ -7,12 +7,14 @@ nothing here imports pyspark.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from ..savepoint import handles
 from ..savepoint import streams
 from ..savepoint import keyed
+from ..savepoint import keyed_state
 from ..savepoint import operator as operator_state
 from ..savepoint import rocksdb
 from ..savepoint import sql_plan
@@ -383,39 +385,29 @@ def _load_key_groups(p: Partition) -> tuple[bytes, handles.KeyGroupsHandle, keye
 
 
 def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
+    with _open_keyed(p) as state:
+        yield from _keyed_output(p, state, key_filter)
+
+
+@contextmanager
+def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
+    """The keyed state of a partition: a RocksDB snapshot (the database of one subtask, opened in a
+    temporary directory that is removed when the rows are read, or reading fails / stops) or the
+    key groups of a stream."""
     if isinstance(p.handle, rocksdb.RocksDBSource):
-        yield from _read_rocksdb(p, key_filter)
+        with keyed_state.open_rocksdb(p.handle, p.max_parallelism, key_groups=dict(p.options).get("kgs")) as state:
+            yield state
         return
     buf, handle, meta = _load_key_groups(p)
     lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
     kg_range = range(max(lo, handle.start_key_group), min(hi, handle.end_key_group) + 1)
-    label = p.source.label
-    yield from _keyed_output(
-        p, meta, key_filter,
-        lambda: keyed.timer_rows(buf, handle, meta, p.max_parallelism, key_groups=kg_range, source=label),
-        lambda ids: keyed.keyed_rows(buf, handle, meta, p.max_parallelism, ids, key_groups=kg_range, source=label),
-        lambda ids, flatten, ns: keyed.table_rows(buf, handle, meta, p.max_parallelism, ids, kg_range, label,
-                                               flatten, ns))
+    yield keyed_state.KeyedState.of_stream(buf, handle, meta, p.max_parallelism, key_groups=kg_range,
+                                           source=p.source.label)
 
 
-def _read_rocksdb(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
-    """A RocksDB incremental/native snapshot: the database of one subtask, opened in a temporary
-    directory that is removed when the rows are read (or reading fails / stops)."""
-    src: rocksdb.RocksDBSource = p.handle
-    meta = rocksdb.read_meta(src)
-    opts = dict(p.options)
-    kgs = opts.get("kgs")
-    label = src.label
-    with rocksdb.open_snapshot(src) as db:
-        yield from _keyed_output(
-            p, meta, key_filter,
-            lambda: rocksdb.timer_rows(db, meta, p.max_parallelism, key_groups=kgs, source=label),
-            lambda ids: rocksdb.keyed_rows(db, meta, p.max_parallelism, ids, key_groups=kgs, source=label))
-
-
-def _keyed_output(p: Partition, meta: keyed.KeyedBackendMeta, key_filter: frozenset | None, timer_rows, keyed_rows,
-                  fast_rows=None) -> Iterator[tuple]:
+def _keyed_output(p: Partition, state: keyed_state.KeyedState, key_filter: frozenset | None) -> Iterator[tuple]:
     """Rows of the keyed or timers table from the decoded (key, namespace, values) / timers."""
+    meta = state.meta
     opts = dict(p.options)
     ns_mode = opts.get("ns", "void")
     flatten = opts.get("flatten", False)
@@ -434,7 +426,7 @@ def _keyed_output(p: Partition, meta: keyed.KeyedBackendMeta, key_filter: frozen
         return (ns,)
 
     if p.kind == "timers":
-        for service, kind, ts, key, ns, _ in timer_rows():
+        for service, kind, ts, key, ns, _ in state.timer_rows():
             if key_filter is not None and _hashable(key) not in key_filter:
                 continue
             yield key_part(key) + (ts,) + ns_part(ns) + (kind, service)
@@ -447,12 +439,12 @@ def _keyed_output(p: Partition, meta: keyed.KeyedBackendMeta, key_filter: frozen
             raise UnknownStateError(f"state '{name}' is missing from this key-group stream", label)
         ids.append(sid)
     flat = opts.get("flat", False)
-    if fast_rows is not None and not flat and key_filter is None and ns_mode != "slice":
-        rows = fast_rows(ids, flatten, ns_mode)  # the compiled scanner builds the row tuples (None: off)
+    if not flat and key_filter is None and ns_mode != "slice":
+        rows = state.table_rows(ids, flatten=flatten, ns_mode=ns_mode)  # built by the compiled scanner (None: off)
         if rows is not None:
             yield from rows
             return
-    for _, key, ns, vals in keyed_rows(ids):
+    for _, key, ns, vals in state.rows(ids):
         if key_filter is not None and _hashable(key) not in key_filter:
             continue
         head = key_part(key) + ns_part(ns)

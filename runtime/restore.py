@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from ..savepoint import keyed
+from ..savepoint.keyed_state import KeyedState, KeyedStateSource
 from ..savepoint import metainfo
 from ..savepoint import operator
 from ..savepoint.loader import OperatorView, Savepoint
@@ -167,16 +167,14 @@ def _plan_operator_state(op: OperatorView, target: OperatorTarget, subtasks) -> 
 
 
 def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> None:
-    handles = op.key_group_handles()  # raises a clear error for layouts fstate cannot read
-    if not handles:
+    sources = op.keyed_states()  # raises a clear error for layouts fstate cannot read
+    if not sources:
         return
     maxp = op.max_parallelism
     new_p = target.parallelism
     restores: list[KeyedRestore] = []
-    for _, h in handles:
-        buf = op.savepoint.read_stream(h.delegate)
-        src = op.savepoint.stream_source(h.delegate).label
-        meta = keyed.read_keyed_proxy(buf, src)
+    for src, state in _opened(sources, op.savepoint.io):
+        meta = state.meta
         if not restores:  # every new subtask gets the key type and all state metas, even without entries
             restores = [KeyedRestore(meta.key_type) for _ in range(new_p)]
             for i, r in enumerate(restores):
@@ -192,7 +190,7 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
         # state scoped by a namespace (windows) is held under (key, namespace)
         namespaced = [meta.states[sid].namespace_type != savepoint_types.VOID_NAMESPACE for sid in value_ids]
         if value_ids:
-            for kg, key, ns, vals in keyed.keyed_rows(buf, h, meta, maxp, value_ids, source=src):
+            for kg, key, ns, vals in state.rows(value_ids):
                 r = restores[operator_index_for_key_group(kg, new_p, maxp)]
                 for name, scoped, v in zip(names, namespaced, vals):
                     if v is not None:
@@ -204,7 +202,7 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
             if service != "user-timers":
                 for r in restores:
                     r.timer_services.setdefault(service, (namespace_type, {}))
-        for service, kind, ts, key, ns, kg in keyed.timer_rows(buf, h, meta, maxp, source=src):
+        for service, kind, ts, key, ns, kg in state.timer_rows():
             r = restores[operator_index_for_key_group(kg, new_p, maxp)]
             if service == "user-timers":
                 r.timers.setdefault(kind, {}).setdefault(kg, set()).add((ts, key))
@@ -212,3 +210,12 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
             namespace_type = services[f"{metainfo.TIMER_PREFIX}{kind}_{service}"]
             by_kind = r.timer_services.setdefault(service, (namespace_type, {}))[1]
             by_kind.setdefault(kind, {}).setdefault(kg, set()).add((ts, key, ns))
+
+
+def _opened(sources: list[KeyedStateSource], io) -> Iterator[tuple[str | None, KeyedState]]:
+    """Each subtask's keyed state, open while the caller handles it (a RocksDB snapshot's temporary
+    directory goes away as the next one opens, or when the loop ends or fails)."""
+    for source in sources:
+        # the runtime cannot run state whose serializers fstate cannot parse: no opaque fallback
+        with source.open(io=io, header_search=False) as state:
+            yield source.label, state

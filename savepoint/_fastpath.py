@@ -1,4 +1,5 @@
-"""Dispatch to the compiled decoder of canonical key groups (``fstate.savepoint._speedups``).
+"""The compiled decoder of canonical key groups (``fstate.savepoint._speedups``), used by
+:class:`.keyed_state.KeyedState` when it chooses it (this module knows nothing of layouts).
 
 The plain Python decoders in :mod:`keyed` are the reference; the C scanner produces exactly the same
 entries and rows and fails on the same inputs with the same kinds of errors (tests/savepoint/test_speedups.py
@@ -212,6 +213,13 @@ def scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source:
     or None when the compiled path is off."""
     if not available():
         return None
+    return compiled_scanner(meta, codecs, max_parallelism, states, source, state_ids)
+
+
+def compiled_scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source: str | None,
+                     state_ids: list[int] | None = None):
+    """:func:`scanner` for a reader that chose the compiled path already (the extension is built:
+    :func:`available` was true when it chose; FSTATE_PURE_PYTHON is not read again)."""
     prefix = 1 if max_parallelism <= 128 else 2
     columns = {sid: i for i, sid in enumerate(state_ids)} if state_ids is not None else {}
     plans = []
@@ -231,7 +239,7 @@ def _key_group_data(buf, start: int, end: int, compressed: bool, source: str | N
 
 
 def canonical_key_group(scan, buf, start: int, end: int, kg: int, meta, source: str | None) -> Iterator[tuple]:
-    """The entries of one canonical key group (keyed._canonical_key_group, in C). On an error the
+    """The entries of one canonical key group (keyed.canonical_key_group, in C). On an error the
     entries decoded before it are yielded first, as the Python generator does."""
     data, pos = _key_group_data(buf, start, end, meta.compressed, source)
     out: list = []
@@ -258,9 +266,9 @@ def _grouped(scan, buf, regions, meta, source: str | None, decode_errors: tuple,
 
 def keyed_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int,
                state_ids: list[int], codecs, source: str | None) -> Iterator[tuple]:
-    """keyed.keyed_rows in C over the (key group, start, end) regions of a canonical stream:
-    (key group, key, namespace, values). Only when :func:`available`."""
-    scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
+    """KeyedState.rows in C over the (key group, start, end) regions of a canonical stream:
+    (key group, key, namespace, values). Only when the extension is built."""
+    scan = compiled_scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     width = len(state_ids)
 
     def group(data, pos, kg, rows):
@@ -276,11 +284,12 @@ NS_MODES = {"void": 0, "window": 1}
 
 def table_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
                state_ids: list[int], source: str | None, flatten: bool, ns_mode: str) -> Iterator[tuple]:
-    """The keyed table's row tuples (readers.tables._keyed_output without key filter and ``flat``):
+    """KeyedState.table_rows: the keyed table's row tuples (readers.tables._keyed_output without key
+    filter and ``flat``):
     key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
     end, else the namespace) and one value per state, over the regions of a canonical stream. Only
-    when :func:`available`."""
-    scan = scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
+    when the extension is built."""
+    scan = compiled_scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     mode = NS_MODES.get(ns_mode, 2)
     width = len(state_ids)
 

@@ -1,7 +1,9 @@
-"""Keyed state of one subtask (one key-group handle): the keyed-backend proxy, both data layouts
-(canonical savepoints; heap-native checkpoints and native savepoints) and timers.
+"""The key-group stream format of keyed state: the keyed-backend proxy, both data layouts
+(canonical savepoints; heap-native checkpoints and native savepoints), their plain Python
+decoders (the reference), grouping entries into rows, timers, and writing the canonical layout.
 
-The core yields plain Python rows; the Spark layer only maps them to a schema.
+Which layout a stream has and which decoder reads it (this module's, or the compiled scanner in
+:mod:`._fastpath`) is decided in one place, :mod:`.keyed_state`; read keyed state through it.
 """
 
 from __future__ import annotations
@@ -9,13 +11,12 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable, Iterator
 
-from . import _fastpath
 from . import metainfo
 from .binary import DataOutput
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .handles import KeyGroupsHandle
-from .keyed_codecs import LIST_DELIMITER, StateCodec, key_group_prefix_size, state_codecs
+from .keyed_codecs import LIST_DELIMITER, StateCodec, key_group_prefix_size, state_codecs  # noqa: F401
 # the proxy's names are part of this module's API (keyed.read_keyed_proxy, keyed.KeyedBackendMeta, ...)
 from .keyed_proxy import CURRENT_VERSION, KeyedBackendMeta, header_end, read_keyed_proxy, write_keyed_proxy  # noqa: F401
 from .metainfo import StateMetaInfo
@@ -47,63 +48,18 @@ def key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, i
     return out
 
 
-def canonical_regions(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int,
-                      codecs: list[StateCodec], key_groups: Iterable[int] | None, source: str | None
-                      ) -> Iterator[tuple[int, int, int]] | None:
-    """The (key group, start, end) regions iter_entries reads, checked the same way; None for a
-    stream in the heap-native layout."""
-    regions = key_group_regions(handle, len(buf))
-    if not is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism):
-        return None
+def checked_regions(regions: Iterable[tuple[int, int, int]], key_groups: Iterable[int] | None,
+                    meta: KeyedBackendMeta, length: int, source: str | None) -> Iterator[tuple[int, int, int]]:
+    """The regions of the wanted key groups (all when ``key_groups`` is None), each checked to start
+    inside the stream's data (after the proxy header, within its ``length`` bytes)."""
     wanted = None if key_groups is None else set(key_groups)
-
-    def checked():
-        for kg, start, end in regions:
-            if wanted is not None and kg not in wanted:
-                continue
-            if not meta.header_size <= start <= len(buf):
-                raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
-                                        f"{len(buf)} bytes", source)
-            yield kg, start, end
-
-    return checked()
-
-
-def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
-                 codecs: list[StateCodec] | None = None, key_groups: Iterable[int] | None = None,
-                 states: set[int] | None = None, source: str | None = None, strict: bool = False
-                 ) -> Iterator[Entry]:
-    """Every stored entry of the selected states in the selected key groups of one handle.
-
-    MAP states yield one entry per map entry (value = (user key, user value)) in the canonical
-    layout, and one per (key, namespace) with value = list of (user key, user value) in the heap
-    layout. Timers yield value = timestamp.
-
-    ``strict`` (verify): every key group must end exactly where the next one starts; decoded in
-    Python (with ``codecs`` from ``state_codecs(..., strict=True)`` keys and values are exact too).
-    """
-    if codecs is None:
-        codecs = state_codecs(meta, max_parallelism, source)
-    wanted_kgs = None if key_groups is None else set(key_groups)
-    regions = key_group_regions(handle, len(buf))
-    canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism)
-    fast = _fastpath.scanner(meta, codecs, max_parallelism, states, source) if canonical and not strict else None
     for kg, start, end in regions:
-        if wanted_kgs is not None and kg not in wanted_kgs:
+        if wanted is not None and kg not in wanted:
             continue
-        if not meta.header_size <= start <= len(buf):
+        if not meta.header_size <= start <= length:
             raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
-                                    f"{len(buf)} bytes", source)
-        try:
-            if fast is not None:  # the compiled scanner (_speedups.c), same entries
-                yield from _fastpath.canonical_key_group(fast, buf, start, end, kg, meta, source)
-            elif canonical:
-                yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source,
-                                                strict)
-            else:
-                yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source, strict)
-        except DECODE_ERRORS as e:
-            raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+                                    f"{length} bytes", source)
+        yield kg, start, end
 
 
 def is_canonical_layout(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta,
@@ -170,7 +126,11 @@ def _native_block_end(buf, start, end, kg, meta, codecs, source) -> int:
     return pos
 
 
-def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source, strict=False):
+def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBackendMeta, codecs: list[StateCodec],
+                        states: set[int] | None, max_parallelism: int, source: str | None, strict: bool = False
+                        ) -> Iterator[Entry]:
+    """The entries of one key group in the canonical layout (the plain Python decoder; ``strict``:
+    the key group must end exactly at its end-of-key-group mark, see KeyedState)."""
     if meta.compressed:
         data, _ = decompress_framed(buf, start, end, source=source)
         if strict and _framed_length(buf, start, end) != end - start:
@@ -225,7 +185,10 @@ def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallel
             state_id = nxt
 
 
-def _native_key_group(buf, start, end, kg, meta, codecs, states, source, strict=False):
+def native_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBackendMeta, codecs: list[StateCodec],
+                     states: set[int] | None, source: str | None, strict: bool = False) -> Iterator[Entry]:
+    """The entries of one key group in the heap backend's native layout (the plain Python decoder;
+    ``strict``: each state block and the key group must end exactly where their data ends)."""
     stored = _I32.unpack_from(buf, start)[0]
     if stored != kg:
         raise CorruptStateError(f"key group {kg}: the block starts with key group {stored}", source)
@@ -285,36 +248,6 @@ def _native_state_block(data, pos, kg, codecs, states, source):
 # rows: one per (key, namespace) with a value per selected state
 
 
-def keyed_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int,
-               state_ids: list[int], *, key_groups: Iterable[int] | None = None,
-               source: str | None = None) -> Iterator[tuple[int, Any, Any, list]]:
-    """Yields (key group, key, namespace, [value of each state in ``state_ids`` or None])."""
-    codecs = state_codecs(meta, max_parallelism, source)
-    regions = canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source) \
-        if _fastpath.available() else None
-    if regions is not None:  # canonical layout, rows grouped by the compiled scanner
-        yield from _fastpath.keyed_rows(buf, regions, meta, max_parallelism, state_ids, codecs, source)
-        return
-    entries = iter_entries(buf, handle, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
-                           states=set(state_ids), source=source)
-    yield from rows_from_entries(entries, codecs, state_ids)
-
-
-def table_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int,
-               state_ids: list[int], key_groups: Iterable[int] | None, source: str | None, flatten: bool,
-               ns_mode: str) -> Iterator[tuple] | None:
-    """The keyed table's row tuples straight from the compiled scanner (see
-    ``_fastpath.table_rows``); None when the Python path must build them (compiled path off, or
-    the heap-native layout)."""
-    if not _fastpath.available():
-        return None
-    codecs = state_codecs(meta, max_parallelism, source)
-    regions = canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
-    if regions is None:
-        return None
-    return _fastpath.table_rows(buf, regions, meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode)
-
-
 def rows_from_entries(entries: Iterable[Entry], codecs: list[StateCodec], state_ids: list[int]
                       ) -> Iterator[tuple[int, Any, Any, list]]:
     """Groups entries (ordered by key group; any order within one) into one row per (key,
@@ -356,17 +289,6 @@ def rows_from_entries(entries: Iterable[Entry], codecs: list[StateCodec], state_
 def _flush(kg, rows):
     for key, ns, vals in rows.values():
         yield kg, key, ns, vals
-
-
-def timer_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
-               key_groups: Iterable[int] | None = None, source: str | None = None
-               ) -> Iterator[tuple[str, str, int, Any, Any, int]]:
-    """Yields (timer service, kind 'event'/'processing', timestamp, key, namespace, key group)."""
-    timer_ids = {i for i, _ in meta.timer_states}
-    if not timer_ids:
-        return
-    yield from timers_from_entries(iter_entries(buf, handle, meta, max_parallelism, key_groups=key_groups,
-                                                states=timer_ids, source=source), meta)
 
 
 def timers_from_entries(entries: Iterable[Entry], meta: KeyedBackendMeta

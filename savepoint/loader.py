@@ -12,6 +12,7 @@ from . import handles
 from . import header_search
 from . import streams
 from . import keyed
+from . import keyed_state
 from . import operator as operator_state
 from . import rocksdb
 from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
@@ -190,14 +191,15 @@ class OperatorView:
         return [(i, s.managed_keyed) for i, s in sorted(self.state.subtasks.items()) if s.managed_keyed is not None]
 
     def key_group_handles(self) -> list[tuple[int, handles.KeyGroupsHandle]]:
-        """Key-group stream handles (canonical and heap layouts); an error for other layouts."""
+        """Key-group stream handles (canonical and heap layouts); an error for other layouts. To
+        read keyed state in any layout use :meth:`keyed_states`."""
         out = []
         for i, h in self.keyed_handles():
             if isinstance(h, handles.IncrementalKeyedHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)} (RocksDB "
-                    "files): fstate reads it, but this operation needs key-group streams (take a canonical "
-                    "savepoint)", self.savepoint.location.metadata_path)
+                    "files), not as key-group streams (keyed_states() reads every layout)",
+                    self.savepoint.location.metadata_path)
             if not isinstance(h, handles.KeyGroupsHandle):
                 raise FStateError(
                     f"keyed state of operator {self.display_name} is stored as {_handle_kind(h)}, "
@@ -219,6 +221,19 @@ class OperatorView:
                     "which fstate cannot decode yet", self.savepoint.location.metadata_path)
             elif h.delegate is not None:
                 out.append((i, h))
+        return out
+
+    def keyed_states(self) -> list[keyed_state.KeyedStateSource]:
+        """Where each subtask's keyed state lives, whatever its layout (key-group streams, RocksDB
+        snapshots; an error for layouts fstate cannot read): open each with ``.open()``."""
+        out = []
+        for subtask, h in self.readable_keyed_handles():
+            if isinstance(h, handles.IncrementalKeyedHandle):
+                out.append(keyed_state.KeyedStateSource(subtask, self.max_parallelism,
+                                                        rocksdb=self.rocksdb_source(subtask, h)))
+            else:
+                out.append(keyed_state.KeyedStateSource(subtask, self.max_parallelism,
+                                                        self.savepoint.stream_source(h.delegate), h))
         return out
 
     def rocksdb_source(self, subtask: int, handle: handles.IncrementalKeyedHandle, *, check: bool = True) -> rocksdb.RocksDBSource:

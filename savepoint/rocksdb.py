@@ -121,11 +121,13 @@ def _check_file(what: str, src: streams.StreamSource, label: str) -> None:
                                     f"{src.start + src.length}", src.path)
 
 
-def read_meta(src: RocksDBSource, io: FileIO | None = None) -> keyed.KeyedBackendMeta:
-    """The keyed-backend proxy of the snapshot (its meta-data stream holds nothing else)."""
+def read_meta(src: RocksDBSource, io: FileIO | None = None, *, header_search: bool = True) -> keyed.KeyedBackendMeta:
+    """The keyed-backend proxy of the snapshot (its meta-data stream holds nothing else).
+    ``header_search``: a serializer snapshot fstate cannot parse makes only its own state opaque
+    (False: it is an error)."""
     m = src.metadata
     data = streams.read_source(m, io)
-    return keyed.read_keyed_proxy(data, m.label or src.label, len(data))
+    return keyed.read_keyed_proxy(data, m.label or src.label, len(data) if header_search else None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -357,7 +359,7 @@ def iter_entries(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallel
                  codecs: list | None = None, key_groups: Iterable[int] | None = None,
                  states: set[int] | None = None, source: str | None = None) -> Iterator[keyed.Entry]:
     """Every entry of the selected states in the selected key groups (within the handle's range),
-    as :func:`.keyed.iter_entries` yields them for the canonical layout: (state id, key group,
+    as :meth:`.keyed_state.KeyedState.entries` yields them for the canonical layout: (state id, key group,
     identity, key, namespace, value), ordered by key group, then state id, then key bytes. MAP
     states yield one entry per map entry (value = (user key, user value)); timers value = timestamp.
     A state of the proxy without a column family has no entries."""
@@ -374,25 +376,3 @@ def iter_entries(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallel
     if len(streams) == 1:
         return streams[0]
     return heapq.merge(*streams, key=itemgetter(1))
-
-
-def keyed_rows(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, state_ids: list[int], *,
-               key_groups: Iterable[int] | None = None, source: str | None = None
-               ) -> Iterator[tuple[int, Any, Any, list]]:
-    """(key group, key, namespace, [value of each state in ``state_ids`` or None]), as
-    :func:`.keyed.keyed_rows`."""
-    codecs = keyed.state_codecs(meta, max_parallelism, source)
-    entries = iter_entries(db, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
-                           states=set(state_ids), source=source)
-    yield from keyed.rows_from_entries(entries, codecs, state_ids)
-
-
-def timer_rows(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, *,
-               key_groups: Iterable[int] | None = None, source: str | None = None
-               ) -> Iterator[tuple[str, str, int, Any, Any, int]]:
-    """(timer service, kind, timestamp, key, namespace, key group), as :func:`.keyed.timer_rows`."""
-    timer_ids = {i for i, _ in meta.timer_states}
-    if not timer_ids:
-        return
-    yield from keyed.timers_from_entries(iter_entries(db, meta, max_parallelism, key_groups=key_groups,
-                                                  states=timer_ids, source=source), meta)

@@ -15,8 +15,6 @@ from typing import Callable, Iterable
 
 from . import handles
 from . import streams
-from . import keyed
-from . import rocksdb
 from . import operator as operator_state
 from . import verify_structure
 from .compression import checking_checksums
@@ -160,38 +158,25 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
     if not op.has_keyed_state:
         return
     found = {}
-    _guard(r, "keyed state handles", lambda: found.setdefault("h", op.readable_keyed_handles()))
+    _guard(r, "keyed state handles", lambda: found.setdefault("s", op.keyed_states()))
     km_holder = {}
     _guard(r, "keyed state header", lambda: km_holder.setdefault("m", op.keyed_meta))
     km = km_holder.get("m")
-    if km is None or "h" not in found:
+    if km is None or "s" not in found:
         return
-    for subtask, h in found["h"]:
-        if isinstance(h, handles.IncrementalKeyedHandle):
-            def decode_all(h=h, subtask=subtask):
-                src = op.rocksdb_source(subtask, h)
-                meta = rocksdb.read_meta(src, op.savepoint.io)
-                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
-                with rocksdb.open_snapshot(src, io=op.savepoint.io) as db:
-                    entries = rocksdb.iter_entries(db, meta, op.max_parallelism, codecs=codecs,
-                                                   states=_decodable(codecs, r))
-                    return sum(1 for _ in verify_structure.checking_key_groups(entries, meta.key_type,
-                                                                               op.max_parallelism, src.label))
-            what = f"RocksDB state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
-        else:
-            def decode_all(h=h):
-                src = op.savepoint.stream_source(h.delegate)
-                buf = streams.read_source(src, op.savepoint.io)
-                meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
-                verify_structure.check_key_group_offsets(h, meta.header_size, len(buf), src.label)
-                _check_header(r, km.states, meta.states, src.label, (km.key_type, meta.key_type))
-                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label, strict=True)
-                entries = keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
-                                             states=_decodable(codecs, r), source=src.label, strict=True)
-                return sum(1 for _ in verify_structure.checking_key_groups(entries, meta.key_type,
-                                                                           op.max_parallelism, src.label))
-            what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
-        _guard(r, what, decode_all)
+    for source in found["s"]:
+        def decode_all(source=source):
+            with source.open(io=op.savepoint.io, strict=True) as state:
+                if source.rocksdb is None:  # a key-group stream: its offsets and header first
+                    verify_structure.check_key_group_offsets(state.handle, state.meta.header_size, len(state.buf),
+                                                             source.label)
+                    _check_header(r, km.states, state.meta.states, source.label, (km.key_type, state.meta.key_type))
+                entries = state.entries(states=_decodable(state.codecs, r))
+                return sum(1 for _ in verify_structure.checking_key_groups(entries, state.meta.key_type,
+                                                                           op.max_parallelism, source.label))
+        what = "RocksDB state" if source.rocksdb is not None else "keyed state"
+        _guard(r, f"{what} of subtask {source.subtask} (key groups {source.start_key_group}-{source.end_key_group})",
+               decode_all)
 
 
 def _check_operator_stream(op: OperatorView, h, r: OperatorReport) -> None:

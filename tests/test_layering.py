@@ -160,3 +160,23 @@ def test_the_format_core_imports_no_spark_and_no_upper_room():
     bad = {name: sorted(m for m in imported if m.split(".")[0] == "pyspark" or m.startswith(upper))
            for name, imported in all_imports("fstate.savepoint").items()}
     assert not {name: found for name, found in bad.items() if found}
+
+
+def test_one_keyed_state_seam():
+    """Layout and decoder of keyed state are chosen in one place, savepoint/keyed_state.py: the
+    format (keyed) and the compiled scanner (_fastpath) do not import each other, and nothing above
+    the format core reaches the scanner or the per-layout iterators except through the seam."""
+    graph = import_graph("fstate")
+    keyed, fastpath, seam = "fstate.savepoint.keyed", "fstate.savepoint._fastpath", "fstate.savepoint.keyed_state"
+    assert fastpath not in graph[keyed]
+    assert keyed not in graph[fastpath]
+    assert {keyed, fastpath, "fstate.savepoint.rocksdb"} <= graph[seam]
+    upper = ("fstate.readers", "fstate.writers", "fstate.cli", "fstate.runtime")
+    assert not [name for name, imported in graph.items() if name.startswith(upper) and fastpath in imported]
+    # the decoding entry points of the old three places are gone: rows, table rows and timers come
+    # from the seam only
+    from fstate.savepoint import keyed as keyed_module, rocksdb as rocksdb_module
+    for module, names in ((keyed_module, ("iter_entries", "keyed_rows", "table_rows", "timer_rows",
+                                          "canonical_regions")),
+                          (rocksdb_module, ("keyed_rows", "timer_rows"))):
+        assert not [n for n in names if hasattr(module, n)], module.__name__

@@ -15,7 +15,6 @@ import warnings
 from typing import Any
 
 from ..savepoint import handles
-from ..savepoint import streams
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint.builder import SavepointBuilder
@@ -123,24 +122,22 @@ class PlanWriter:
         """Keyed state re-assigned to the key groups of the planned max parallelism, as Flink would."""
         view = planned.source
         km = view.keyed_meta
-        sources = [(view.savepoint.stream_source(h.delegate), h) for _, h in view.key_group_handles()]
-        old_max, new_max, p = view.max_parallelism, planned.max_parallelism, planned.parallelism
+        sources = view.keyed_states()  # key-group streams or RocksDB snapshots, read where Spark runs
+        new_max, p = planned.max_parallelism, planned.parallelism
         meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, km.key_type, km.states)
         key_type = km.key_type
 
-        def rekey(item):
-            src, h = item
-            buf = streams.read_source(src)
-            m = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets))
-            encoders = [keyed.PairEncoder(meta, i, new_max) for i in range(len(m.states))]
-            for sid, _, _, key, ns, value in keyed.iter_entries(buf, h, m, old_max, source=src.label):
-                kg = key_group_for_hash(key_type.java_hash(key), new_max)
-                sub = operator_index_for_key_group(kg, p, new_max)
-                enc = encoders[sid]
-                if enc.kind == "MAP" and isinstance(value, tuple):
-                    value = [value]
-                for pair in enc.pairs(kg, key, value, ns):
-                    yield (sub, kg), (sid, pair)
+        def rekey(source):
+            with source.open() as state:
+                encoders = [keyed.PairEncoder(meta, i, new_max) for i in range(len(state.meta.states))]
+                for sid, _, _, key, ns, value in state.entries():
+                    kg = key_group_for_hash(key_type.java_hash(key), new_max)
+                    sub = operator_index_for_key_group(kg, p, new_max)
+                    enc = encoders[sid]
+                    if enc.kind == "MAP" and isinstance(value, tuple):
+                        value = [value]
+                    for pair in enc.pairs(kg, key, value, ns):
+                        yield (sub, kg), (sid, pair)
 
         builder = self.builder
         rdd = self.spark.sparkContext.parallelize(sources, max(1, len(sources))).flatMap(rekey)

@@ -22,6 +22,7 @@ from fstate.cli.app import app
 from fstate.readers import cep, tables
 from fstate.savepoint import keyed, streams
 from fstate.savepoint.keyed_codecs import key_group_prefix_size, state_codecs
+from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import CepType, MapType
 from tests.flink import harness
@@ -118,7 +119,8 @@ def test_every_value_and_snapshot_writes_back_byte_for_byte(operator, monkeypatc
             return dataclasses.replace(codec, canonical=canonical)
 
         codecs = [capture(c) for c in state_codecs(meta, operator.max_parallelism, source.label)]
-        list(keyed.iter_entries(buf, handle, meta, operator.max_parallelism, codecs=codecs, source=source.label))
+        list(KeyedState.of_stream(buf, handle, meta, operator.max_parallelism, codecs=codecs,
+                                  source=source.label).entries())
         for info, kb, vb in raw:
             if info.name not in checked:
                 continue

@@ -17,6 +17,7 @@ import pytest
 
 from fstate.readers import tables
 from fstate.savepoint import keyed
+from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import TtlType
 from fstate.savepoint.types.hashing import key_group_for_hash
@@ -181,8 +182,8 @@ def test_every_entry_encodes_back_to_flinks_bytes(variant, version):
             meta = keyed.read_keyed_proxy(buf)
             encoders: dict[int, keyed.PairEncoder] = {}
             ours = []
-            for state_id, kg, _, key, namespace, value in keyed.iter_entries(buf, handle, meta,
-                                                                             view.max_parallelism):
+            for state_id, kg, _, key, namespace, value in KeyedState.of_stream(buf, handle, meta,
+                                                                               view.max_parallelism).entries():
                 info = meta.states[state_id]
                 if info.kind != "TIMERS":
                     assert key_group_for_hash(meta.key_type.java_hash(key), view.max_parallelism) == kg

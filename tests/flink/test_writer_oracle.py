@@ -338,3 +338,31 @@ def test_flink_1_20_restores_a_modified_savepoint(spark, tmp_path, written_by, f
         assert got[s] == original[s], s
     assert [t for t in timers_of(restored, "keyed-v2") if t[0] == "event"] == original_timers
     assert lists_of(restored, "added") == {"names": sorted(map(_j, ["a", "b"]))}
+
+
+def test_flink_restores_a_transformed_rocksdb_checkpoint(spark, tmp_path):
+    """A RocksDB incremental checkpoint (SST files in the job's shared/ directory) modified: renamed
+    and one state transformed (read through the keyed-state seam, written as key-group streams),
+    window operators removed; Flink restores it on RocksDB with the changed values."""
+    res = harness.generate("KeyedStateJob", "2.3.0", "rocksdb", "checkpoint", extra_args=("--incremental", "true"))
+    base = Savepoint.open(str(res.snapshot_dir))
+    assert base.operator("keyed").keyed_layout == "RocksDB incremental/native"
+    original = keyed_of(res.dump, "keyed")
+    original_timers = [t for t in timers_of(res.dump, "keyed") if t[0] == "event"]
+    new = str(tmp_path / "new")
+    m = SavepointModifier(str(res.snapshot_dir), spark)
+    m.remove_operator("window-reduce").remove_operator("window-agg")
+    m.rename_uid("keyed", "keyed-v2")
+    m.transform_state("keyed-v2", "total", sql="SELECT key, total * 3 AS total FROM state")
+    m.write(new)
+    assert {r[0]: r[1] for r in tables.keyed_table(Savepoint.open(new).operator("keyed-v2"), ["total"]).rows()} \
+        == {json.loads(k): v * 3 for k, v in original["total"].items()}
+    restored = restore_and_dump({"savepoint": new, "operators": [
+        SOURCE_OPERATOR, {"uid": "keyed-v2", "kind": "keyed", "parallelism": 2, "key_type": "STRING", "timers": True,
+                          "states": KEYED_STATES}]}, backend="rocksdb")
+    assert not restored.get("warnings"), restored["warnings"]
+    got = keyed_of(restored, "keyed-v2")
+    assert got["total"] == {k: v * 3 for k, v in original["total"].items()} and got["total"]
+    for s in ("events", "counts", "sum", "avg"):
+        assert got[s] == original[s], s
+    assert [t for t in timers_of(restored, "keyed-v2") if t[0] == "event"] == original_timers

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from fstate.readers import tables
 from fstate.savepoint import handles, keyed
+from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.errors import FStateError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.verify import verify
@@ -92,8 +93,8 @@ def stored_records(path: str) -> list:
             buf = sp.read_stream(h.delegate)
             meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
             out.extend(("keyed", subtask, sid, kg, key, ns, value)
-                       for sid, kg, _, key, ns, value in keyed.iter_entries(buf, h, meta, op.max_parallelism,
-                                                                             source=src.label))
+                       for sid, kg, _, key, ns, value in KeyedState.of_stream(buf, h, meta, op.max_parallelism,
+                                                                              source=src.label).entries())
     return out
 
 

@@ -16,6 +16,7 @@ from fstate.readers import tables
 from fstate.savepoint import handles
 from fstate.savepoint import streams
 from fstate.savepoint import keyed
+from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint import rocksdb
 from fstate.savepoint.errors import CorruptStateError, FStateError, MissingStateFileError
 from fstate.savepoint.loader import Savepoint
@@ -99,7 +100,7 @@ def test_entries_equal_the_canonical_savepoint_of_the_same_state(tmp_root):
         for _, h in canon.key_group_handles():
             buf = canon.savepoint.read_stream(h.delegate)
             m = keyed.read_keyed_proxy(buf)
-            expected |= _entries_by_state(m, keyed.iter_entries(buf, h, m, canon.max_parallelism))
+            expected |= _entries_by_state(m, KeyedState.of_stream(buf, h, m, canon.max_parallelism).entries())
         rocks = Savepoint.open(str(sample_snapshot(ROCKS))).operator(uid)
         actual = set()
         for subtask, h in rocks.keyed_handles():
@@ -381,10 +382,12 @@ def test_synthetic_database_prefix_sizes(tmp_path, tmp_root, max_parallelism, st
     assert expected and (max_parallelism == 128 or max(kg for kg, _ in expected.values()) > 255)
     meta = rocksdb.read_meta(src)
     with rocksdb.open_snapshot(src) as db:
-        rows = {key: (kg, vals) for kg, key, _, vals in rocksdb.keyed_rows(db, meta, max_parallelism, [0, 1, 2])}
-        timers = {key: (kg, ts) for _, kind, ts, key, _, kg in rocksdb.timer_rows(db, meta, max_parallelism)}
+        state = KeyedState.of_rocksdb(db, meta, max_parallelism)
+        assert state.layout == "rocksdb" and state.decoder == "python"
+        rows = {key: (kg, vals) for kg, key, _, vals in state.rows([0, 1, 2])}
+        timers = {key: (kg, ts) for _, kind, ts, key, _, kg in state.timer_rows()}
         some = {kg for kg, _ in list(expected.values())[:3]}
-        picked = {key for _, key, _, _ in rocksdb.keyed_rows(db, meta, max_parallelism, [0], key_groups=some)}
+        picked = {key for _, key, _, _ in KeyedState.of_rocksdb(db, meta, max_parallelism, key_groups=some).rows([0])}
     assert rows == {k: (kg, [v[0], v[1], v[2]]) for k, (kg, v) in expected.items()}
     assert timers == {k: (kg, v[3]) for k, (kg, v) in expected.items()}
     assert picked == {k for k, (kg, _) in expected.items() if kg in some}

@@ -30,6 +30,7 @@ from fstate.savepoint import _fastpath
 from fstate.savepoint import binary
 from fstate.savepoint import handles
 from fstate.savepoint import keyed
+from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError, FStateError, UnsupportedSerializerError
 from fstate.savepoint.loader import Savepoint
@@ -200,11 +201,12 @@ def test_samples_same_with_both_paths(sample, uid_hash, both):
         for _, h in op.key_group_handles():
             buf = sp.read_stream(h.delegate)
             mp = op.max_parallelism
-            out.append(list(keyed.iter_entries(buf, h, meta, mp)))
-            out.append(list(keyed.iter_entries(buf, h, meta, mp, states={value_ids[0]}, key_groups=range(0, 200, 3))))
-            out.append(list(keyed.keyed_rows(buf, h, meta, mp, value_ids)))
-            out.append(list(keyed.keyed_rows(buf, h, meta, mp, value_ids[::-1], key_groups=range(5, 90))))
-            out.append(list(keyed.timer_rows(buf, h, meta, mp)))
+            out.append(list(KeyedState.of_stream(buf, h, meta, mp).entries()))
+            out.append(list(KeyedState.of_stream(buf, h, meta, mp, key_groups=range(0, 200, 3))
+                            .entries({value_ids[0]})))
+            out.append(list(KeyedState.of_stream(buf, h, meta, mp).rows(value_ids)))
+            out.append(list(KeyedState.of_stream(buf, h, meta, mp, key_groups=range(5, 90)).rows(value_ids[::-1])))
+            out.append(list(KeyedState.of_stream(buf, h, meta, mp).timer_rows()))
         return out
 
     py, c = both(streams)
@@ -336,10 +338,10 @@ def _same(a, b):
 def _reads(buf, handle, meta, mp, states=None, key_groups=None):
     value_ids = [i for i, _ in meta.value_states]
     return [
-        outcome(lambda: keyed.iter_entries(buf, handle, meta, mp, states=states, key_groups=key_groups)),
-        outcome(lambda: keyed.keyed_rows(buf, handle, meta, mp, value_ids, key_groups=key_groups)),
-        outcome(lambda: keyed.keyed_rows(buf, handle, meta, mp, value_ids[::-1], key_groups=key_groups)),
-        outcome(lambda: keyed.timer_rows(buf, handle, meta, mp, key_groups=key_groups)),
+        outcome(lambda: KeyedState.of_stream(buf, handle, meta, mp, key_groups=key_groups).entries(states)),
+        outcome(lambda: KeyedState.of_stream(buf, handle, meta, mp, key_groups=key_groups).rows(value_ids)),
+        outcome(lambda: KeyedState.of_stream(buf, handle, meta, mp, key_groups=key_groups).rows(value_ids[::-1])),
+        outcome(lambda: KeyedState.of_stream(buf, handle, meta, mp, key_groups=key_groups).timer_rows()),
     ]
 
 
@@ -368,7 +370,7 @@ def test_generated_rows_hold_the_values(stream, both):
     meta, mp, values, lo, hi = stream
     buf, handle = encode(meta, mp, values, lo, hi)
     value_ids = [i for i, _ in meta.value_states]
-    py, c = both(lambda: list(keyed.keyed_rows(buf, handle, meta, mp, value_ids)))
+    py, c = both(lambda: list(KeyedState.of_stream(buf, handle, meta, mp).rows(value_ids)))
     assert _same(py, c)
     expected = 0
     for kg, by_state in values.items():
@@ -387,7 +389,7 @@ def test_generated_rows_hold_the_values(stream, both):
 @GEN
 @given(stream=keyed_streams(), data=st.data())
 def test_generated_table_rows(stream, data, monkeypatch):
-    """The keyed table's tuples built in C (_fastpath.table_rows) against tables._keyed_output's own rule
+    """The keyed table's tuples built in C (KeyedState.table_rows) against tables._keyed_output's own rule
     (key fields with flatten, namespace columns per mode)."""
     meta, mp, values, lo, hi = stream
     buf, handle = encode(meta, mp, values, lo, hi)
@@ -401,16 +403,16 @@ def test_generated_table_rows(stream, data, monkeypatch):
     part = SimpleNamespace(options=(("ns", ns_mode), ("flat", False), ("flatten", flatten)), kind="keyed",
                            source=SimpleNamespace(label=None), state_names=[meta.states[i].name for i in ids])
 
-    def table(fast):
-        return list(tables._keyed_output(
-            part, meta, None, None,
-            lambda sids: keyed.keyed_rows(buf, handle, meta, mp, sids, key_groups=kgs),
-            (lambda sids, fl, ns: keyed.table_rows(buf, handle, meta, mp, sids, kgs, None, fl, ns)) if fast else None))
+    def table():
+        state = KeyedState.of_stream(buf, handle, meta, mp, key_groups=kgs)
+        return state.decoder, list(tables._keyed_output(part, state, None))
 
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
-    want = table(fast=False)
+    decoder, want = table()
+    assert decoder == "python"
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
-    got = table(fast=True)
+    decoder, got = table()
+    assert decoder == "compiled"
     assert _same(want, got)
 
 
@@ -582,9 +584,9 @@ def test_opaque_key_and_unsupported_state(both):
              1: [(bytes((5,)) + b"raw-key\x00" + _fstring("u"), b"\x00" + struct.pack(">q", 1))]}
     buf, offsets = keyed.encode_canonical_stream(meta, 5, 5, {5: pairs})
     handle = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 5, offsets, None)
-    py, c = both(lambda: [outcome(lambda: keyed.iter_entries(buf, handle, meta, 128, states={0})),
-                          outcome(lambda: keyed.iter_entries(buf, handle, meta, 128)),
-                          outcome(lambda: keyed.keyed_rows(buf, handle, meta, 128, [0, 1]))])
+    py, c = both(lambda: [outcome(lambda: KeyedState.of_stream(buf, handle, meta, 128).entries({0})),
+                          outcome(lambda: KeyedState.of_stream(buf, handle, meta, 128).entries()),
+                          outcome(lambda: KeyedState.of_stream(buf, handle, meta, 128).rows([0, 1]))])
     assert py == c
     assert py[0][1] is None and len(py[0][0]) == 1
     assert py[1][1] is UnsupportedSerializerError and py[2][1] is UnsupportedSerializerError

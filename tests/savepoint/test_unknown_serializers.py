@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from fstate.savepoint import header_search, keyed, streams
+from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.errors import FStateError, UnresolvedSnapshotError
 from fstate.savepoint.binary import DataInput
 from fstate.savepoint.loader import Savepoint
@@ -69,8 +70,8 @@ def keyed_rows(sp: Savepoint, uid: str) -> dict:
             src = sp.stream_source(h.delegate)
             buf = streams.read_source(src, sp.io)
             meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
-            entries = list(keyed.iter_entries(buf, h, meta, op.max_parallelism, states=readable(meta, op),
-                                              source=src.label))
+            entries = list(KeyedState.of_stream(buf, h, meta, op.max_parallelism, source=src.label)
+                           .entries(states=readable(meta, op)))
         for sid, _, _, key, ns, value in entries:
             out.setdefault(meta.states[sid].name, []).append((key, ns, value))
     return {name: sorted(rows, key=repr) for name, rows in out.items()}

@@ -1,0 +1,301 @@
+"""The keyed state of one subtask, whatever its layout: the one place where the layout and the
+decoder are chosen.
+
+Keyed state is stored in one of three layouts:
+
+* ``canonical`` — key-group streams of savepoints (and of RocksDB full checkpoints): per key group,
+  every state's (key bytes, value bytes) pairs (:mod:`.keyed`);
+* ``heap-native`` — key-group streams of heap checkpoints and native heap savepoints: per key
+  group and state, a count and the entries (:mod:`.keyed`);
+* ``rocksdb`` — RocksDB's own files (incremental and native checkpoints, NATIVE savepoints of the
+  RocksDB backend): one column family per state, each entry stored as in the canonical layout
+  (:mod:`.rocksdb`).
+
+and decoded by the compiled scanner (``_speedups.c`` through :mod:`._fastpath`; canonical streams)
+or by the plain Python decoders (the reference; every layout). A :class:`KeyedState` is opened
+over one subtask's state (or a piece of it), decides both once, and offers what every consumer
+needs:
+
+* :meth:`KeyedState.entries` — one tuple per stored entry (:data:`.keyed.Entry`), for writers
+  (re-keying), ``verify`` and anything that re-encodes state;
+* :meth:`KeyedState.rows` — one row per (key, namespace) with a value per selected state (the
+  runtime's restore, readers);
+* :meth:`KeyedState.table_rows` — the keyed table's row tuples built by the compiled scanner
+  (readers), or None;
+* :meth:`KeyedState.batches` — the keyed table as Arrow record batches from a columnar decoder
+  plugged in with :func:`set_columnar_decoder`, or None;
+* :meth:`KeyedState.timer_rows` — the timers.
+
+Where the state of each subtask lives is a picklable :class:`KeyedStateSource`
+(``OperatorView.keyed_states()``); its :meth:`~KeyedStateSource.open` gives the KeyedState (for a
+RocksDB snapshot the database is opened in a temporary directory that goes away with the block):
+
+    for source in op.keyed_states():
+        with source.open() as state:
+            for state_id, key_group, identity, key, namespace, value in state.entries(): ...
+
+Readers, which read byte ranges of large streams themselves, build one with
+:meth:`KeyedState.of_stream` or :func:`open_rocksdb`.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Callable, Iterable, Iterator
+
+from . import _fastpath
+from . import handles
+from . import keyed
+from . import rocksdb
+from . import streams
+from .errors import DECODE_ERRORS, CorruptStateError
+from .io import FileIO
+from .keyed_codecs import StateCodec
+
+CANONICAL = "canonical"
+HEAP_NATIVE = "heap-native"
+ROCKSDB = "rocksdb"
+
+COMPILED = "compiled"
+PYTHON = "python"
+
+#: ``decoder(*, buf, regions, layout, meta, max_parallelism, codecs, state_ids, source, flatten,
+#: ns_mode) -> Iterator[pyarrow.RecordBatch] | None``: see :meth:`KeyedState.batches`
+ColumnarDecoder = Callable[..., Any]
+
+_columnar_decoder: ColumnarDecoder | None = None
+
+
+def set_columnar_decoder(decoder: ColumnarDecoder | None) -> ColumnarDecoder | None:
+    """Install the decoder :meth:`KeyedState.batches` hands key-group streams to (None: none);
+    returns the one installed before."""
+    global _columnar_decoder
+    previous, _columnar_decoder = _columnar_decoder, decoder
+    return previous
+
+
+class KeyedState:
+    """The keyed state of one subtask, or of some of its key groups, with its layout and decoder.
+
+    Build one with :meth:`of_stream` (a key-group stream in memory), :meth:`of_rocksdb` (an open
+    RocksDB snapshot), :func:`open_rocksdb` or :meth:`KeyedStateSource.open`. The layout of a
+    stream is found when first needed (parsing the first key group when the handle does not say);
+    the compiled decoder is used when it is built and not switched off (``FSTATE_PURE_PYTHON=1``,
+    read when the object is made) and the layout is canonical, unless ``strict``.
+    """
+
+    def __init__(self, meta: keyed.KeyedBackendMeta, max_parallelism: int, *, source: str | None,
+                 key_groups: Iterable[int] | None, codecs: list[StateCodec] | None, strict: bool,
+                 buf: bytes | None = None, handle: handles.KeyGroupsHandle | None = None,
+                 db: rocksdb.RocksDBSnapshot | None = None):
+        self.meta = meta
+        self.max_parallelism = max_parallelism
+        self.source = source
+        #: the key groups read (None: all of the handle's)
+        self.key_groups = None if key_groups is None else frozenset(key_groups)
+        self.strict = strict
+        self.buf = buf
+        self.handle = handle
+        self.db = db
+        self._codecs = codecs
+        self._compiled = _fastpath.available()
+
+    @classmethod
+    def of_stream(cls, buf: bytes, handle: handles.KeyGroupsHandle, meta: keyed.KeyedBackendMeta,
+                  max_parallelism: int, *, key_groups: Iterable[int] | None = None, source: str | None = None,
+                  codecs: list[StateCodec] | None = None, strict: bool = False) -> "KeyedState":
+        """A key-group stream (canonical or heap-native): ``buf`` holds the proxy header and the key
+        groups ``handle``'s offsets point at. ``strict`` (verify): every key and value decodes to
+        exactly its stored bytes and every key group ends exactly where the next one starts
+        (decoded in Python)."""
+        return cls(meta, max_parallelism, source=source, key_groups=key_groups, codecs=codecs, strict=strict,
+                   buf=buf, handle=handle)
+
+    @classmethod
+    def of_rocksdb(cls, db: rocksdb.RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, *,
+                   key_groups: Iterable[int] | None = None, source: str | None = None,
+                   codecs: list[StateCodec] | None = None) -> "KeyedState":
+        """An open RocksDB snapshot (``meta``: :func:`.rocksdb.read_meta`)."""
+        return cls(meta, max_parallelism, source=source or db.source.label, key_groups=key_groups, codecs=codecs,
+                   strict=False, db=db)
+
+    # -- what was chosen ---------------------------------------------------------------------
+    @cached_property
+    def codecs(self) -> list[StateCodec]:
+        """Each state's decoders (:func:`.keyed_codecs.state_codecs`; strict ones for ``strict``)."""
+        if self._codecs is not None:
+            return self._codecs
+        if self.strict and self.db is None:
+            return keyed.state_codecs(self.meta, self.max_parallelism, self.source, strict=True)
+        return keyed.state_codecs(self.meta, self.max_parallelism, self.source)
+
+    @cached_property
+    def regions(self) -> list[tuple[int, int, int]]:
+        """(key group, start, end) of every key group with data in the stream (none for RocksDB)."""
+        if self.db is not None:
+            return []
+        return keyed.key_group_regions(self.handle, len(self.buf))
+
+    @cached_property
+    def layout(self) -> str:
+        """:data:`CANONICAL`, :data:`HEAP_NATIVE` or :data:`ROCKSDB`."""
+        if self.db is not None:
+            return ROCKSDB
+        canonical = keyed.is_canonical_layout(self.buf, self.handle, self.meta, self.regions, self.codecs,
+                                              self.source, self.max_parallelism)
+        return CANONICAL if canonical else HEAP_NATIVE
+
+    @property
+    def decoder(self) -> str:
+        """:data:`COMPILED` (the C scanner, canonical streams) or :data:`PYTHON`."""
+        return COMPILED if self._compiled and not self.strict and self.layout == CANONICAL else PYTHON
+
+    def _checked_regions(self) -> Iterator[tuple[int, int, int]]:
+        return keyed.checked_regions(self.regions, self.key_groups, self.meta, len(self.buf), self.source)
+
+    # -- reading -----------------------------------------------------------------------------
+    def entries(self, states: set[int] | None = None) -> Iterator[keyed.Entry]:
+        """Every stored entry of the selected states (None: all) in the selected key groups, ordered
+        by key group: (state id, key group, identity, key, namespace, value).
+
+        MAP states yield one entry per map entry (value = (user key, user value)) in the canonical
+        and RocksDB layouts, and one per (key, namespace) with value = list of (user key, user
+        value) in the heap layout. Timers yield value = timestamp. Decoding starts at the first
+        entry."""
+        if self.db is not None:
+            return rocksdb.iter_entries(self.db, self.meta, self.max_parallelism, codecs=self.codecs,
+                                        key_groups=self.key_groups, states=states, source=self.source)
+        return self._stream_entries(states)
+
+    def _stream_entries(self, states: set[int] | None) -> Iterator[keyed.Entry]:
+        buf, meta, codecs, source = self.buf, self.meta, self.codecs, self.source
+        layout, strict = self.layout, self.strict
+        scan = (_fastpath.compiled_scanner(meta, codecs, self.max_parallelism, states, source)
+                if self.decoder == COMPILED else None)
+        for kg, start, end in self._checked_regions():
+            try:
+                if scan is not None:  # the compiled scanner (_speedups.c), same entries
+                    yield from _fastpath.canonical_key_group(scan, buf, start, end, kg, meta, source)
+                elif layout == CANONICAL:
+                    yield from keyed.canonical_key_group(buf, start, end, kg, meta, codecs, states,
+                                                         self.max_parallelism, source, strict)
+                else:
+                    yield from keyed.native_key_group(buf, start, end, kg, meta, codecs, states, source, strict)
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+
+    def rows(self, state_ids: list[int]) -> Iterator[tuple[int, Any, Any, list]]:
+        """One row per (key, namespace) of the selected key groups: (key group, key, namespace,
+        [value of each state in ``state_ids`` or None]). Decoding starts at the first row."""
+        if self.decoder == COMPILED:  # rows grouped by the compiled scanner
+            yield from _fastpath.keyed_rows(self.buf, self._checked_regions(), self.meta, self.max_parallelism,
+                                            state_ids, self.codecs, self.source)
+            return
+        yield from keyed.rows_from_entries(self.entries(set(state_ids)), self.codecs, state_ids)
+
+    def table_rows(self, state_ids: list[int], *, flatten: bool, ns_mode: str) -> Iterator[tuple] | None:
+        """The keyed table's row tuples straight from the compiled scanner: the key (its fields when
+        ``flatten``), the namespace part (``ns_mode`` "void": none, "window": start and end, else the
+        namespace) and one value per state in ``state_ids``. None when the rows must be built from
+        :meth:`rows` (the Python decoder, a heap-native stream or RocksDB)."""
+        if self.decoder != COMPILED:
+            return None
+        return _fastpath.table_rows(self.buf, self._checked_regions(), self.meta, self.max_parallelism, self.codecs,
+                                    state_ids, self.source, flatten, ns_mode)
+
+    def batches(self, state_ids: list[int], *, flatten: bool, ns_mode: str) -> Iterator[Any] | None:
+        """The keyed table as Arrow record batches (``pyarrow.RecordBatch``, the columns of
+        :meth:`table_rows`' tuples in their order), or None when no columnar decoder takes this
+        state: then :meth:`table_rows` / :meth:`rows` give it.
+
+        The hook: the decoder installed with :func:`set_columnar_decoder` is called for key-group
+        streams when the compiled path is on (not ``FSTATE_PURE_PYTHON=1``) and not ``strict``, with
+        keyword arguments
+
+        * ``buf`` — the stream bytes (the proxy header, then key-group data);
+        * ``regions`` — an iterator of (key group, start, end) byte ranges of the selected key
+          groups in ``buf``, in stream order, each checked to lie in the stream (raising
+          CorruptStateError as it goes); compressed key groups are snappy-framed in their range;
+        * ``layout`` — :data:`CANONICAL` or :data:`HEAP_NATIVE`;
+        * ``meta`` — the keyed-backend proxy (:class:`.keyed.KeyedBackendMeta`: key type, states,
+          ``compressed``);
+        * ``max_parallelism`` — the operator's (the key-group prefix has 1 byte up to 128, else 2);
+        * ``codecs`` — :func:`.keyed_codecs.state_codecs` of ``meta``: per state id its kind and
+          Python decoders (the reference, and the fallback for types the decoder does not know);
+        * ``state_ids`` — the value states that become columns, in column order;
+        * ``source`` — the label errors name (``CorruptStateError(message, source)``);
+        * ``flatten`` — the key's fields become columns (composite keys);
+        * ``ns_mode`` — the namespace columns: "void" none, "window" start and end, "namespace"
+          the namespace value (other modes: return None).
+
+        It returns an iterator of record batches (one per bounded run of key groups), or None for
+        state it does not decode; it must give exactly the table :meth:`table_rows` / :meth:`rows`
+        give, and fail on the same inputs with the same kinds of errors. RocksDB snapshots have no
+        hook yet (None)."""
+        decoder = _columnar_decoder
+        if decoder is None or not self._compiled or self.strict or self.layout == ROCKSDB:
+            return None
+        return decoder(buf=self.buf, regions=self._checked_regions(), layout=self.layout, meta=self.meta,
+                       max_parallelism=self.max_parallelism, codecs=self.codecs, state_ids=list(state_ids),
+                       source=self.source, flatten=flatten, ns_mode=ns_mode)
+
+    def timer_rows(self) -> Iterator[tuple[str, str, int, Any, Any, int]]:
+        """(timer service, kind 'event'/'processing', timestamp, key, namespace, key group) of every
+        timer in the selected key groups."""
+        timer_ids = {i for i, _ in self.meta.timer_states}
+        if timer_ids:
+            yield from keyed.timers_from_entries(self.entries(timer_ids), self.meta)
+
+
+@contextmanager
+def open_rocksdb(source: rocksdb.RocksDBSource, max_parallelism: int, *, key_groups: Iterable[int] | None = None,
+                 io: FileIO | None = None, tmp_dir: str | None = None, header_search: bool = True
+                 ) -> Iterator[KeyedState]:
+    """The keyed state of one subtask's RocksDB snapshot, in a ``with`` block (the database's
+    temporary directory is removed when it ends, also on errors)."""
+    meta = rocksdb.read_meta(source, io, header_search=header_search)
+    with rocksdb.open_snapshot(source, tmp_dir=tmp_dir, io=io) as db:
+        yield KeyedState.of_rocksdb(db, meta, max_parallelism, key_groups=key_groups, source=source.label)
+
+
+@dataclass(frozen=True)
+class KeyedStateSource:
+    """Where one subtask's keyed state lives: a key-group stream (``stream`` and its ``handle``) or
+    a RocksDB snapshot (``rocksdb``). Picklable, holds nothing open: ship it to where it is read."""
+
+    subtask: int
+    max_parallelism: int
+    stream: streams.StreamSource | None = None
+    handle: handles.KeyGroupsHandle | None = None
+    rocksdb: rocksdb.RocksDBSource | None = None
+
+    @property
+    def label(self) -> str | None:
+        return self.rocksdb.label if self.rocksdb is not None else self.stream.label
+
+    @property
+    def start_key_group(self) -> int:
+        return self.rocksdb.start_key_group if self.rocksdb is not None else self.handle.start_key_group
+
+    @property
+    def end_key_group(self) -> int:
+        return self.rocksdb.end_key_group if self.rocksdb is not None else self.handle.end_key_group
+
+    @contextmanager
+    def open(self, *, key_groups: Iterable[int] | None = None, io: FileIO | None = None, strict: bool = False,
+             tmp_dir: str | None = None, header_search: bool = True) -> Iterator[KeyedState]:
+        """The :class:`KeyedState`, in a ``with`` block. ``strict``: see :meth:`KeyedState.of_stream`
+        (key-group streams). ``header_search``: a serializer snapshot fstate cannot parse makes only
+        its own state opaque (False: it is an error)."""
+        if self.rocksdb is not None:
+            with open_rocksdb(self.rocksdb, self.max_parallelism, key_groups=key_groups, io=io, tmp_dir=tmp_dir,
+                              header_search=header_search) as state:
+                yield state
+            return
+        buf = streams.read_source(self.stream, io)
+        end = keyed.header_end(self.handle.offsets, len(buf)) if header_search else None
+        meta = keyed.read_keyed_proxy(buf, self.stream.label, end)
+        yield KeyedState.of_stream(buf, self.handle, meta, self.max_parallelism, key_groups=key_groups,
+                                   source=self.stream.label, strict=strict)
