@@ -58,7 +58,7 @@ buf_grow(Buf *b, size_t extra)
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need)
         cap *= 2;
-    uint8_t *p = PyMem_Realloc(b->p, cap);
+    uint8_t *p = PyMem_RawRealloc(b->p, cap);
     if (p == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -169,9 +169,9 @@ node_free(Node *t)
             node_free(&t->kids[i]);
         PyMem_Free(t->kids);
     }
-    PyMem_Free(t->valid.p);
-    PyMem_Free(t->off.p);
-    PyMem_Free(t->data.p);
+    PyMem_RawFree(t->valid.p);
+    PyMem_RawFree(t->off.p);
+    PyMem_RawFree(t->data.p);
     memset(t, 0, sizeof(*t));
 }
 
@@ -655,7 +655,11 @@ typedef struct {
     uint32_t gen;
     Buf ids;                   /* identity bytes of the key group's rows */
     Buf id_start;              /* int64 per key-group row (+ 1): where its identity starts in ids */
-    Buf id_hash;               /* uint32 per key-group row: its identity's hash */
+    Buf id_hash;               /* uint32 per hashed key-group row: its identity's hash */
+    Py_ssize_t hashed;         /* key-group rows in the hash table (the first ones) */
+    int ordered;               /* every key-group row so far was made by creator, in increasing order */
+    Plan *creator;
+    Buf scratch;
     Py_ssize_t kg_first;       /* the first row of the key group */
 } Decoder;
 
@@ -717,9 +721,8 @@ grow_slots(Decoder *self)
         return -1;
     }
     const uint32_t *hashes = (const uint32_t *)self->id_hash.p;
-    Py_ssize_t kg_rows = self->rows - self->kg_first;
     uint32_t gen = 1;
-    for (Py_ssize_t r = 0; r < kg_rows; r++) {
+    for (Py_ssize_t r = 0; r < self->hashed; r++) {
         uint32_t h = hashes[r];
         size_t i = h & (n - 1);
         while (s[i].gen == gen)
@@ -735,54 +738,110 @@ grow_slots(Decoder *self)
     return 0;
 }
 
-/* the row of an identity in the current key group: (a, na) + (b, nb); -1 with *fresh = 1 when new */
-static int32_t
-find_row(Decoder *self, const uint8_t *a, Py_ssize_t na, const uint8_t *b, Py_ssize_t nb, int *fresh)
+static inline uint32_t
+identity_hash(const uint8_t *p, Py_ssize_t n)
 {
-    uint64_t h64 = hash_bytes(0x243F6A8885A308D3ULL, a, na);
-    if (nb)
-        h64 = hash_bytes(h64, b, nb);
-    uint32_t h = (uint32_t)(h64 ^ (h64 >> 32));
-    size_t mask = self->nslots - 1;
-    size_t i = h & mask;
+    uint64_t h = hash_bytes(0x243F6A8885A308D3ULL, p, n);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+/* key-group row r (relative) into the hash table */
+static int
+insert_row(Decoder *self, Py_ssize_t r)
+{
+    if ((size_t)(self->hashed + 1) * 2 > self->nslots && grow_slots(self) < 0)
+        return -1;
     const int64_t *off = (const int64_t *)self->id_start.p;
-    Py_ssize_t n = na + nb;
-    for (;;) {
-        Slot *s = &self->slots[i];
-        if (s->gen != self->gen)
-            break;
-        if (s->hash == h) {
-            Py_ssize_t r = s->row - self->kg_first;
-            int64_t start = off[r], end = off[r + 1];
-            if (end - start == n && memcmp(self->ids.p + start, a, (size_t)na) == 0 &&
-                (nb == 0 || memcmp(self->ids.p + start + na, b, (size_t)nb) == 0)) {
-                *fresh = 0;
-                return s->row;
-            }
-        }
+    uint32_t h = identity_hash(self->ids.p + off[r], (Py_ssize_t)(off[r + 1] - off[r]));
+    if (buf_reserve(&self->id_hash, 4) < 0)
+        return -1;
+    memcpy(self->id_hash.p + self->id_hash.len, &h, 4);
+    self->id_hash.len += 4;
+    size_t mask = self->nslots - 1, i = h & mask;
+    while (self->slots[i].gen == self->gen)
         i = (i + 1) & mask;
+    self->slots[i].gen = self->gen;
+    self->slots[i].hash = h;
+    self->slots[i].row = (int32_t)(self->kg_first + r);
+    self->hashed++;
+    return 0;
+}
+
+static inline int
+same_identity(Decoder *self, Py_ssize_t r, const uint8_t *a, Py_ssize_t n)
+{
+    const int64_t *off = (const int64_t *)self->id_start.p;
+    return off[r + 1] - off[r] == n && memcmp(self->ids.p + off[r], a, (size_t)n) == 0;
+}
+
+/* identity a (n bytes) after row r's (bytewise order) */
+static inline int
+after_identity(Decoder *self, Py_ssize_t r, const uint8_t *a, Py_ssize_t n)
+{
+    const int64_t *off = (const int64_t *)self->id_start.p;
+    Py_ssize_t m = (Py_ssize_t)(off[r + 1] - off[r]);
+    int c = memcmp(self->ids.p + off[r], a, (size_t)(m < n ? m : n));
+    return c < 0 || (c == 0 && m < n);
+}
+
+/* The row of an identity (a, na) + (b, nb) in the current key group; *fresh = 1 when it is new.
+ * Without hashing when the entries come in the usual order: a state's entries follow the rows in
+ * the order the first state made them (sorted), or make new rows in increasing order. Otherwise
+ * the rows are hashed (lazily) and looked up. -2: a Python error. */
+static int32_t
+find_row(Decoder *self, Plan *plan, const uint8_t *a, Py_ssize_t na, const uint8_t *b, Py_ssize_t nb, int *fresh)
+{
+    Py_ssize_t n = na + nb;
+    if (nb) {                  /* an ambiguous key: the identity is key bytes + namespace bytes */
+        self->scratch.len = 0;
+        if (buf_reserve(&self->scratch, (size_t)n) < 0)
+            return -2;
+        memcpy(self->scratch.p, a, (size_t)na);
+        memcpy(self->scratch.p + na, b, (size_t)nb);
+        a = self->scratch.p;
+    }
+    Py_ssize_t kg_rows = self->rows - self->kg_first;
+    *fresh = 0;
+    if (plan->last_row >= 0) {
+        Py_ssize_t r = plan->last_row - self->kg_first;
+        if (same_identity(self, r, a, n))
+            return plan->last_row;
+        if (r + 1 < kg_rows && same_identity(self, r + 1, a, n))
+            return plan->last_row + 1;
+    } else if (kg_rows > 0 && same_identity(self, 0, a, n)) {
+        return (int32_t)self->kg_first;
+    }
+    int ordered = kg_rows == 0 ||
+                  (self->ordered && self->creator == plan && after_identity(self, kg_rows - 1, a, n));
+    if (!ordered) {
+        self->ordered = 0;
+        while (self->hashed < kg_rows)
+            if (insert_row(self, self->hashed) < 0)
+                return -2;
+        uint32_t h = identity_hash(a, n);
+        size_t mask = self->nslots - 1, i = h & mask;
+        for (;;) {
+            Slot *s = &self->slots[i];
+            if (s->gen != self->gen)
+                break;
+            if (s->hash == h && same_identity(self, s->row - self->kg_first, a, n))
+                return s->row;
+            i = (i + 1) & mask;
+        }
+    } else {
+        self->creator = plan;
     }
     /* a new row: keep its identity */
-    Py_ssize_t kg_rows = self->rows - self->kg_first;
-    if (buf_reserve(&self->ids, (size_t)n) < 0 || buf_reserve(&self->id_start, 8) < 0 ||
-        buf_reserve(&self->id_hash, 4) < 0)
+    if (buf_reserve(&self->ids, (size_t)n) < 0 || buf_reserve(&self->id_start, 8) < 0)
         return -2;
-    memcpy(self->ids.p + self->ids.len, a, (size_t)na);
-    if (nb)
-        memcpy(self->ids.p + self->ids.len + na, b, (size_t)nb);
+    memcpy(self->ids.p + self->ids.len, a, (size_t)n);
     self->ids.len += (size_t)n;
     int64_t end = (int64_t)self->ids.len;
     memcpy(self->id_start.p + self->id_start.len, &end, 8);
     self->id_start.len += 8;
-    memcpy(self->id_hash.p + self->id_hash.len, &h, 4);
-    self->id_hash.len += 4;
-    Slot *s = &self->slots[i];
-    s->gen = self->gen;
-    s->hash = h;
-    s->row = (int32_t)self->rows;
     *fresh = 1;
     self->rows++;
-    if ((size_t)(kg_rows + 1) * 2 > self->nslots && grow_slots(self) < 0)
+    if (!ordered && insert_row(self, kg_rows) < 0)
         return -2;
     return (int32_t)(self->rows - 1);
 }
@@ -794,6 +853,9 @@ start_key_group(Decoder *self)
     self->ids.len = 0;
     self->id_start.len = 0;
     self->id_hash.len = 0;
+    self->hashed = 0;
+    self->ordered = 1;
+    self->creator = NULL;
     int64_t zero = 0;
     if (buf_reserve(&self->id_start, 8) < 0)
         return -1;
@@ -869,10 +931,10 @@ entry(Decoder *self, Plan *plan, const uint8_t *kb, Py_ssize_t klen, const uint8
     int32_t row;
     Py_ssize_t ka = key_end < klen ? key_end : klen;
     if (plan->ambiguous)
-        row = find_row(self, kb + prefix, ka - prefix, kb + (ns_start < ns_end ? ns_start : ns_end),
+        row = find_row(self, plan, kb + prefix, ka - prefix, kb + (ns_start < ns_end ? ns_start : ns_end),
                        ns_start < ns_end ? ns_end - ns_start : 0, &fresh);
     else
-        row = find_row(self, kb + prefix, ns_end - prefix, NULL, 0, &fresh);
+        row = find_row(self, plan, kb + prefix, ns_end - prefix, NULL, 0, &fresh);
     if (row == -2)
         return -1;
     if (fresh) {
@@ -1031,10 +1093,57 @@ scan(Decoder *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, Py_ssize
 /* ------------------------------------------------------------------------------------------ */
 /* handing the buffers over */
 
+/* A finished buffer handed to Python without a copy: the memory moves into a Chunk (a read-only
+ * buffer object that pyarrow.py_buffer wraps), and the column gets fresh memory of the same
+ * capacity (untouched, so the next batch does not grow it again). */
+typedef struct {
+    PyObject_HEAD
+    uint8_t *p;
+    Py_ssize_t len;
+} Chunk;
+
+static void
+Chunk_dealloc(Chunk *self)
+{
+    PyMem_RawFree(self->p);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+Chunk_getbuffer(Chunk *self, Py_buffer *view, int flags)
+{
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->p, self->len, 1, flags);
+}
+
+static PyBufferProcs Chunk_as_buffer = {(getbufferproc)Chunk_getbuffer, NULL};
+
+static PyTypeObject ChunkType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fstate.savepoint._columnar.Chunk",
+    .tp_basicsize = sizeof(Chunk),
+    .tp_dealloc = (destructor)Chunk_dealloc,
+    .tp_as_buffer = &Chunk_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A column buffer decoded by the columnar decoder (read-only).",
+};
+
 static PyObject *
 buf_bytes(Buf *b)
 {
-    return PyBytes_FromStringAndSize((const char *)b->p, (Py_ssize_t)b->len);
+    Chunk *c = PyObject_New(Chunk, &ChunkType);
+    if (c == NULL)
+        return NULL;
+    uint8_t *fresh = b->cap ? PyMem_RawMalloc(b->cap) : NULL;
+    if (b->cap && fresh == NULL) {
+        c->p = NULL;
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    c->p = b->p;
+    c->len = (Py_ssize_t)b->len;
+    b->p = fresh;
+    b->len = 0;
+    return (PyObject *)c;
 }
 
 static PyObject *
@@ -1097,12 +1206,12 @@ describe_take(Plan *p, Py_ssize_t rows)
             any_null = 1;
         }
         if (bit_push(&valid, r, ok) < 0) {
-            PyMem_Free(valid.p);
+            PyMem_RawFree(valid.p);
             return NULL;
         }
     }
     PyObject *v = any_null ? buf_bytes(&valid) : Py_NewRef(Py_None);
-    PyMem_Free(valid.p);
+    PyMem_RawFree(valid.p);
     if (v == NULL)
         return NULL;
     return Py_BuildValue("(NN)", buf_bytes(&p->take), v);
@@ -1117,7 +1226,7 @@ Decoder_clear(Decoder *self)
     if (self->plans != NULL) {
         for (Py_ssize_t i = 0; i < self->nstates; i++) {
             node_free(&self->plans[i].col);
-            PyMem_Free(self->plans[i].take.p);
+            PyMem_RawFree(self->plans[i].take.p);
         }
         PyMem_Free(self->plans);
         self->plans = NULL;
@@ -1129,9 +1238,11 @@ Decoder_clear(Decoder *self)
     PyMem_Free(self->slots);
     self->slots = NULL;
     self->nslots = 0;
-    PyMem_Free(self->ids.p);
-    PyMem_Free(self->id_start.p);
-    PyMem_Free(self->id_hash.p);
+    PyMem_RawFree(self->ids.p);
+    PyMem_RawFree(self->id_start.p);
+    PyMem_RawFree(self->id_hash.p);
+    PyMem_RawFree(self->scratch.p);
+    memset(&self->scratch, 0, sizeof(Buf));
     memset(&self->ids, 0, sizeof(Buf));
     memset(&self->id_start, 0, sizeof(Buf));
     memset(&self->id_hash, 0, sizeof(Buf));
@@ -1338,7 +1449,7 @@ static struct PyModuleDef moduledef = {
 PyMODINIT_FUNC
 PyInit__columnar(void)
 {
-    if (PyType_Ready(&DecoderType) < 0)
+    if (PyType_Ready(&DecoderType) < 0 || PyType_Ready(&ChunkType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
