@@ -972,7 +972,7 @@ entry(Decoder *self, Plan *plan, const uint8_t *kb, Py_ssize_t klen, const uint8
             plan->identity = 0;
         take[row] = j;
         /* a new list / map: its start offset (the end is the next start, or set at flush) */
-        if (col->length > 0 && buf_i32(&col->off, (int32_t)col->kids[0].length) < 0)
+        if (col->length > 0 && buf_i32(&col->off, (int32_t)storage(&col->kids[0])->length) < 0)
             return -1;
         col->length++;
     }
@@ -1130,6 +1130,8 @@ static PyTypeObject ChunkType = {
 static PyObject *
 buf_bytes(Buf *b)
 {
+    if (b->p == NULL && buf_grow(b, 8) < 0)   /* Arrow wants a real pointer, even for 0 bytes */
+        return NULL;
     Chunk *c = PyObject_New(Chunk, &ChunkType);
     if (c == NULL)
         return NULL;
@@ -1153,7 +1155,7 @@ describe(Node *t)
     PyObject *valid = NULL, *bufs = NULL, *kids = NULL;
     if (t->code == T_LISTC || t->code == T_MAPC) {
         /* the end of the last list / map */
-        if (t->length > 0 && buf_i32(&t->off, (int32_t)t->kids[0].length) < 0)
+        if (t->length > 0 && buf_i32(&t->off, (int32_t)storage(&t->kids[0])->length) < 0)
             return NULL;
     }
     if (t->has_valid && t->nulls) {

@@ -74,6 +74,11 @@ WINDOW_TYPE = pyarrow.struct([pyarrow.field("start", pyarrow.int64(), nullable=F
                               pyarrow.field("end", pyarrow.int64(), nullable=False)])
 
 
+def list_type(element: pyarrow.DataType) -> pyarrow.DataType:
+    """A list column as Spark writes it (its element field is named "element")."""
+    return pyarrow.list_(pyarrow.field("element", element))
+
+
 def available() -> bool:
     """Whether the columnar decoder is used (built, and not switched off by FSTATE_PURE_PYTHON)."""
     return _columnar is not None and os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0")
@@ -143,7 +148,7 @@ def _state_plan(meta, codec, ns_type: TypeInfo):
         if found is None:
             return None
         mode = LIST_RAW if found[0] == RAW else LIST
-        return (mode, found[0], None, ambiguous), pyarrow.list_(found[1])
+        return (mode, found[0], None, ambiguous), list_type(found[1])
     if info.kind == "MAP":
         if not isinstance(vt, MapType):
             return None
