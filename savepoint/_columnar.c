@@ -10,11 +10,12 @@
  * (validity bitmap, int32 offsets, data) that flush() hands over as bytes, and columnar.py wraps
  * them with pyarrow.Array.from_buffers.
  *
- * Decoder(plans, selected, key, namespace, prefix, corrupt_error, source)
+ * Decoder(plans, selected, key, namespace, keep_namespace, prefix, corrupt_error, source)
  *     plans: one tuple per state id: (mode, value spec, user key spec, ambiguous); modes SKIP (framing
  *     checked, nothing decoded), VALUE, LIST, LIST_RAW, MAP. selected: the state ids that get a
  *     column, in column order. Specs: an int code, (TUPLE, (spec, ...)), (NULLABLE, padding, spec),
- *     (TTL, spec). key, namespace: the specs of the key and namespace (the same for every state).
+ *     (TTL, spec). key, namespace: the specs of the key and namespace (the same for every state);
+ *     keep_namespace: whether the namespace column is filled (else it stays empty).
  *   .add(data, start, end, key_group) -> rows so far     decodes one key group's region
  *   .flush() -> (rows, key column, namespace column, [(state column, take or None), ...])
  *     a column: (length, null count, validity bytes or None, (buffers...), (children...));
@@ -645,6 +646,7 @@ typedef struct {
     Py_ssize_t ncols;
     int *cols;                 /* state id of each column */
     Node key, ns;
+    int keep_ns;               /* the namespace column is wanted */
     int prefix;
     PyObject *corrupt;
     PyObject *source;
@@ -767,11 +769,50 @@ insert_row(Decoder *self, Py_ssize_t r)
     return 0;
 }
 
+/* short byte strings: word compares instead of a libc call (identities are a few bytes) */
+static inline int
+bytes_equal(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y)
+            return 0;
+    }
+    for (; i < n; i++)
+        if (a[i] != b[i])
+            return 0;
+    return 1;
+}
+
+/* memcmp's sign over n bytes */
+static inline int
+bytes_compare(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y) {
+            x = __builtin_bswap64(x);
+            y = __builtin_bswap64(y);
+            return x < y ? -1 : 1;
+        }
+    }
+    for (; i < n; i++)
+        if (a[i] != b[i])
+            return a[i] < b[i] ? -1 : 1;
+    return 0;
+}
+
 static inline int
 same_identity(Decoder *self, Py_ssize_t r, const uint8_t *a, Py_ssize_t n)
 {
     const int64_t *off = (const int64_t *)self->id_start.p;
-    return off[r + 1] - off[r] == n && memcmp(self->ids.p + off[r], a, (size_t)n) == 0;
+    return off[r + 1] - off[r] == n && bytes_equal(self->ids.p + off[r], a, n);
 }
 
 /* identity a (n bytes) after row r's (bytewise order) */
@@ -780,7 +821,7 @@ after_identity(Decoder *self, Py_ssize_t r, const uint8_t *a, Py_ssize_t n)
 {
     const int64_t *off = (const int64_t *)self->id_start.p;
     Py_ssize_t m = (Py_ssize_t)(off[r + 1] - off[r]);
-    int c = memcmp(self->ids.p + off[r], a, (size_t)(m < n ? m : n));
+    int c = bytes_compare(self->ids.p + off[r], a, m < n ? m : n);
     return c < 0 || (c == 0 && m < n);
 }
 
@@ -942,7 +983,7 @@ entry(Decoder *self, Plan *plan, const uint8_t *kb, Py_ssize_t klen, const uint8
         if (dec(&self->key, kb, klen, &q, 1, &e) < 0)
             return decode_failed(self, kg, &e);
         q = ns_start;
-        if (dec(&self->ns, kb, klen, &q, 1, &e) < 0)
+        if (self->keep_ns && dec(&self->ns, kb, klen, &q, 1, &e) < 0)
             return decode_failed(self, kg, &e);
         if (new_row(self, row) < 0)
             return -1;
@@ -1100,13 +1141,41 @@ typedef struct {
     PyObject_HEAD
     uint8_t *p;
     Py_ssize_t len;
+    size_t cap;
 } Chunk;
+
+/* Memory of dropped chunks, kept for the next batches (fresh memory costs a page fault per 4 KiB
+ * page on first touch). Used with the GIL held. */
+#define POOL_SIZE 32
+static struct { uint8_t *p; size_t cap; } pool[POOL_SIZE];
+static int pool_len = 0;
 
 static void
 Chunk_dealloc(Chunk *self)
 {
-    PyMem_RawFree(self->p);
+    if (self->p != NULL && pool_len < POOL_SIZE && self->cap >= 4096) {
+        pool[pool_len].p = self->p;
+        pool[pool_len].cap = self->cap;
+        pool_len++;
+    } else {
+        PyMem_RawFree(self->p);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* memory of at least cap bytes, from the pool when it has some */
+static uint8_t *
+pool_take(size_t *cap)
+{
+    for (int i = pool_len - 1; i >= 0; i--) {
+        if (pool[i].cap >= *cap && pool[i].cap <= *cap * 4) {
+            uint8_t *p = pool[i].p;
+            *cap = pool[i].cap;
+            pool[i] = pool[--pool_len];
+            return p;
+        }
+    }
+    return PyMem_RawMalloc(*cap);
 }
 
 static int
@@ -1135,15 +1204,18 @@ buf_bytes(Buf *b)
     Chunk *c = PyObject_New(Chunk, &ChunkType);
     if (c == NULL)
         return NULL;
-    uint8_t *fresh = b->cap ? PyMem_RawMalloc(b->cap) : NULL;
-    if (b->cap && fresh == NULL) {
+    size_t cap = b->cap;
+    uint8_t *fresh = pool_take(&cap);
+    if (fresh == NULL) {
         c->p = NULL;
         Py_DECREF(c);
         return PyErr_NoMemory();
     }
     c->p = b->p;
     c->len = (Py_ssize_t)b->len;
+    c->cap = b->cap;
     b->p = fresh;
+    b->cap = cap;
     b->len = 0;
     return (PyObject *)c;
 }
@@ -1281,11 +1353,12 @@ reset_columns(Decoder *self)
 static int
 Decoder_init(Decoder *self, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"plans", "selected", "key", "namespace", "prefix", "corrupt_error", "source", NULL};
+    static char *kwlist[] = {"plans", "selected", "key", "namespace", "keep_namespace", "prefix", "corrupt_error",
+                             "source", NULL};
     PyObject *plans, *selected, *key, *ns, *corrupt_cls, *source;
-    int prefix;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OOiOO", kwlist, &PyTuple_Type, &plans, &PyTuple_Type,
-                                     &selected, &key, &ns, &prefix, &corrupt_cls, &source))
+    int prefix, keep_ns;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!O!OOpiOO", kwlist, &PyTuple_Type, &plans, &PyTuple_Type,
+                                     &selected, &key, &ns, &keep_ns, &prefix, &corrupt_cls, &source))
         return -1;
     if (prefix != 1 && prefix != 2) {
         PyErr_SetString(PyExc_ValueError, "prefix must be 1 or 2");
@@ -1297,6 +1370,7 @@ Decoder_init(Decoder *self, PyObject *args, PyObject *kwds)
     Py_INCREF(source);
     Py_XSETREF(self->source, source);
     self->prefix = prefix;
+    self->keep_ns = keep_ns;
     Py_ssize_t n = PyTuple_GET_SIZE(plans);
     self->plans = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Plan));
     Py_ssize_t nc = PyTuple_GET_SIZE(selected);

@@ -190,7 +190,8 @@ def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max
             return None
         plans[sid], arrow = found
         types.append(arrow)
-    decoder = _columnar.Decoder(tuple(plans), tuple(state_ids), key[0], ns[0],
+    keep_ns = ns_mode != "void" and ns[0] != ZERO  # a void namespace is a column of nulls
+    decoder = _columnar.Decoder(tuple(plans), tuple(state_ids), key[0], ns[0], keep_ns,
                                 key_group_prefix_size(max_parallelism), CorruptStateError, source)
     shape = _Shape(key, ns, types, flatten, ns_mode, list(names))
     return _batches(decoder, shape, buf, regions, meta, source, max_rows)
@@ -215,7 +216,7 @@ class _Shape:
                 window = _array(self.ns_type, ns_desc)
                 columns += [window.field(0), window.field(1)]
         elif self.ns_mode != "void":
-            columns.append(_array(self.ns_type, ns_desc))
+            columns.append(pyarrow.nulls(rows, self.ns_type) if self.ns_zero else _array(self.ns_type, ns_desc))
         for arrow, (desc, take) in zip(self.types, states):
             values = _array(arrow, desc)
             if take is not None:
