@@ -20,6 +20,7 @@ setup(
         Extension(
             "fstate.savepoint._columnar",
             sources=["savepoint/_columnar.c"],
+            depends=["savepoint/_columnar_values.h", "savepoint/_columnar_rows.h"],
             optional=True,
         ),
     ],
