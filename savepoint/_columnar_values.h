@@ -290,6 +290,31 @@ read_unit(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, uint32_t *unit, Er
     return 0;
 }
 
+/* whether n bytes are all below 0x80: word reads, the last one overlapping */
+static inline int
+is_ascii(const uint8_t *p, Py_ssize_t n)
+{
+    uint64_t acc = 0, w;
+    if (n >= 8) {
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&w, p + i, 8);
+            acc |= w;
+        }
+        memcpy(&w, p + n - 8, 8);
+        return ((acc | w) & 0x8080808080808080ULL) == 0;
+    }
+    if (n >= 4) {
+        uint32_t a, z;
+        memcpy(&a, p, 4);
+        memcpy(&z, p + n - 4, 4);
+        return ((a | z) & 0x80808080u) == 0;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        acc |= p[i];
+    return (acc & 0x80) == 0;
+}
+
 static int
 dec_string(Node *c, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int store, Err *e)
 {
@@ -322,17 +347,7 @@ dec_string(Node *c, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int stor
         FAIL(e, "truncated string");
     Py_ssize_t n = (Py_ssize_t)(length - 1);
     const uint8_t *p = b + pos;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        if (w & 0x8080808080808080ULL)
-            break;
-    }
-    for (; i < n; i++)
-        if (p[i] & 0x80)
-            break;
-    if (i == n) {              /* ASCII: the units are the bytes */
+    if (is_ascii(p, n)) {      /* ASCII: the units are the bytes */
         if (store) {
             if (buf_reserve(&c->data, (size_t)n) < 0)
                 return -1;
@@ -397,8 +412,28 @@ put_fixed(Node *c, const void *v, int w)
     return push_valid(c);
 }
 
-static int
+static int dec_any(Node *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int store, Err *e);
+
+/* one value of type t at *ppos into t's column (store = 0: checked and skipped); the common
+ * scalars inline, the rest in dec_any */
+static inline int
 dec(Node *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int store, Err *e)
+{
+    if (t->code == T_STRING)
+        return dec_string(t, b, len, ppos, store, e);
+    if (t->code == T_LONG) {
+        Py_ssize_t pos = *ppos;
+        if (pos < 0 || pos + 8 > len)
+            FAIL(e, "8-byte number past the end");
+        *ppos = pos + 8;
+        uint64_t u = be64(b + pos);
+        return store ? put_fixed(t, &u, 8) : 0;
+    }
+    return dec_any(t, b, len, ppos, store, e);
+}
+
+static int
+dec_any(Node *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int store, Err *e)
 {
     Py_ssize_t pos = *ppos;
     switch (t->code) {
