@@ -117,9 +117,9 @@ def main() -> None:
     print(f"  {'':<40} {'wall':>8}    {'M entries/s':>11}   {'CPU':>8}    {'M entries/s':>11}")
     for name, (wall, cpu) in results:
         print(f"  {name:<40} {wall:8.3f} s  {entries / wall / 1e6:11.2f}   {cpu:8.3f} s  {entries / cpu / 1e6:11.2f}")
-    print(f"  columnar / compiled rows: {results[1][1][0] / results[2][1][0]:.1f}x wall, "
-          f"{results[1][1][1] / results[2][1][1]:.1f}x CPU;  columnar / raw: {results[2][1][0] / results[0][1][0]:.1f}x "
-          "wall")
+    (raw_wall, _), (rows_wall, rows_cpu), (col_wall, col_cpu) = (seconds for _, seconds in results)
+    print(f"  columnar / compiled rows: {rows_wall / col_wall:.1f}x wall, {rows_cpu / col_cpu:.1f}x CPU;  "
+          f"columnar / raw: {col_wall / raw_wall:.1f}x wall")
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
 
 

@@ -31,11 +31,8 @@ from . import keyed, metainfo
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError
 from .keyed_codecs import key_group_prefix_size
-from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
-                    OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType, TtlType,
-                    TupleType, TypeInfo, TypeInfoVisitor, visit)
-from .types.cep import CepType
-from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
+from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimeWindowType, TtlType, TupleType, TypeInfo,
+                    TypeInfoVisitor, visit)
 
 ABI = 1  # the interface version of _columnar.c this module speaks
 
@@ -109,10 +106,11 @@ class ColumnarVisitor(TypeInfoVisitor[object]):
         inner = visit(node.value, self)
         return None if inner is None else ((TTL, inner[0]), inner[1])
 
-    def _none(self, node) -> object:
+    def _none(self, node: TypeInfo) -> object:
         return None
 
-    # not covered: the caller reads rows
+    # not covered (the caller reads rows): rows, collections inside values, POJOs, enums, pickles,
+    # opaque types inside composites, CEP and the table runtime's types
     visit_row = visit_list = visit_array_list = visit_set = visit_map = visit_either = _none
     visit_generic_array = visit_timer = visit_pojo = visit_enum = visit_pickled = visit_opaque = _none
     visit_cep = visit_row_data = visit_table_data = visit_raw_value_data = visit_external = _none

@@ -26,7 +26,7 @@ from fstate.savepoint.keyed_codecs import state_codecs
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LONG, SHORT, STRING, TIME_WINDOW,
                                     VOID_NAMESPACE, MapType, NullableType, OpaqueType, TtlType, TupleType)
-from tests.support import ROOT, sample_dirs, sample_snapshot
+from tests.support import sample_dirs, sample_snapshot
 
 needs_c = pytest.mark.skipif(columnar._columnar is None, reason="fstate.savepoint._columnar is not built")
 
@@ -165,9 +165,6 @@ def _keyed_samples():
     return out
 
 
-COVERED: set = set()
-
-
 @needs_c
 @pytest.mark.parametrize("sample,uid_hash", _keyed_samples())
 def test_samples_same_as_the_reference(sample, uid_hash, monkeypatch):
@@ -190,7 +187,6 @@ def test_samples_same_as_the_reference(sample, uid_hash, monkeypatch):
                     want = reference_rows(monkeypatch, lambda sids: keyed.keyed_rows(buf, h, meta, mp, sids), meta,
                                           ids, False, ns_mode)
                     assert _same(want, got), (ids, ns_mode)
-                    COVERED.add((sample.name, uid_hash))
 
 
 def test_some_samples_are_covered():
