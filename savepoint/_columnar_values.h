@@ -47,7 +47,7 @@ buf_grow(Buf *b, size_t extra)
 static inline int
 buf_reserve(Buf *b, size_t extra)
 {
-    return b->len + extra <= b->cap ? 0 : buf_grow(b, extra);
+    return b->p != NULL && b->len + extra <= b->cap ? 0 : buf_grow(b, extra);   /* never NULL: memcpy */
 }
 
 static inline int
