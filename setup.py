@@ -3,7 +3,9 @@
 ``fstate.savepoint._speedups`` (savepoint/_speedups.c, plain C against the CPython API) decodes
 canonical keyed state several times faster than the pure-Python core. It is optional: when no C
 compiler is available the build skips it and fstate runs the plain Python decoders, which are the
-reference (set FSTATE_PURE_PYTHON=1 to force them).
+reference (set FSTATE_PURE_PYTHON=1 to force them). ``fstate.savepoint._columnar``
+(savepoint/_columnar.c) decodes the same layout straight into Arrow buffers (savepoint/columnar.py);
+it is optional in the same way.
 """
 
 from setuptools import Extension, setup
@@ -14,6 +16,12 @@ setup(
             "fstate.savepoint._speedups",
             sources=["savepoint/_speedups.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "fstate.savepoint._columnar",
+            sources=["savepoint/_columnar.c"],
+            depends=["savepoint/_columnar_values.h", "savepoint/_columnar_rows.h"],
+            optional=True,
+        ),
     ],
 )

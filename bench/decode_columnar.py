@@ -1,0 +1,127 @@
+"""Decode benchmark: columnar decoding (savepoint/_columnar.c) against the compiled row path
+(savepoint/_speedups.c via keyed.table_rows) and a raw read of the same bytes, on one core.
+
+    python bench/decode_columnar.py [--keys 2000000] [--repeat 3] [--cpu 0] [--cache DIR]
+
+The stream is synthetic but in Flink's canonical savepoint layout (keyed.encode_canonical_stream):
+N String keys ("key-<n>"), a ValueState<Long> and a ListState<String> of 3 elements per key, max
+parallelism 128. An entry is one (key, state) value: 2 per key. The stream is cached in --cache
+(built once; building it in Python takes a while). Prints the machine's load (uptime) first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from fstate.savepoint import columnar, handles, keyed  # noqa: E402
+from fstate.savepoint import _fastpath  # noqa: E402
+from fstate.savepoint.keyed_codecs import state_codecs  # noqa: E402
+from fstate.savepoint.types import LONG, STRING  # noqa: E402
+
+MAX_PARALLELISM = 128
+
+
+def bench_meta() -> keyed.KeyedBackendMeta:
+    states = [keyed.value_state_meta("count", "VALUE", LONG), keyed.value_state_meta("events", "LIST", STRING)]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING, states)
+    meta.header_size = len(keyed.proxy_bytes(meta))
+    return meta
+
+
+def build_stream(meta, keys: int) -> tuple[bytes, tuple[int, ...]]:
+    value, events = (keyed.PairEncoder(meta, sid, MAX_PARALLELISM) for sid in (0, 1))
+    pairs: dict = {}
+    for n in range(keys):
+        kg = n % MAX_PARALLELISM  # the decoders do not recompute key groups from the keys
+        key = f"key-{n}"
+        by_state = pairs.setdefault(kg, {0: [], 1: []})
+        by_state[0] += value.pairs(kg, key, n)
+        by_state[1] += events.pairs(kg, key, [f"event-{n}-a", f"event-{n}-b", f"event-{n}-c"])
+    return keyed.encode_canonical_stream(meta, 0, MAX_PARALLELISM - 1, pairs)
+
+
+def load(cache: Path, keys: int, meta) -> tuple[bytes, tuple[int, ...]]:
+    path = cache / f"canonical-{keys}.bin"
+    if not path.exists():
+        t = time.perf_counter()
+        buf, offsets = build_stream(meta, keys)
+        cache.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(buf)
+        (cache / f"canonical-{keys}.offsets").write_text(",".join(map(str, offsets)))
+        print(f"built the stream in {time.perf_counter() - t:.1f} s: {path}")
+    offsets = tuple(int(x) for x in (cache / f"canonical-{keys}.offsets").read_text().split(","))
+    return path.read_bytes(), offsets
+
+
+def best(repeat: int, run) -> tuple[float, float]:
+    """The best wall time and the best CPU time of this process (the machine may be shared)."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        t, c = time.perf_counter(), time.process_time()
+        run()
+        walls.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
+    return min(walls), min(cpus)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--keys", type=int, default=2_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cpu", type=int, default=0, help="the core to pin this process to")
+    ap.add_argument("--cache", type=Path, default=Path(os.environ.get("TMPDIR", "/tmp")) / "fstate-bench")
+    a = ap.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {a.cpu})
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+    if not columnar.available() or not _fastpath.available():
+        raise SystemExit("the compiled extensions are not built (pip install -e .)")
+    meta = bench_meta()
+    buf, offsets = load(a.cache, a.keys, meta)
+    entries = 2 * a.keys
+    print(f"stream: {len(buf) / 1e6:.1f} MB, {a.keys:,} keys, {entries:,} entries, one core (cpu {a.cpu})")
+    handle = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 0, offsets, None)
+    codecs = state_codecs(meta, MAX_PARALLELISM)
+    regions = list(keyed.canonical_regions(buf, handle, meta, MAX_PARALLELISM, codecs, None, None))
+    path = a.cache / f"canonical-{a.keys}.bin"
+
+    def raw():
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+    def rows():
+        n = 0
+        for _ in keyed.table_rows(buf, handle, meta, MAX_PARALLELISM, [0, 1], None, None, False, "void"):
+            n += 1
+        assert n == a.keys, n
+
+    def batches():
+        n = 0
+        for batch in columnar.keyed_batches(buf, regions, meta, MAX_PARALLELISM, codecs, [0, 1], None, False, "void",
+                                            ["key", "count", "events"]):
+            n += batch.num_rows
+        assert n == a.keys, n
+
+    results = [("raw read of the same bytes", best(a.repeat, raw)),
+               ("compiled row path (keyed.table_rows)", best(a.repeat, rows)),
+               ("columnar (columnar.keyed_batches)", best(a.repeat, batches))]
+    print(f"  {'':<40} {'wall':>8}    {'M entries/s':>11}   {'CPU':>8}    {'M entries/s':>11}")
+    for name, (wall, cpu) in results:
+        print(f"  {name:<40} {wall:8.3f} s  {entries / wall / 1e6:11.2f}   {cpu:8.3f} s  {entries / cpu / 1e6:11.2f}")
+    (raw_wall, _), (rows_wall, rows_cpu), (col_wall, col_cpu) = (seconds for _, seconds in results)
+    print(f"  columnar / compiled rows: {rows_wall / col_wall:.1f}x wall, {rows_cpu / col_cpu:.1f}x CPU;  "
+          f"columnar / raw: {col_wall / raw_wall:.1f}x wall")
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""Canonical keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``).
+
+The compiled decoder reads the key groups of a canonical stream straight into Arrow buffers
+(validity bitmaps, offsets and data; lists, maps and structs as child arrays) and makes no Python
+object per row or value. The plain Python decoders in :mod:`keyed` stay the reference: the batches,
+turned into rows, equal the rows of ``keyed.keyed_rows`` shaped as ``readers.tables._keyed_output``
+does (tests/savepoint/test_columnar.py checks every sample and generated streams), and the
+decoder is as strict as the Python strict path (a key group ends exactly where its region ends,
+keys and values decode to exactly their stored bytes). Every decoding error is a
+:class:`CorruptStateError` naming the source.
+
+Covered: keys, namespaces and values built from String, Long, Integer, Short, Byte, Boolean,
+Double, Float, Character, Void / VoidNamespace / GlobalWindow, TimeWindow, Tuple of those,
+Nullable and TTL wrappers, and opaque values (raw bytes), in VALUE (and reducing / aggregating),
+LIST and MAP states that share one namespace type. :func:`keyed_batches` returns None for anything
+else (and when the extension is missing or ``FSTATE_PURE_PYTHON=1``): the caller reads rows then.
+
+Two documented differences from the row path: a lone UTF-16 surrogate in a string (which UTF-8,
+hence Arrow, cannot hold) becomes U+FFFD; and a list or map state whose entries of one key are not
+next to each other (no Flink writer does that) is reported as corrupt instead of being merged.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Sequence
+
+import pyarrow
+
+from . import keyed, metainfo
+from .compression import decompress_framed
+from .errors import DECODE_ERRORS, CorruptStateError
+from .keyed_codecs import key_group_prefix_size
+from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimeWindowType, TtlType, TupleType, TypeInfo,
+                    TypeInfoVisitor, visit)
+
+ABI = 1  # the interface version of _columnar.c this module speaks
+
+try:
+    from . import _columnar
+except ImportError:  # built without a compiler
+    _columnar = None
+if _columnar is not None and getattr(_columnar, "ABI", None) != ABI:
+    _columnar = None  # a stale build of older sources
+
+# type codes and plan modes: the enums at the top of _columnar.c
+(STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT, CHAR, ZERO, WINDOW, TUPLE, NULLABLE, TTL,
+ RAW) = range(1, 16)
+SKIP, VALUE, LIST, LIST_RAW, MAP = range(5)
+
+#: rows per record batch (a batch ends after the key group that reaches it)
+MAX_ROWS = 65536
+
+_SCALARS: dict[str, tuple[int, pyarrow.DataType]] = {
+    "String": (STRING, pyarrow.string()),
+    "Long": (LONG, pyarrow.int64()),
+    "Integer": (INT, pyarrow.int32()),
+    "Short": (SHORT, pyarrow.int16()),
+    "Byte": (BYTE, pyarrow.int8()),
+    "Boolean": (BOOL, pyarrow.bool_()),
+    "Double": (DOUBLE, pyarrow.float64()),
+    "Float": (FLOAT, pyarrow.float32()),
+    "Character": (CHAR, pyarrow.string()),
+    "Void": (ZERO, pyarrow.string()),
+    "VoidNamespace": (ZERO, pyarrow.string()),
+    "GlobalWindow": (ZERO, pyarrow.string()),
+    "Tuple0": (ZERO, pyarrow.string()),
+}
+
+WINDOW_TYPE = pyarrow.struct([pyarrow.field("start", pyarrow.int64(), nullable=False),
+                              pyarrow.field("end", pyarrow.int64(), nullable=False)])
+
+
+def list_type(element: pyarrow.DataType) -> pyarrow.DataType:
+    """A list column as Spark writes it (its element field is named "element")."""
+    return pyarrow.list_(pyarrow.field("element", element))
+
+
+def available() -> bool:
+    """Whether the columnar decoder is used (built, and not switched off by FSTATE_PURE_PYTHON)."""
+    return _columnar is not None and os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0")
+
+
+class ColumnarVisitor(TypeInfoVisitor[object]):
+    """(C type spec, Arrow type) of a type the columnar decoder covers, or None. The Arrow types
+    are what Spark writes for these columns (readers.schema.SparkTypeVisitor)."""
+
+    def visit_scalar(self, node: Scalar) -> object:
+        return _SCALARS.get(node.kind)
+
+    def visit_time_window(self, node: TimeWindowType) -> object:
+        return WINDOW, WINDOW_TYPE
+
+    def visit_tuple(self, node: TupleType) -> object:
+        kids = [visit(c, self) for c in node.children]
+        if any(k is None for k in kids):
+            return None
+        return ((TUPLE, tuple(spec for spec, _ in kids)),
+                pyarrow.struct([pyarrow.field(name, arrow) for name, (_, arrow) in zip(node.field_names, kids)]))
+
+    def visit_nullable(self, node: NullableType) -> object:
+        inner = visit(node.inner, self)
+        return None if inner is None else ((NULLABLE, node.padding, inner[0]), inner[1])
+
+    def visit_ttl(self, node: TtlType) -> object:
+        inner = visit(node.value, self)
+        return None if inner is None else ((TTL, inner[0]), inner[1])
+
+    def _none(self, node: TypeInfo) -> object:
+        return None
+
+    # not covered (the caller reads rows): rows, collections inside values, POJOs, enums, pickles,
+    # opaque types inside composites, CEP and the table runtime's types
+    visit_row = visit_list = visit_array_list = visit_set = visit_map = visit_either = _none
+    visit_generic_array = visit_timer = visit_pojo = visit_enum = visit_pickled = visit_opaque = _none
+    visit_cep = visit_row_data = visit_table_data = visit_raw_value_data = visit_external = _none
+
+
+def _covered(t: TypeInfo):
+    return visit(t, ColumnarVisitor())
+
+
+def arrow_type(t: TypeInfo) -> pyarrow.DataType | None:
+    """The Arrow type of a covered type's values (None when the columnar decoder does not cover it)."""
+    found = _stored(t)
+    return None if found is None else found[1]
+
+
+def _stored(t: TypeInfo):
+    """A stored value, key or element: undecodable opaque types are their raw bytes."""
+    if not t.fully_decodable:
+        return (RAW, pyarrow.binary()) if isinstance(t, OpaqueType) else None
+    return _covered(t)
+
+
+def _state_plan(meta, codec, ns_type: TypeInfo):
+    """(C plan, Arrow type of the state's column) or None."""
+    info = codec.info
+    if codec.canonical is None or info.backend_type == metainfo.PRIORITY_QUEUE or info.namespace_type != ns_type:
+        return None
+    ambiguous = meta.key_type.length < 0 and ns_type.length < 0
+    vt = info.value_type
+    if info.kind == "LIST":
+        elem = vt.element if isinstance(vt, ListType) else vt
+        found = _stored(elem)
+        if found is None:
+            return None
+        mode = LIST_RAW if found[0] == RAW else LIST
+        return (mode, found[0], None, ambiguous), list_type(found[1])
+    if info.kind == "MAP":
+        if not isinstance(vt, MapType):
+            return None
+        uk, uv = _stored(vt.key), _stored(vt.value)
+        if uk is None or uv is None:
+            return None
+        return (MAP, uv[0], uk[0], ambiguous), pyarrow.map_(uk[1], uv[1])
+    found = _stored(vt)
+    if found is None:
+        return None
+    return (VALUE, found[0], None, ambiguous), found[1]
+
+
+def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+                  state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
+                  max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
+    """The keyed table (readers.tables._keyed_output without key filter and ``flat``) as record
+    batches over the (key group, start, end) regions of a canonical stream: key (its fields when
+    ``flatten``), the namespace part (``ns_mode`` void: none, window: start and end, else the
+    namespace) and one column per state of ``state_ids``, named ``names``. One batch per run of
+    key groups reaching ``max_rows`` rows. None when the columnar decoder does not cover these
+    states (or is off): the caller reads rows then."""
+    if not available() or not state_ids:
+        return None
+    key_t = meta.key_type
+    ns_t = meta.states[state_ids[0]].namespace_type
+    key, ns = (_covered(key_t) if key_t.fully_decodable else None), _covered(ns_t)
+    if key is None or ns is None:
+        return None
+    if flatten and not (isinstance(key[0], tuple) and key[0][0] == TUPLE):
+        return None
+    if ns_mode == "slice" or (ns_mode == "window" and ns[0] not in (WINDOW, ZERO)):
+        return None
+    plans: list = [(SKIP, None, None, False)] * len(codecs)
+    types = []
+    for sid in state_ids:
+        found = _state_plan(meta, codecs[sid], ns_t)
+        if found is None or plans[sid][0] != SKIP:
+            return None
+        plans[sid], arrow = found
+        types.append(arrow)
+    keep_ns = ns_mode != "void" and ns[0] != ZERO  # a void namespace is a column of nulls
+    decoder = _columnar.Decoder(tuple(plans), tuple(state_ids), key[0], ns[0], keep_ns,
+                                key_group_prefix_size(max_parallelism), CorruptStateError, source)
+    shape = _Shape(key, ns, types, flatten, ns_mode, list(names))
+    return _batches(decoder, shape, buf, regions, meta, source, max_rows)
+
+
+class _Shape:
+    """Turns the decoder's buffers into a record batch."""
+
+    def __init__(self, key, ns, types, flatten, ns_mode, names):
+        self.key_type, self.ns_type, self.types = key[1], ns[1], types
+        self.ns_zero = ns[0] == ZERO
+        self.flatten, self.ns_mode, self.names = flatten, ns_mode, names
+
+    def batch(self, flushed) -> pyarrow.RecordBatch:
+        rows, key_desc, ns_desc, states = flushed
+        key = _array(self.key_type, key_desc)
+        columns = [key.field(i) for i in range(key.type.num_fields)] if self.flatten else [key]
+        if self.ns_mode == "window":
+            if self.ns_zero:
+                columns += [pyarrow.nulls(rows, pyarrow.int64())] * 2
+            else:
+                window = _array(self.ns_type, ns_desc)
+                columns += [window.field(0), window.field(1)]
+        elif self.ns_mode != "void":
+            columns.append(pyarrow.nulls(rows, self.ns_type) if self.ns_zero else _array(self.ns_type, ns_desc))
+        for arrow, (desc, take) in zip(self.types, states):
+            values = _array(arrow, desc)
+            if take is not None:
+                indices, valid = take
+                values = values.take(pyarrow.Array.from_buffers(
+                    pyarrow.int32(), rows, [None if valid is None else pyarrow.py_buffer(valid),
+                                            pyarrow.py_buffer(indices)]))
+            columns.append(values)
+        if len(columns) != len(self.names):
+            raise ValueError(f"{len(self.names)} column names for {len(columns)} columns")
+        return pyarrow.RecordBatch.from_arrays(columns, names=self.names)
+
+
+def _array(arrow: pyarrow.DataType, desc) -> pyarrow.Array:
+    length, nulls, valid, buffers, kids = desc
+    head = [None if valid is None else pyarrow.py_buffer(valid)] + [pyarrow.py_buffer(b) for b in buffers]
+    if pyarrow.types.is_map(arrow):
+        entries = pyarrow.StructArray.from_arrays(
+            [_array(arrow.key_type, kids[0]), _array(arrow.item_type, kids[1])],
+            fields=[arrow.key_field, arrow.item_field])
+        return pyarrow.Array.from_buffers(arrow, length, head, nulls, children=[entries])
+    if pyarrow.types.is_list(arrow):
+        return pyarrow.Array.from_buffers(arrow, length, head, nulls, children=[_array(arrow.value_type, kids[0])])
+    if pyarrow.types.is_struct(arrow):
+        children = [_array(arrow.field(i).type, k) for i, k in enumerate(kids)]
+        return pyarrow.Array.from_buffers(arrow, length, head, nulls, children=children)
+    return pyarrow.Array.from_buffers(arrow, length, head, nulls)
+
+
+def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows) -> Iterator[pyarrow.RecordBatch]:
+    compressed = meta.compressed
+    for kg, start, end in regions:
+        if not meta.header_size <= start <= len(buf):
+            raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
+                                    f"{len(buf)} bytes", source)
+        if compressed:
+            try:
+                data, _ = decompress_framed(buf, start, end, source=source)
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+            if keyed._framed_length(buf, start, end) != end - start:
+                raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
+                                        f"group starts (byte {end})", source)
+            rows = decoder.add(data, 0, len(data), kg)
+        else:
+            rows = decoder.add(buf, start, end, kg)
+        if rows >= max_rows:
+            yield shape.batch(decoder.flush())
+    if decoder.rows:
+        yield shape.batch(decoder.flush())
