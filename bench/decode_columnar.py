@@ -1,5 +1,5 @@
 """Decode benchmark: columnar decoding (savepoint/_columnar.c) against the compiled row path
-(savepoint/_speedups.c via keyed.table_rows) and a raw read of the same bytes, on one core.
+(savepoint/_speedups.c via KeyedState.table_rows) and a raw read of the same bytes, on one core.
 
     python bench/decode_columnar.py [--keys 2000000] [--repeat 3] [--cpu 0] [--cache DIR]
 
@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from fstate.savepoint import columnar, handles, keyed  # noqa: E402
 from fstate.savepoint import _fastpath  # noqa: E402
 from fstate.savepoint.keyed_codecs import state_codecs  # noqa: E402
+from fstate.savepoint.keyed_state import CANONICAL, KeyedState  # noqa: E402
 from fstate.savepoint.types import LONG, STRING  # noqa: E402
 
 MAX_PARALLELISM = 128
@@ -90,7 +91,9 @@ def main() -> None:
     print(f"stream: {len(buf) / 1e6:.1f} MB, {a.keys:,} keys, {entries:,} entries, one core (cpu {a.cpu})")
     handle = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 0, offsets, None)
     codecs = state_codecs(meta, MAX_PARALLELISM)
-    regions = list(keyed.canonical_regions(buf, handle, meta, MAX_PARALLELISM, codecs, None, None))
+    state = KeyedState.of_stream(buf, handle, meta, MAX_PARALLELISM, codecs=codecs)
+    assert state.layout == CANONICAL
+    regions = list(state._checked_regions())
     path = a.cache / f"canonical-{a.keys}.bin"
 
     def raw():
@@ -100,7 +103,7 @@ def main() -> None:
 
     def rows():
         n = 0
-        for _ in keyed.table_rows(buf, handle, meta, MAX_PARALLELISM, [0, 1], None, None, False, "void"):
+        for _ in state.table_rows([0, 1], flatten=False, ns_mode="void"):
             n += 1
         assert n == a.keys, n
 
@@ -112,7 +115,7 @@ def main() -> None:
         assert n == a.keys, n
 
     results = [("raw read of the same bytes", best(a.repeat, raw)),
-               ("compiled row path (keyed.table_rows)", best(a.repeat, rows)),
+               ("compiled row path (KeyedState.table_rows)", best(a.repeat, rows)),
                ("columnar (columnar.keyed_batches)", best(a.repeat, batches))]
     print(f"  {'':<40} {'wall':>8}    {'M entries/s':>11}   {'CPU':>8}    {'M entries/s':>11}")
     for name, (wall, cpu) in results:

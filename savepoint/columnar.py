@@ -3,7 +3,7 @@
 The compiled decoder reads the key groups of a canonical stream straight into Arrow buffers
 (validity bitmaps, offsets and data; lists, maps and structs as child arrays) and makes no Python
 object per row or value. The plain Python decoders in :mod:`keyed` stay the reference: the batches,
-turned into rows, equal the rows of ``keyed.keyed_rows`` shaped as ``readers.tables._keyed_output``
+turned into rows, equal the rows of ``KeyedState.rows`` (:mod:`keyed_state`) shaped as ``readers.tables._keyed_output``
 does (tests/savepoint/test_columnar.py checks every sample and generated streams), and the
 decoder is as strict as the Python strict path (a key group ends exactly where its region ends,
 keys and values decode to exactly their stored bytes). Every decoding error is a

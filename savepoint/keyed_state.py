@@ -22,8 +22,8 @@ needs:
   runtime's restore, readers);
 * :meth:`KeyedState.table_rows` — the keyed table's row tuples built by the compiled scanner
   (readers), or None;
-* :meth:`KeyedState.batches` — the keyed table as Arrow record batches from a columnar decoder
-  plugged in with :func:`set_columnar_decoder`, or None;
+* :meth:`KeyedState.batches` — the keyed table as Arrow record batches from the columnar
+  decoder (:mod:`.columnar`), or None;
 * :meth:`KeyedState.timer_rows` — the timers.
 
 Where the state of each subtask lives is a picklable :class:`KeyedStateSource`
@@ -43,7 +43,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 from . import _fastpath
 from . import handles
@@ -60,21 +60,6 @@ ROCKSDB = "rocksdb"
 
 COMPILED = "compiled"
 PYTHON = "python"
-
-#: ``decoder(*, buf, regions, layout, meta, max_parallelism, codecs, state_ids, source, flatten,
-#: ns_mode) -> Iterator[pyarrow.RecordBatch] | None``: see :meth:`KeyedState.batches`
-ColumnarDecoder = Callable[..., Any]
-
-_columnar_decoder: ColumnarDecoder | None = None
-
-
-def set_columnar_decoder(decoder: ColumnarDecoder | None) -> ColumnarDecoder | None:
-    """Install the decoder :meth:`KeyedState.batches` hands key-group streams to (None: none);
-    returns the one installed before."""
-    global _columnar_decoder
-    previous, _columnar_decoder = _columnar_decoder, decoder
-    return previous
-
 
 class KeyedState:
     """The keyed state of one subtask, or of some of its key groups, with its layout and decoder.
@@ -205,41 +190,19 @@ class KeyedState:
         return _fastpath.table_rows(self.buf, self._checked_regions(), self.meta, self.max_parallelism, self.codecs,
                                     state_ids, self.source, flatten, ns_mode)
 
-    def batches(self, state_ids: list[int], *, flatten: bool, ns_mode: str) -> Iterator[Any] | None:
-        """The keyed table as Arrow record batches (``pyarrow.RecordBatch``, the columns of
-        :meth:`table_rows`' tuples in their order), or None when no columnar decoder takes this
-        state: then :meth:`table_rows` / :meth:`rows` give it.
-
-        The hook: the decoder installed with :func:`set_columnar_decoder` is called for key-group
-        streams when the compiled path is on (not ``FSTATE_PURE_PYTHON=1``) and not ``strict``, with
-        keyword arguments
-
-        * ``buf`` — the stream bytes (the proxy header, then key-group data);
-        * ``regions`` — an iterator of (key group, start, end) byte ranges of the selected key
-          groups in ``buf``, in stream order, each checked to lie in the stream (raising
-          CorruptStateError as it goes); compressed key groups are snappy-framed in their range;
-        * ``layout`` — :data:`CANONICAL` or :data:`HEAP_NATIVE`;
-        * ``meta`` — the keyed-backend proxy (:class:`.keyed.KeyedBackendMeta`: key type, states,
-          ``compressed``);
-        * ``max_parallelism`` — the operator's (the key-group prefix has 1 byte up to 128, else 2);
-        * ``codecs`` — :func:`.keyed_codecs.state_codecs` of ``meta``: per state id its kind and
-          Python decoders (the reference, and the fallback for types the decoder does not know);
-        * ``state_ids`` — the value states that become columns, in column order;
-        * ``source`` — the label errors name (``CorruptStateError(message, source)``);
-        * ``flatten`` — the key's fields become columns (composite keys);
-        * ``ns_mode`` — the namespace columns: "void" none, "window" start and end, "namespace"
-          the namespace value (other modes: return None).
-
-        It returns an iterator of record batches (one per bounded run of key groups), or None for
-        state it does not decode; it must give exactly the table :meth:`table_rows` / :meth:`rows`
-        give, and fail on the same inputs with the same kinds of errors. RocksDB snapshots have no
-        hook yet (None)."""
-        decoder = _columnar_decoder
-        if decoder is None or not self._compiled or self.strict or self.layout == ROCKSDB:
+    def batches(self, state_ids: list[int], *, flatten: bool, ns_mode: str,
+                names: Sequence[str]) -> Iterator[Any] | None:
+        """The keyed table as Arrow record batches (``pyarrow.RecordBatch`` with columns ``names``:
+        the columns of :meth:`table_rows`' tuples in their order), decoded in C straight into Arrow
+        buffers (:mod:`.columnar`), or None when the columnar decoder does not take this state: the
+        Python decoder is chosen (``FSTATE_PURE_PYTHON=1``), ``strict``, a heap-native stream or
+        RocksDB, or a type it does not cover. Then :meth:`table_rows` / :meth:`rows` give it."""
+        if self.decoder != COMPILED:
             return None
-        return decoder(buf=self.buf, regions=self._checked_regions(), layout=self.layout, meta=self.meta,
-                       max_parallelism=self.max_parallelism, codecs=self.codecs, state_ids=list(state_ids),
-                       source=self.source, flatten=flatten, ns_mode=ns_mode)
+        from . import columnar  # imports pyarrow: only when batches are asked for
+
+        return columnar.keyed_batches(self.buf, self._checked_regions(), self.meta, self.max_parallelism,
+                                      self.codecs, list(state_ids), self.source, flatten, ns_mode, list(names))
 
     def timer_rows(self) -> Iterator[tuple[str, str, int, Any, Any, int]]:
         """(timer service, kind 'event'/'processing', timestamp, key, namespace, key group) of every

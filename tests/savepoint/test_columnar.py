@@ -1,6 +1,6 @@
 """The columnar decoder (fstate.savepoint._columnar via savepoint/columnar.py) against the plain
 Python decoders: the record batches, turned back into rows, equal the reference rows of the keyed
-table (keyed.keyed_rows shaped by readers.tables._keyed_output, FSTATE_PURE_PYTHON=1) on every
+table (KeyedState.rows shaped by readers.tables._keyed_output, FSTATE_PURE_PYTHON=1) on every
 keyed sample, on generated canonical streams over the covered TypeInfo tree, and on corrupted
 streams (where the strict Python path fails, the columnar decoder fails with CorruptStateError).
 
@@ -23,6 +23,7 @@ from fstate.savepoint import columnar, handles, keyed
 from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError, FStateError
 from fstate.savepoint.keyed_codecs import state_codecs
+from fstate.savepoint.keyed_state import CANONICAL, KeyedState
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LONG, SHORT, STRING, TIME_WINDOW,
                                     VOID_NAMESPACE, MapType, NullableType, OpaqueType, TtlType, TupleType)
@@ -76,8 +77,8 @@ def _same(a, b):
 
 def _regions(buf, handle, meta, mp):
     codecs = state_codecs(meta, mp)
-    regions = keyed.canonical_regions(buf, handle, meta, mp, codecs, None, None)
-    return codecs, (None if regions is None else list(regions))
+    state = KeyedState.of_stream(buf, handle, meta, mp, codecs=codecs)
+    return codecs, (list(state._checked_regions()) if state.layout == CANONICAL else None)
 
 
 def _names(meta, ids, flatten, ns_mode):
@@ -100,7 +101,8 @@ def reference_rows(monkeypatch, rows, meta, ids, flatten=False, ns_mode="void"):
                            source=SimpleNamespace(label=None), state_names=[meta.states[i].name for i in ids])
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     try:
-        return _utf8(list(tables._keyed_output(part, meta, None, None, rows)))
+        state = SimpleNamespace(meta=meta, rows=rows, table_rows=lambda *args, **kwargs: None)
+        return _utf8(list(tables._keyed_output(part, state, None)))
     finally:
         monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
 
@@ -184,7 +186,7 @@ def test_samples_same_as_the_reference(sample, uid_hash, monkeypatch):
                     if batches is None:
                         continue
                     got = batch_rows(batches)
-                    want = reference_rows(monkeypatch, lambda sids: keyed.keyed_rows(buf, h, meta, mp, sids), meta,
+                    want = reference_rows(monkeypatch, lambda sids: KeyedState.of_stream(buf, h, meta, mp).rows(sids), meta,
                                           ids, False, ns_mode)
                     assert _same(want, got), (ids, ns_mode)
 
@@ -340,7 +342,7 @@ def test_generated_streams_same_as_the_reference(stream, data, monkeypatch):
     batches = columnar_batches(buf, handle, meta, mp, ids, flatten, ns_mode, max_rows)
     assert batches is not None  # every generated type is covered
     got = batch_rows(batches)
-    want = reference_rows(monkeypatch, lambda sids: keyed.keyed_rows(buf, handle, meta, mp, sids), meta, ids,
+    want = reference_rows(monkeypatch, lambda sids: KeyedState.of_stream(buf, handle, meta, mp).rows(sids), meta, ids,
                           flatten, ns_mode)
     assert _same(want, got)
 
@@ -353,7 +355,7 @@ def _strict_entries(monkeypatch, buf, handle, meta, mp, ids):
     codecs = state_codecs(meta, mp, strict=True)
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     try:
-        return list(keyed.iter_entries(buf, handle, meta, mp, codecs=codecs, states=set(ids), strict=True))
+        return list(KeyedState.of_stream(buf, handle, meta, mp, codecs=codecs, strict=True).entries(set(ids)))
     finally:
         monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
 
@@ -375,7 +377,7 @@ def _strict_reference(monkeypatch, buf, handle, meta, mp, ids, flatten, ns_mode)
     codecs = state_codecs(meta, mp, strict=True)
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     try:
-        entries = list(keyed.iter_entries(buf, handle, meta, mp, codecs=codecs, states=set(ids), strict=True))
+        entries = list(KeyedState.of_stream(buf, handle, meta, mp, codecs=codecs, strict=True).entries(set(ids)))
     except FStateError as e:
         return type(e)
     finally:

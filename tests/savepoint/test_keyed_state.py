@@ -1,12 +1,13 @@
 """The keyed-state seam: each subtask's layout and decoder are chosen once, by what is stored and by
-the compiled path's switch, and the columnar hook is called with what its documentation promises."""
+the compiled path's switch, and batches come only from the columnar decoder."""
 
 from __future__ import annotations
 
 import pytest
 
-from fstate.savepoint import _fastpath, keyed_state
+from fstate.savepoint import _fastpath, columnar, keyed_state
 from fstate.savepoint.loader import Savepoint
+from tests.savepoint.test_columnar import batch_rows
 from tests.support import ROOT, sample_snapshot
 
 LAYOUTS = {"keyed-hashmap-savepoint": keyed_state.CANONICAL, "keyed-rocksdb-savepoint": keyed_state.CANONICAL,
@@ -46,37 +47,33 @@ def test_layout_and_decoder(sample, monkeypatch):
 
 
 @pytest.mark.parametrize("sample", sorted(LAYOUTS))
-def test_the_columnar_hook(sample, monkeypatch):
+def test_batches_only_from_the_columnar_decoder(sample, monkeypatch):
+    """Batches come from canonical streams on the compiled path, and hold the rows table_rows
+    gives for the same key groups; every other choice answers None (the caller reads rows)."""
     if LAYOUTS[sample] == keyed_state.ROCKSDB:
         pytest.importorskip("rocksdict")
-    calls = []
-
-    def decoder(**kwargs):
-        calls.append(kwargs)
-        return iter(["batch"])
-
     source = _op(sample).keyed_states()[0]
-    compiled = _fastpath.available()
     with source.open(key_groups=range(0, 128, 2)) as state:
         ids = [i for i, _ in state.meta.value_states]
-        assert state.batches(ids, flatten=False, ns_mode="void") is None  # nothing installed
-        previous = keyed_state.set_columnar_decoder(decoder)
-        try:
-            batches = state.batches(ids, flatten=True, ns_mode="window")
-            monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
-            with source.open() as pure:
-                assert pure.batches(ids, flatten=False, ns_mode="void") is None  # compiled path off
-        finally:
-            assert keyed_state.set_columnar_decoder(previous) is decoder
-    if state.layout == keyed_state.ROCKSDB or not compiled:
-        assert batches is None and not calls
-        return
-    assert list(batches) == ["batch"]
-    (call,) = calls
-    assert set(call) == {"buf", "regions", "layout", "meta", "max_parallelism", "codecs", "state_ids", "source",
-                         "flatten", "ns_mode"}
-    assert (call["layout"], call["flatten"], call["ns_mode"], call["state_ids"]) == (state.layout, True, "window", ids)
-    assert call["buf"] is state.buf and call["meta"] is state.meta and call["codecs"] is state.codecs
-    regions = list(call["regions"])
-    assert regions and all(kg % 2 == 0 for kg, _, _ in regions)
-    assert regions == [r for r in state.regions if r[0] % 2 == 0]
+        names = ["key"] + [state.meta.states[i].name for i in ids]
+        batches = state.batches(ids, flatten=False, ns_mode="void", names=names)
+        if state.decoder != keyed_state.COMPILED or not columnar.available():
+            assert batches is None
+        elif batches is not None:
+            got = batch_rows(batches)
+            want = list(state.table_rows(ids, flatten=False, ns_mode="void"))
+            assert got and repr(got) == repr(want)
+    with source.open(strict=True) as strict:
+        assert strict.batches(ids, flatten=False, ns_mode="void", names=names) is None
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    with source.open() as pure:
+        assert pure.batches(ids, flatten=False, ns_mode="void", names=names) is None
+
+
+def test_the_canonical_sample_is_read_in_batches():
+    if not (_fastpath.available() and columnar.available()):
+        pytest.skip("the compiled extensions are not built")
+    with _op("keyed-hashmap-savepoint").keyed_states()[0].open() as state:
+        ids = [i for i, _ in state.meta.value_states]
+        names = ["key"] + [state.meta.states[i].name for i in ids]
+        assert state.batches(ids, flatten=False, ns_mode="void", names=names) is not None
