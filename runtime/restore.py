@@ -21,6 +21,7 @@ from ..savepoint import operator
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import operator_index_for_key_group
+from . import ttl
 from .errors import RestoreError  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger("fstate.runtime.restore")
@@ -174,7 +175,7 @@ def _plan_keyed_state(op: OperatorView, target: OperatorTarget, subtasks) -> Non
     for _, h in handles:
         buf = op.savepoint.read_stream(h.delegate)
         src = op.savepoint.stream_source(h.delegate).label
-        meta = keyed.read_keyed_proxy(buf, src)
+        meta = ttl.with_timestamped_states(keyed.read_keyed_proxy(buf, src))  # TTL values keep their timestamps
         if not restores:  # every new subtask gets the key type and all state metas, even without entries
             restores = [KeyedRestore(meta.key_type) for _ in range(new_p)]
             for i, r in enumerate(restores):
