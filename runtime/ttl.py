@@ -25,7 +25,7 @@ import dataclasses
 import datetime
 import enum
 import logging
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 from ..savepoint import metainfo
 from ..savepoint import types as savepoint_types
