@@ -2,7 +2,8 @@
 
 * a runtime savepoint with a TTL ValueState and a TTL MapState (one day) restores in Flink
   (``RestoreJob`` with the same TTL config): Flink reads every value the runtime wrote, and the one
-  key the runtime wrote two days earlier (a manual clock) is expired for Flink too;
+  key the runtime wrote two days earlier (a manual clock) is expired for Flink too; a third TTL
+  state restored into a descriptor without TTL shows every value (Flink 2.2+ migrates TTL state);
 * the runtime restores a Flink savepoint (``TtlStateJob``: TTL value, map and list state) and its
   functions read exactly what Flink wrote.
 """
@@ -56,8 +57,11 @@ class Writer(KeyedProcessFunction):
         self.last = ctx.get_state(_ttl(ValueStateDescriptor("last", Types.LONG), background_cleanup=False))
         self.counts = ctx.get_map_state(_ttl(MapStateDescriptor("counts", Types.STRING, Types.LONG),
                                              background_cleanup=False))
+        self.first = ctx.get_state(_ttl(ValueStateDescriptor("first", Types.LONG), background_cleanup=False))
 
     def process_element(self, value, ctx):
+        if self.first.value() is None:
+            self.first.update(value)
         self.last.update(value)
         bucket = f"b-{value % 3}"
         self.counts.put(bucket, (self.counts.get(bucket) or 0) + 1)
@@ -90,15 +94,17 @@ def test_flink_restores_runtime_ttl_state(tmp_path):
     wait_for(lambda: len(CollectSink.results("ttl-writer")) == N + 1)
     sp = client.stop_with_savepoint(str(tmp_path / "savepoints"))
 
-    last, counts = {}, {}
+    last, counts, first = {}, {}, {"old": -1}
     for v in range(N):
         last[_key(v)] = v
+        first.setdefault(_key(v), v)
         bucket = counts.setdefault(_key(v), {})
         bucket[f"b-{v % 3}"] = bucket.get(f"b-{v % 3}", 0) + 1
     config = {"savepoint": sp, "max_parallelism": 128, "ignore_unclaimed_state": True, "operators": [
         {"uid": "ttl", "kind": "keyed", "parallelism": 3, "key_type": "STRING",
          "states": [{"name": "last", "kind": "VALUE", "type": "LONG", "ttl_ms": DAY},
-                    {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>", "ttl_ms": DAY}]}]}
+                    {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>", "ttl_ms": DAY},
+                    {"name": "first", "kind": "VALUE", "type": "LONG"}]}]}  # TTL dropped: Flink 2.2+ migrates
     dump = restore_and_dump(config, VERSION, "hashmap")
     assert dump["restored"] is True and not dump.get("warnings"), dump.get("warnings")
     keyed = {e["state"]: dict((k, v) for k, v in e["entries"]) for e in dump["operators"][0]["keyed_state"]}
@@ -107,6 +113,7 @@ def test_flink_restores_runtime_ttl_state(tmp_path):
     assert keyed["last"].pop("old", None) is None and keyed["counts"].pop("old", []) == []
     assert keyed["last"] == last
     assert keyed["counts"] == {k: sorted([b, c] for b, c in m.items()) for k, m in counts.items()}
+    assert keyed["first"] == first  # without TTL nothing expires, "old" included
     stamps = _last_access(sp)
     assert set(stamps) == set(last) | {"old"}
     assert all(stamps["old"] + DAY < t for k, t in stamps.items() if k != "old")
