@@ -7,6 +7,7 @@ access (and a later clock expires it), and exactly-once output under injected cr
 from __future__ import annotations
 
 import datetime
+import json
 from collections import Counter
 
 import pytest
@@ -344,10 +345,10 @@ def test_fstate_reads_a_ttl_savepoint_as_the_runtime_sees_it(tmp_path):
     table = keyed_table(op)
     rows = {r[0]: dict(zip(table.column_names[1:], r[1:])) for r in table.rows()}
     assert {k: (r["last"], r["counts"], r["events"]) for k, r in rows.items()} == view
-    r = CliRunner().invoke(app, ["read", sp, "--uid", "ttl", "--format", "json"])
+    r = CliRunner().invoke(app, ["read", sp, "--uid", "ttl", "--json", "-n", "100"])
     assert r.exit_code == 0, r.output
-    for key, (last, counts, events) in view.items():
-        assert key in r.output and f"e{last}" in r.output
+    lines = [json.loads(line) for line in r.output.splitlines() if line.startswith("{")]
+    assert {x["key"]: (x["last"], x["counts"], x["events"]) for x in lines} == view
     # a restore continues with the same values; a clock two days later sees every one expired
     later = _ttl_job(tmp_path, "ttl-later", [-1, -2, -3, -4, -5], restore=sp)
     assert later.execute("ttl restored").status == JobStatus.FINISHED
