@@ -59,8 +59,7 @@ class StateDescriptor:
 
     def meta_value_type(self) -> savepoint_types.TypeInfo:
         """The type ``value_state_meta`` wants: :meth:`user_value_type`, TTL-wrapped with TTL."""
-        plain = self.user_value_type()
-        return ttl.wrap_meta_value_type(self.kind, plain) if self.ttl_enabled else plain
+        return ttl.wrap_meta_value_type(self.kind, self.user_value_type()) if self.ttl_enabled else self.user_value_type()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.meta_value_type().name})"
@@ -166,14 +165,14 @@ def resolve_operator_meta(name: str, mode: str, element: savepoint_types.TypeInf
 
 
 class StateTable:
-    """One keyed state: ``data[key_group][key] = value`` (list for LIST, dict for MAP)."""
+    """One keyed state: ``data[key_group][key] = value`` (list for LIST, dict for MAP).
+    ``snapshot_filter``: what a snapshot writes of a value (None: nothing), TTL full-snapshot cleanup."""
 
     __slots__ = ("meta", "data", "snapshot_filter")
 
     def __init__(self, meta: metainfo.StateMetaInfo, data: dict[int, dict] | None = None):
         self.meta = meta
         self.data: dict[int, dict] = data if data is not None else {}
-        #: what a snapshot writes of one value (None: leave it out); TTL full-snapshot cleanup
         self.snapshot_filter = None
 
 
@@ -245,12 +244,11 @@ class KeyedStateBackend:
     def set_current_key(self, key: Any) -> None:
         self.current_kg = self.key_group_of(key)
         self.current_key = key
-        if self._key_listeners:
+        if self._key_listeners:  # TTL cleanup for every record
             for listener in self._key_listeners:
                 listener()
 
     def add_key_selection_listener(self, listener) -> None:
-        """Called at every ``set_current_key`` (TTL cleanup for every record)."""
         self._key_listeners.append(listener)
 
     # -- registration ----------------------------------------------------------------------------
