@@ -26,6 +26,7 @@ from .sinks import (CollectSink, DiscardingSink, TransactionConflictError, TwoPh
 from .sources import CollectionSource, FileSource, SequenceSource
 from .state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
                     StateMigrationError, ValueStateDescriptor)
+from .ttl import StateTtlConfig
 from .types import Types
 from .windowing import (CountTrigger, EventTimeSessionWindows, EventTimeTrigger, ProcessingTimeSessionWindows,
                         ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows,
@@ -43,7 +44,7 @@ __all__ = [
     "InjectedFailure", "JobClient", "JobExecutionException", "JobExecutionResult", "JobStatus", "KeyedProcessFunction",
     "KeyedStream", "ListStateDescriptor", "MAX_WATERMARK", "MIN_WATERMARK", "ManualClock", "MapFunction",
     "MapStateDescriptor", "ProcessFunction", "ReduceFunction", "ReducingStateDescriptor", "RestartStrategies",
-    "RestoreError", "SequenceSource", "SinkFunction", "SourceFunction", "StateMigrationError",
+    "RestoreError", "SequenceSource", "SinkFunction", "SourceFunction", "StateMigrationError", "StateTtlConfig",
     "StopWithSavepointError", "StreamExecutionEnvironment", "SystemClock", "Timestamped",
     "TransactionConflictError", "TwoPhaseCommitFileSink",
     "TwoPhaseCommitSinkFunction", "Types", "ValueStateDescriptor", "Watermark", "WatermarkStrategy",

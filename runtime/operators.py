@@ -55,7 +55,7 @@ class StreamOperator:
         if self.keyed:
             kg_range = self.node.key_group_range(self.info.subtask)
             self.keyed_backend = KeyedStateBackend(where, self.node.key_type, self.info.max_parallelism, kg_range,
-                                                   restore.keyed if restore else None)
+                                                   restore.keyed if restore else None, clock=self.info.clock)
         self.runtime_context = RuntimeContext(self.info, self.keyed_backend)
         if isinstance(self.function, Function):
             self.function._runtime_context = self.runtime_context

@@ -21,6 +21,7 @@ from ..savepoint import operator
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import operator_index_for_key_group
+from . import ttl
 from .errors import RestoreError  # noqa: F401 (part of this module's API)
 
 log = logging.getLogger("fstate.runtime.restore")
@@ -217,5 +218,6 @@ def _opened(sources: list[KeyedStateSource], io) -> Iterator[tuple[str | None, K
     directory goes away as the next one opens, or when the loop ends or fails)."""
     for source in sources:
         # the runtime cannot run state whose serializers fstate cannot parse: no opaque fallback
-        with source.open(io=io, header_search=False) as state:
+        # TTL values keep their timestamps
+        with source.open(io=io, header_search=False, meta_of=ttl.with_timestamped_states) as state:
             yield source.label, state

@@ -15,6 +15,9 @@ from ..savepoint.builder import write_stream
 from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import key_group_for_hash
 from .callables import call_of
+from .clock import SystemClock
+from . import ttl
+from .ttl_state import TTL_STATE_CLASSES
 from .types import check_encodable, infer_key_type, or_pickled
 from .errors import StateMigrationError  # noqa: F401 (part of this module's API)
 
@@ -31,14 +34,32 @@ class StateDescriptor:
             raise ValueError("a state needs a name")
         self.name = name
         self.type_info = type_info
+        self.ttl_config: ttl.StateTtlConfig | None = None
 
     @property
     def fully_typed(self) -> bool:
         return self.type_info is not None
 
-    def meta_value_type(self) -> savepoint_types.TypeInfo:
-        """The type ``value_state_meta`` wants: element for LIST, MapType for MAP, else the value."""
+    def enable_time_to_live(self, ttl_config: ttl.StateTtlConfig) -> None:
+        """State TTL (see :mod:`.ttl`); a config whose update type is Disabled leaves it off."""
+        if not isinstance(ttl_config, ttl.StateTtlConfig):
+            raise TypeError(f"enable_time_to_live takes a StateTtlConfig, not {ttl_config!r}")
+        self.ttl_config = ttl_config
+
+    def get_ttl_config(self) -> ttl.StateTtlConfig:
+        return self.ttl_config or ttl.StateTtlConfig.DISABLED
+
+    @property
+    def ttl_enabled(self) -> bool:
+        return self.ttl_config is not None and self.ttl_config.is_enabled()
+
+    def user_value_type(self) -> savepoint_types.TypeInfo:
+        """The user's type: element for LIST, MapType for MAP, else the value."""
         return or_pickled(self.type_info)
+
+    def meta_value_type(self) -> savepoint_types.TypeInfo:
+        """The type ``value_state_meta`` wants: :meth:`user_value_type`, TTL-wrapped with TTL."""
+        return ttl.wrap_meta_value_type(self.kind, self.user_value_type()) if self.ttl_enabled else self.user_value_type()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r}, {self.meta_value_type().name})"
@@ -67,7 +88,7 @@ class MapStateDescriptor(StateDescriptor):
     def fully_typed(self) -> bool:
         return self.key_type is not None and self.value_type is not None
 
-    def meta_value_type(self) -> savepoint_types.TypeInfo:
+    def user_value_type(self) -> savepoint_types.TypeInfo:
         return savepoint_types.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
 
 
@@ -147,13 +168,15 @@ def resolve_operator_meta(name: str, mode: str, element: savepoint_types.TypeInf
 
 class StateTable:
     """One keyed state: ``data[key_group][key] = value`` (list for LIST, dict for MAP); for state
-    scoped by a namespace (windows) ``data[key_group][(key, namespace)] = value``."""
+    scoped by a namespace (windows) ``data[key_group][(key, namespace)] = value``.
+    ``snapshot_filter``: what a snapshot writes of a value (None: nothing), TTL full-snapshot cleanup."""
 
-    __slots__ = ("meta", "data")
+    __slots__ = ("meta", "data", "snapshot_filter")
 
     def __init__(self, meta: metainfo.StateMetaInfo, data: dict[int, dict] | None = None):
         self.meta = meta
         self.data: dict[int, dict] = data if data is not None else {}
+        self.snapshot_filter = None
 
     @property
     def namespaced(self) -> bool:
@@ -166,8 +189,10 @@ class KeyedStateBackend:
     KEY_CACHE = 1 << 16
 
     def __init__(self, where: str, key_type: savepoint_types.TypeInfo | None, max_parallelism: int,
-                 key_groups: tuple[int, int], restored=None):
+                 key_groups: tuple[int, int], restored=None, clock=None):
         self.where = where
+        self.clock = clock or SystemClock()
+        self._key_listeners: list = []
         self.explicit_key_type = key_type
         self.key_type = key_type
         self.max_parallelism = max_parallelism
@@ -233,6 +258,12 @@ class KeyedStateBackend:
     def set_current_key(self, key: Any) -> None:
         self.current_kg = self.key_group_of(key)
         self.current_key = key
+        if self._key_listeners:  # TTL cleanup for every record
+            for listener in self._key_listeners:
+                listener()
+
+    def add_key_selection_listener(self, listener) -> None:
+        self._key_listeners.append(listener)
 
     # -- registration ----------------------------------------------------------------------------
     def get_state(self, desc: StateDescriptor,
@@ -246,12 +277,14 @@ class KeyedStateBackend:
                                           f"{existing.kind} state")
             return existing
         table = self.tables.get(desc.name)
+        if table is not None and table.meta.kind == desc.kind and ttl.is_ttl_meta(table.meta) != desc.ttl_enabled:
+            ttl.migrate_table(table, desc.ttl_enabled, self.clock.now_ms(), self.where)
         meta = resolve_keyed_meta(desc, table.meta if table else None, self.where, namespace_type)
         if table is None:
             table = self.tables[desc.name] = StateTable(meta)
         else:
             table.meta = meta
-        cls = state_class or _STATE_CLASSES[desc.kind]
+        cls = state_class or (TTL_STATE_CLASSES if desc.ttl_enabled else _STATE_CLASSES)[desc.kind]
         state = cls(self, table, desc)
         self.states[desc.name] = state
         return state
@@ -271,12 +304,15 @@ class KeyedStateBackend:
         pairs_by_kg: dict[int, dict[int, list]] = {}
         for sid, table in enumerate(tables):
             enc = keyed.PairEncoder(meta, sid, self.max_parallelism)
+            keep = table.snapshot_filter
             for kg, m in table.data.items():
                 if not m:
                     continue
                 out = None
                 namespaced = table.namespaced
                 for key, value in m.items():
+                    if keep is not None:
+                        value = keep(value)
                     p = enc.pairs(kg, key[0], value, key[1]) if namespaced else enc.pairs(kg, key, value)
                     if p:
                         if out is None:

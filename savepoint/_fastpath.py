@@ -88,6 +88,8 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
         return None if inner is None else (NULLABLE, node.padding, inner)
 
     def visit_ttl(self, node: TtlType) -> Any:
+        if node.timestamped:  # TtlValue(user value, timestamp): the Python decoder builds it
+            return None
         inner = visit(node.value, self)
         return None if inner is None else (TTL, inner)
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from . import _fastpath
 from . import handles
@@ -214,11 +214,15 @@ class KeyedState:
 
 @contextmanager
 def open_rocksdb(source: rocksdb.RocksDBSource, max_parallelism: int, *, key_groups: Iterable[int] | None = None,
-                 io: FileIO | None = None, tmp_dir: str | None = None, header_search: bool = True
+                 io: FileIO | None = None, tmp_dir: str | None = None, header_search: bool = True,
+                 meta_of: Callable[[keyed.KeyedBackendMeta], keyed.KeyedBackendMeta] | None = None
                  ) -> Iterator[KeyedState]:
     """The keyed state of one subtask's RocksDB snapshot, in a ``with`` block (the database's
-    temporary directory is removed when it ends, also on errors)."""
+    temporary directory is removed when it ends, also on errors). ``meta_of``: see
+    :meth:`KeyedStateSource.open`."""
     meta = rocksdb.read_meta(source, io, header_search=header_search)
+    if meta_of is not None:
+        meta = meta_of(meta)
     with rocksdb.open_snapshot(source, tmp_dir=tmp_dir, io=io) as db:
         yield KeyedState.of_rocksdb(db, meta, max_parallelism, key_groups=key_groups, source=source.label)
 
@@ -248,17 +252,22 @@ class KeyedStateSource:
 
     @contextmanager
     def open(self, *, key_groups: Iterable[int] | None = None, io: FileIO | None = None, strict: bool = False,
-             tmp_dir: str | None = None, header_search: bool = True) -> Iterator[KeyedState]:
+             tmp_dir: str | None = None, header_search: bool = True,
+             meta_of: Callable[[keyed.KeyedBackendMeta], keyed.KeyedBackendMeta] | None = None
+             ) -> Iterator[KeyedState]:
         """The :class:`KeyedState`, in a ``with`` block. ``strict``: see :meth:`KeyedState.of_stream`
         (key-group streams). ``header_search``: a serializer snapshot fstate cannot parse makes only
-        its own state opaque (False: it is an error)."""
+        its own state opaque (False: it is an error). ``meta_of``: the header as the caller decodes
+        it (e.g. the runtime's restore keeps TTL values' timestamps)."""
         if self.rocksdb is not None:
             with open_rocksdb(self.rocksdb, self.max_parallelism, key_groups=key_groups, io=io, tmp_dir=tmp_dir,
-                              header_search=header_search) as state:
+                              header_search=header_search, meta_of=meta_of) as state:
                 yield state
             return
         buf = streams.read_source(self.stream, io)
         end = keyed.header_end(self.handle.offsets, len(buf)) if header_search else None
         meta = keyed.read_keyed_proxy(buf, self.stream.label, end)
+        if meta_of is not None:
+            meta = meta_of(meta)
         yield KeyedState.of_stream(buf, self.handle, meta, self.max_parallelism, key_groups=key_groups,
                                    source=self.stream.label, strict=strict)

@@ -6,7 +6,7 @@ Tuple, Row, List (ArrayList, Set), Map, Nullable, Either, GenericArray, Timer an
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..binary import DataOutput
 from . import hashing
@@ -483,18 +483,41 @@ def ttl_write_timestamp() -> int:
     return time.time_ns() // 1_000_000
 
 
+class TtlValue(NamedTuple):
+    """A TTL-wrapped value with its last access (epoch ms): Flink's ``TtlValue``. What a
+    timestamped :class:`TtlType` decodes to and encodes from."""
+
+    user_value: Any
+    last_access_timestamp: int
+
+
 class TtlType(Composite):
     """A TTL-wrapped state value: (last access timestamp, user value); decodes to the user value and
-    encodes with the write time as its last access (:func:`ttl_write_timestamp`)."""
+    encodes with the write time as its last access (:func:`ttl_write_timestamp`).
+
+    ``timestamped=True`` (see :meth:`with_timestamps`) keeps the timestamp: values decode to and
+    encode from :class:`TtlValue` (the stream runtime's TTL state). Same layout, same serializer
+    snapshot; only the Python value differs."""
 
     snapshot_class = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
     outer_version = 2
 
-    def __init__(self, timestamp: TypeInfo, value: TypeInfo, snapshot_class: str | None = None):
+    def __init__(self, timestamp: TypeInfo, value: TypeInfo, snapshot_class: str | None = None,
+                 timestamped: bool = False):
         self.children = (timestamp, value)
         if snapshot_class:
             self.snapshot_class = snapshot_class
+        self.timestamped = timestamped
         self.length = (8 + value.length) if value.length >= 0 else -1
+
+    def with_timestamps(self, timestamped: bool = True) -> "TtlType":
+        """This type, decoding to / encoding from :class:`TtlValue` (or not)."""
+        if timestamped == self.timestamped:
+            return self
+        return TtlType(self.children[0], self.value, self.snapshot_class, timestamped)
+
+    def _key(self) -> tuple:
+        return (self.snapshot_class, self.children, self.timestamped)
 
     @property
     def value(self) -> TypeInfo:
@@ -506,6 +529,12 @@ class TtlType(Composite):
 
     def decoder(self) -> Decoder:
         dv = self.value.decoder()
+        if self.timestamped:
+            def dec_timestamped(buf, pos):
+                v, end = dv(buf, pos + 8)
+                return TtlValue(v, I64.unpack_from(buf, pos)[0]), end
+
+            return dec_timestamped
 
         def dec(buf, pos):
             return dv(buf, pos + 8)
@@ -514,6 +543,12 @@ class TtlType(Composite):
 
     def encoder(self) -> Encoder:
         ev = self.value.encoder()
+        if self.timestamped:
+            def enc_timestamped(out, v):
+                out += I64.pack(v.last_access_timestamp)
+                ev(out, v.user_value)
+
+            return enc_timestamped
 
         def enc(out, v):
             # A value fstate writes counts as written now, as Flink stamps a write. (Flink expires a

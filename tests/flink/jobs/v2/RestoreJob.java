@@ -27,6 +27,7 @@ import org.apache.flink.api.common.state.OperatorStateStore;
 import org.apache.flink.api.common.state.ReducingState;
 import org.apache.flink.api.common.state.ReducingStateDescriptor;
 import org.apache.flink.api.common.state.StateDescriptor;
+import org.apache.flink.api.common.state.StateTtlConfig;
 import org.apache.flink.api.common.state.ValueState;
 import org.apache.flink.api.common.state.ValueStateDescriptor;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -67,6 +68,8 @@ import org.apache.flink.util.Collector;
  *    {"uid": "keyed", "kind": "keyed", "parallelism": 2, "key_type": "STRING", "timers": true,
  *     "max_parallelism": 128,                (optional per-operator override)
  *     "states": [{"name": "total", "kind": "VALUE", "type": "LONG"}, ...]},
+ *                (a keyed state may add "ttl_ms": N: declared with StateTtlConfig.newBuilder(N ms); a key
+ *                 whose value expired then reads as null, without a warning)
  *    {"uid": "src", "kind": "operator", "parallelism": 1,
  *     "states": [{"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"},
  *                {"name": "rules", "mode": "BROADCAST", "key_type": "STRING", "type": "STRING"}]}]}
@@ -100,6 +103,8 @@ public class RestoreJob {
         String mode;
         String type;
         String keyType;
+        /** keyed state with TTL (default StateTtlConfig of this many ms), or null. */
+        Long ttlMs;
 
         boolean keyed() {
             return kind != null;
@@ -207,6 +212,9 @@ public class RestoreJob {
                     }
                     if (!op.kind.equals("keyed")) {
                         throw new IllegalArgumentException(sw + ": keyed state needs an operator of kind keyed");
+                    }
+                    if (sm.containsKey("ttl_ms")) {
+                        st.ttlMs = num(sm, "ttl_ms", null, sw);
                     }
                     if (st.kind.equals("MAP") && !(RestoreTypes.parse(st.type) instanceof MapTypeInfo)) {
                         throw new IllegalArgumentException(sw + ": MAP state type must be MAP<K, V>, not " + st.type);
@@ -322,8 +330,16 @@ public class RestoreJob {
         }
     }
 
-    @SuppressWarnings({"unchecked", "rawtypes"})
     static StateDescriptor<?, ?> keyedDescriptor(StateConf st) {
+        StateDescriptor<?, ?> d = plainKeyedDescriptor(st);
+        if (st.ttlMs != null) {
+            d.enableTimeToLive(StateTtlConfig.newBuilder(java.time.Duration.ofMillis(st.ttlMs)).build());
+        }
+        return d;
+    }
+
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    static StateDescriptor<?, ?> plainKeyedDescriptor(StateConf st) {
         TypeInformation ti = RestoreTypes.parse(st.type);
         switch (st.kind) {
             case "VALUE":
@@ -491,7 +507,7 @@ public class RestoreJob {
                     WARNINGS.add(op.uid + "/" + st.name + " subtask " + subtask + ": " + misplaced[0]
                             + " keys do not hash to this subtask (key group written wrongly?)");
                 }
-                if (empty[0] > 0) {
+                if (empty[0] > 0 && st.ttlMs == null) {
                     WARNINGS.add(op.uid + "/" + st.name + " subtask " + subtask + ": " + empty[0]
                             + " keys are listed but reading their state gives null (stored under a different key group?)");
                 }
