@@ -123,6 +123,7 @@ def _last_access(sp: str) -> dict:
     """key -> last access of state "last" in the savepoint, read with the format core."""
     from fstate.runtime.ttl import with_timestamped_states
     from fstate.savepoint import keyed
+    from fstate.savepoint.keyed_state import KeyedState
     from fstate.savepoint.loader import Savepoint
 
     op = Savepoint.open(sp).operator("ttl")
@@ -131,7 +132,7 @@ def _last_access(sp: str) -> dict:
         buf = op.savepoint.read_stream(h.delegate)
         meta = with_timestamped_states(keyed.read_keyed_proxy(buf, "test"))
         sid = meta.state_id("last")
-        for _kg, key, _ns, (value,) in keyed.keyed_rows(buf, h, meta, op.max_parallelism, [sid]):
+        for _kg, key, _ns, (value,) in KeyedState.of_stream(buf, h, meta, op.max_parallelism).rows([sid]):
             if value is not None:
                 out[key] = value.last_access_timestamp
     return out

@@ -18,6 +18,7 @@ from fstate.runtime import (AggregatingStateDescriptor, CollectSink, FailAt, Fai
                             SystemClock, TwoPhaseCommitFileSink, Types, ValueStateDescriptor, read_committed)
 from fstate.runtime.restore import KeyedRestore
 from fstate.runtime.state import KeyedStateBackend
+from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint import keyed
 from fstate.readers.tables import keyed_table
 from fstate.savepoint.loader import Savepoint
@@ -162,7 +163,7 @@ def _snapshot_values(b, tmp_path):
     meta = with_timestamped_states(keyed.read_keyed_proxy(buf, "test"))
     ids = [sid for sid, _ in meta.value_states]
     out = {meta.states[sid].name: {} for sid in ids}
-    for _kg, key, _ns, vals in keyed.keyed_rows(buf, handle, meta, 128, ids):
+    for _kg, key, _ns, vals in KeyedState.of_stream(buf, handle, meta, 128).rows(ids):
         for sid, v in zip(ids, vals):
             if v is not None:
                 out[meta.states[sid].name][key] = v
@@ -245,7 +246,7 @@ def test_restore_keeps_timestamps_and_migrates_ttl_both_ways(tmp_path):
         ids = [sid for sid, _ in meta.value_states]
         for sid in ids:
             r.states[meta.states[sid].name] = (meta.states[sid], {})
-        for kg, key, _ns, vals in keyed.keyed_rows(handle.delegate.data, handle, meta, 128, ids):
+        for kg, key, _ns, vals in KeyedState.of_stream(handle.delegate.data, handle, meta, 128).rows(ids):
             for sid, val in zip(ids, vals):
                 if val is not None:
                     r.states[meta.states[sid].name][1].setdefault(kg, {})[key] = val
