@@ -17,6 +17,7 @@ from ..savepoint.types.hashing import key_group_for_hash
 from .callables import call_of
 from .clock import SystemClock
 from . import ttl
+from .keyed_state_base import KeyedStateBase
 from .ttl_state import TTL_STATE_CLASSES
 from .types import check_encodable, infer_key_type, or_pickled
 from .errors import StateMigrationError  # noqa: F401 (part of this module's API)
@@ -340,30 +341,7 @@ class KeyedStateBackend:
         return handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, self.start, offsets, write_stream(location, data))
 
 
-class _KeyedState:
-    __slots__ = ("_b", "_data", "_desc", "name")
-    kind = "VALUE"
-
-    def __init__(self, backend: KeyedStateBackend, table: StateTable, desc: StateDescriptor):
-        self._b = backend
-        self._data = table.data
-        self._desc = desc
-        self.name = desc.name
-
-    def _map(self) -> dict:
-        kg = self._b.current_kg
-        m = self._data.get(kg)
-        if m is None:
-            if kg < 0:
-                raise RuntimeError(f"state '{self.name}' used outside of a keyed context (no current key)")
-            m = self._data[kg] = {}
-        return m
-
-    def clear(self) -> None:
-        self._map().pop(self._b.current_key, None)
-
-
-class ValueState(_KeyedState):
+class ValueState(KeyedStateBase):
     kind = "VALUE"
 
     def value(self) -> Any:
@@ -382,7 +360,7 @@ class ValueState(_KeyedState):
         m[b.current_key] = value
 
 
-class ListState(_KeyedState):
+class ListState(KeyedStateBase):
     kind = "LIST"
 
     def get(self) -> list:
@@ -413,7 +391,7 @@ class ListState(_KeyedState):
             self.clear()
 
 
-class MapState(_KeyedState):
+class MapState(KeyedStateBase):
     kind = "MAP"
 
     def _entries(self, create: bool = False) -> dict | None:
@@ -460,7 +438,7 @@ class MapState(_KeyedState):
         return not self._entries()
 
 
-class ReducingState(_KeyedState):
+class ReducingState(KeyedStateBase):
     kind = "REDUCING"
 
     def get(self) -> Any:
@@ -473,7 +451,7 @@ class ReducingState(_KeyedState):
         m[k] = value if old is None else self._desc.reduce(old, value)
 
 
-class AggregatingState(_KeyedState):
+class AggregatingState(KeyedStateBase):
     kind = "AGGREGATING"
 
     def get(self) -> Any:

@@ -8,19 +8,16 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..savepoint.types import TtlValue
+from .keyed_state_base import KeyedStateBase
 from .ttl import IncrementalCleanup, StateTtlConfig, StateVisibility, UpdateType, expired, snapshot_filter
 
 
-class _TtlState:
-    __slots__ = ("_b", "_data", "_desc", "name", "_ttl", "_on_read", "_return_expired", "_clock", "_cleanup")
-    kind = "VALUE"
+class _TtlState(KeyedStateBase):
+    __slots__ = ("_ttl", "_on_read", "_return_expired", "_clock", "_cleanup")
 
     def __init__(self, backend, table, desc):
+        super().__init__(backend, table, desc)
         config: StateTtlConfig = desc.ttl_config
-        self._b = backend
-        self._data = table.data
-        self._desc = desc
-        self.name = desc.name
         self._clock = backend.clock
         self._ttl = config.ttl_ms
         self._on_read = config.update_type is UpdateType.OnReadAndWrite
@@ -39,15 +36,6 @@ class _TtlState:
     def _accessed(self) -> None:
         if self._cleanup is not None:
             self._cleanup.run()
-
-    def _map(self) -> dict:
-        kg = self._b.current_kg
-        m = self._data.get(kg)
-        if m is None:
-            if kg < 0:
-                raise RuntimeError(f"state '{self.name}' used outside of a keyed context (no current key)")
-            m = self._data[kg] = {}
-        return m
 
     def _now(self) -> int:
         return self._clock.now_ms()
