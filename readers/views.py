@@ -29,7 +29,7 @@ from ..savepoint.loader import Savepoint
 from ..savepoint.sql_plan import PlanBinding, load_binding, sql_operator
 from ..savepoint.summary import summarize
 from . import cep
-from .datasource import register
+from . import register
 from .options import FORMAT, savepoint_source_options
 
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
