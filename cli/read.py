@@ -55,9 +55,9 @@ def read(
         set_quiet(quiet)
         shown = output(context, json_alias)
         fs_options = apply_fs_options(fs_option, fs_config)
-        from ..readers.datasource import FORMAT as SOURCE_FORMAT
-        from ..readers.datasource import build_table
+        from ..readers.options import FORMAT as SOURCE_FORMAT
         from ..readers.options import source_options
+        from ..readers.planning import build_table
         from ..savepoint.errors import InvalidArgumentError
 
         if file_format not in FORMATS:
