@@ -185,21 +185,34 @@ def diff(
     conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    engine: str = ENGINE,
+    quiet: bool = QUIET,
 ) -> None:
     """Per state: rows added, removed and changed from OLD to NEW, with examples. Exit 0 when they
     hold the same state, 1 when they differ, 2 on bad input."""
     with user_errors():
+        set_quiet(quiet)
         shown = output(context, json_alias)
         apply_fs_options(fs_option, fs_config)
-        from ..readers.views import diff as diff_savepoints
+        from ..readers.engine import choose_engine
         from ..savepoint.loader import Savepoint
+        from ..savepoint.summary import summarize
 
-        for path in (old, new):  # a bad path or metadata fails here, before Spark starts
-            Savepoint.open(path, allow_external_paths=allow_external_paths)
+        # a bad path or metadata fails here, before Spark starts
+        opened = [Savepoint.open(path, allow_external_paths=allow_external_paths) for path in (old, new)]
         conf_map = parse_conf(conf)
-        spark = start_spark(master, conf_map)
-        with progress("comparing"):
-            result = diff_savepoints(spark, old, new, uid, allow_external_paths=allow_external_paths)
+        state_bytes = sum(summarize(savepoint)["total_state_bytes"] for savepoint in opened)
+        if choose_engine(engine, master if master is not None or not conf_map else "", state_bytes) == "embedded":
+            from ..readers.engine_diff import diff as diff_embedded
+
+            with progress_bar("comparing", state_bytes) as advance:
+                result = diff_embedded(old, new, uid, allow_external_paths=allow_external_paths, progress=advance)
+        else:
+            from ..readers.views import diff as diff_savepoints
+
+            spark = start_spark(master, conf_map)
+            with progress("comparing"):
+                result = diff_savepoints(spark, old, new, uid, allow_external_paths=allow_external_paths)
         shown.diff(old, new, result)
         if differs(result):
             raise typer.Exit(1)
