@@ -39,13 +39,22 @@ def _invoke(*arguments, exit_code=0) -> str:
     return result.stdout
 
 
+def _shown(output: str, arguments: list[str], engine: str) -> list[str]:
+    """What `read` prints, in a row order of its own (Spark's is its partitions'); JSON objects with sorted
+    keys: map entries come in the savepoint's order from the embedded engine, in the order of a Java
+    HashMap from Spark's collect()."""
+    lines = _invoke("--output", output, "read", *arguments, "--limit", "100000", "--engine", engine).splitlines()
+    if output == "json":
+        lines = [json.dumps(json.loads(line), sort_keys=True) for line in lines]
+    return sorted(lines)
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("output", ["table", "json"])
-def test_read_prints_the_same_on_both_engines(spark, output):
+def test_read_prints_the_same_on_both_engines(spark):
     for arguments in READS:
-        shown = [sorted(_invoke("--output", output, "read", *arguments, "--limit", "100000", "--engine", engine)
-                        .splitlines()) for engine in ("embedded", "spark")]
-        assert shown[0] == shown[1], arguments
+        assert _shown("json", arguments, "embedded") == _shown("json", arguments, "spark"), arguments
+    for arguments in READS[1:4]:  # tables without maps of several entries: the same rich table
+        assert _shown("table", arguments, "embedded") == _shown("table", arguments, "spark"), arguments
 
 
 @pytest.mark.spark
@@ -95,7 +104,8 @@ def test_embedded_read_out_and_bad_engine(tmp_path):
     result = runner.invoke(app, ["read", KEYED, "--uid", "keyed", "--out", str(out), "--engine", "embedded",
                                  "--quiet"])
     assert result.exit_code == 0, result.output
-    assert sorted(path.name for path in out.iterdir())[-1] == "_SUCCESS"
+    assert sorted(path.name for path in out.iterdir()) == ["_SUCCESS", "part-00000.parquet", "part-00001.parquet",
+                                                            "part-00002.parquet"]
     result = runner.invoke(app, ["read", KEYED, "--uid", "keyed", "--out", str(out), "--engine", "embedded"])
     assert result.exit_code == 2 and "already exists" in result.output
     result = runner.invoke(app, ["read", KEYED, "--uid", "keyed", "--engine", "flink"])
