@@ -65,8 +65,12 @@ def test_diff_gives_the_same_result_and_exit_code_on_both_engines(spark, tmp_pat
     removed = str(tmp_path / "removed")
     _invoke("modify", OPERATORS, "--out", removed, "--remove", "single")
     found = {}
-    for old, new, extra, exit_code in ((KEYED, KEYED_CHECKPOINT, [], 0), (KEYED, changed, ["--allow-external-paths"], 1),
-                                       (OPERATORS, removed, ["--allow-external-paths"], 1)):
+    # one operator each (Spark runs several joins per table): a keyed table with timers, list state, a
+    # window operator's keyed table and timers
+    for old, new, extra, exit_code in ((KEYED, KEYED_CHECKPOINT, ["--uid", "window-agg"], 0),
+                                       (KEYED, changed, ["--uid", "keyed", "--allow-external-paths"], 1),
+                                       (OPERATORS, removed, ["--uid", "single", "--allow-external-paths"], 1),
+                                       (OPERATORS, OPERATORS, ["--uid", "lists"], 0)):
         results = [json.loads(_invoke("diff", old, new, *extra, "--json", "--engine", engine, exit_code=exit_code))
                    for engine in ("embedded", "spark")]
         assert results[0] == results[1], (old, new)
