@@ -22,8 +22,6 @@ Getting the data source on a SparkSession:
 from __future__ import annotations
 
 import dataclasses
-import gc
-import itertools
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition
 from pyspark.sql.types import StructField, StructType
@@ -90,42 +88,23 @@ class SavepointReaderSource(DataSourceReader):
         return parts
 
     def read(self, partition: _Part):
-        """Decoded rows as Arrow record batches (the fast way into Spark); plain tuples when a column
-        type has no Arrow form."""
+        """Decoded rows as Arrow record batches (the fast way into Spark), made by the embedded engine's
+        ``partition_batches`` (the one place where rows become Arrow columns); plain tuples when a
+        column type has no Arrow form in Spark."""
         table = self.table
+        if _arrow_schema(table) is not None:
+            from . import engine
+
+            yield from engine.partition_batches(table, partition.part)
+            return
         convs = [schema_types.converter(t) for _, t, _ in table.columns]
         rows = tables.read_partition(partition.part, table.key_filter)
         if any(convs):
             rows = (tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row)) for row in rows)
-        arrow_schema = _arrow_schema(table)
-        if arrow_schema is None:
-            yield from rows
-            return
-        import pyarrow as pa
-
-        while True:
-            # Decoding makes no reference cycles, but a batch holds ~10^4 fresh container objects the
-            # cyclic collector would walk again and again (half the time of a batch): pause it while
-            # a batch is built (never across the yield).
-            gc_was_enabled = gc.isenabled()
-            gc.disable()
-            try:
-                batch = list(itertools.islice(rows, BATCH_ROWS))
-                if not batch:
-                    return
-                columns = list(zip(*batch))
-                del batch
-                record_batch = pa.RecordBatch.from_arrays(
-                    [pa.array(col, type=field.type) for col, field in zip(columns, arrow_schema)],
-                    schema=arrow_schema)
-                del columns
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
-            yield record_batch
+        yield from rows
 
 
-BATCH_ROWS = 8192
+BATCH_ROWS = 8192  # kept for callers; the batches are engine.partition_batches' (engine.BATCH_ROWS)
 
 
 class KeyFilteringReaderSource(SavepointReaderSource):
