@@ -104,7 +104,6 @@ class SavepointReaderSource(DataSourceReader):
         yield from rows
 
 
-BATCH_ROWS = 8192  # kept for callers; the batches are engine.partition_batches' (engine.BATCH_ROWS)
 
 
 class KeyFilteringReaderSource(SavepointReaderSource):
