@@ -92,3 +92,35 @@ class _NullStatus:
 
     def update(self, *a, **k):
         pass
+
+
+class _Quiet:
+    enabled = False
+
+
+def set_quiet(quiet: bool) -> None:
+    """``--quiet``: no progress bars."""
+    _Quiet.enabled = quiet
+
+
+@contextmanager
+def progress_bar(description: str, total_bytes: int):
+    """A transient bar for a long read (rows, bytes of state, time left), on a terminal unless
+    ``--quiet``; yields ``advance(rows, state_bytes)``."""
+    if _Quiet.enabled or not sys.stderr.isatty() or not total_bytes:
+        yield lambda rows, state_bytes: None
+        return
+    from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    counted = {"rows": 0}
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(binary_units=True),
+                  TextColumn("{task.fields[rows]:,} rows"), TimeElapsedColumn(), TextColumn("left"),
+                  TimeRemainingColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(description, total=total_bytes, rows=0)
+
+        def advance(rows: int, state_bytes: int) -> None:
+            counted["rows"] += rows
+            bar.update(task, advance=state_bytes, rows=counted["rows"])
+
+        yield advance

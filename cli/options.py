@@ -27,6 +27,11 @@ FS_CONFIG = typer.Option(
     help="YAML file of file-system options (as --fs-option; nested keys join with '.').")
 MASTER = typer.Option(None, "--master", metavar="URL", help="Spark master (default local[*]).")
 CONF = typer.Option(None, "--conf", metavar="KEY=VALUE", help="Spark configuration key=value (repeatable).")
+ENGINE = typer.Option(
+    "auto", "--engine", metavar="ENGINE",
+    help="auto, embedded or spark. embedded reads on this machine with pyarrow and a process pool (no JVM); "
+         "auto (default) uses Spark when --master or --conf is given or the state to read is above 1 GiB.")
+QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 JSON = typer.Option(False, "--json", help="Print JSON (the same as `fstate --output json`).")
 PLAN = typer.Option(
     None, "--plan", metavar="PLAN.json",

@@ -1,4 +1,4 @@
-"""Commands that read state with Spark: read, sql, diff."""
+"""Commands that read state: read and diff (embedded engine or Spark, see ``--engine``), sql (Spark)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Optional
 
 import typer
 
-from .console import progress, user_errors
-from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, FS_CONFIG, FS_OPTION, JSON, MASTER, PLAN,
-                      apply_fs_options, output, parse_conf, start_spark)
+from .console import progress, progress_bar, set_quiet, user_errors
+from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, ENGINE, FS_CONFIG, FS_OPTION, JSON, MASTER, PLAN,
+                      QUIET, apply_fs_options, output, parse_conf, start_spark)
 from .output import Output
 
 FORMATS = ("parquet", "csv", "json")
@@ -47,14 +47,17 @@ def read(
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
     plan: Optional[str] = PLAN,
+    engine: str = ENGINE,
+    quiet: bool = QUIET,
 ) -> None:
     """State as a table: operator list/union/broadcast state, the keyed table of an operator, or timers."""
     with user_errors():
+        set_quiet(quiet)
         shown = output(context, json_alias)
         fs_options = apply_fs_options(fs_option, fs_config)
-        from ..readers.datasource import FORMAT as SOURCE_FORMAT
-        from ..readers.datasource import build_table
+        from ..readers.options import FORMAT as SOURCE_FORMAT
         from ..readers.options import source_options
+        from ..readers.planning import build_table
         from ..savepoint.errors import InvalidArgumentError
 
         if file_format not in FORMATS:
@@ -70,6 +73,9 @@ def read(
         planned = build_table(options)
         options["table"] = planned.kind
         conf_map = parse_conf(conf)
+        if _engine_for(engine, master, conf_map, planned, out_dir) == "embedded":
+            read_embedded(shown, planned, limit, out_dir, file_format, overwrite=mode == "overwrite")
+            return
         spark = start_spark(master, conf_map)
         frame = spark.read.format(SOURCE_FORMAT).options(**options).load()
         if out_dir:
@@ -78,6 +84,38 @@ def read(
             shown.message(f"wrote {planned.name} ({', '.join(frame.columns)}) as {file_format} to {out_dir}")
             return
         show_frame(shown, frame, limit, title=planned.name)
+
+
+def _engine_for(engine: str, master: Optional[str], conf_map: dict, planned, out_dir: Optional[str]) -> str:
+    """The engine of a read: Spark when asked for (``--engine spark``, ``--master``, ``--conf``), for a
+    remote ``--out``, or (auto) above the size threshold; else the embedded engine."""
+    from ..readers.engine import choose_engine, table_bytes
+    from ..savepoint.io import is_remote
+
+    spark_asked = master is not None or bool(conf_map)
+    if engine == "auto" and out_dir and is_remote(out_dir):
+        spark_asked = True
+    return choose_engine(engine, "" if spark_asked else None, table_bytes(planned))
+
+
+def read_embedded(shown: Output, planned, limit: int, out_dir: Optional[str], file_format: str,
+                  overwrite: bool) -> None:
+    """``fstate read`` without Spark: the first rows, or all of them written to ``out_dir``."""
+    from ..readers import engine as embedded
+
+    if not out_dir:
+        shown.rows(planned.column_names, embedded.first_rows(planned, limit), title=planned.name, limit=limit)
+        return
+    from ..readers.engine_files import write_table
+    from ..savepoint.errors import InvalidArgumentError
+    from ..savepoint.io import is_remote, strip_file_scheme
+
+    if is_remote(out_dir):
+        raise InvalidArgumentError(f"--engine embedded writes local directories only, not {out_dir} "
+                                   "(--engine spark writes remote ones)")
+    with progress_bar(f"writing {file_format}", embedded.table_bytes(planned)) as advance:
+        write_table(planned, strip_file_scheme(out_dir), file_format, overwrite=overwrite, progress=advance)
+    shown.message(f"wrote {planned.name} ({', '.join(planned.column_names)}) as {file_format} to {out_dir}")
 
 
 def sql(
@@ -147,21 +185,34 @@ def diff(
     conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    engine: str = ENGINE,
+    quiet: bool = QUIET,
 ) -> None:
     """Per state: rows added, removed and changed from OLD to NEW, with examples. Exit 0 when they
     hold the same state, 1 when they differ, 2 on bad input."""
     with user_errors():
+        set_quiet(quiet)
         shown = output(context, json_alias)
         apply_fs_options(fs_option, fs_config)
-        from ..readers.views import diff as diff_savepoints
+        from ..readers.engine import choose_engine
         from ..savepoint.loader import Savepoint
+        from ..savepoint.summary import summarize
 
-        for path in (old, new):  # a bad path or metadata fails here, before Spark starts
-            Savepoint.open(path, allow_external_paths=allow_external_paths)
+        # a bad path or metadata fails here, before Spark starts
+        opened = [Savepoint.open(path, allow_external_paths=allow_external_paths) for path in (old, new)]
         conf_map = parse_conf(conf)
-        spark = start_spark(master, conf_map)
-        with progress("comparing"):
-            result = diff_savepoints(spark, old, new, uid, allow_external_paths=allow_external_paths)
+        state_bytes = sum(summarize(savepoint)["total_state_bytes"] for savepoint in opened)
+        if choose_engine(engine, master if master is not None or not conf_map else "", state_bytes) == "embedded":
+            from ..readers.engine_diff import diff as diff_embedded
+
+            with progress_bar("comparing", state_bytes) as advance:
+                result = diff_embedded(old, new, uid, allow_external_paths=allow_external_paths, progress=advance)
+        else:
+            from ..readers.views import diff as diff_savepoints
+
+            spark = start_spark(master, conf_map)
+            with progress("comparing"):
+                result = diff_savepoints(spark, old, new, uid, allow_external_paths=allow_external_paths)
         shown.diff(old, new, result)
         if differs(result):
             raise typer.Exit(1)
@@ -211,6 +262,10 @@ def write_frame(frame, out_dir: str, file_format: str, overwrite: bool = False) 
         writer = frame.write.format("csv").option("header", "true")
     else:
         writer = frame.write.format(file_format)
+    if file_format == "parquet":
+        # timestamps as INT64 microseconds (the Parquet standard, and what the embedded engine writes),
+        # not Spark's default INT96
+        frame.sparkSession.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
     if is_remote(out_dir):
         writer.mode("overwrite" if overwrite else "error").save(out_dir)
         return

@@ -22,65 +22,17 @@ Getting the data source on a SparkSession:
 from __future__ import annotations
 
 import dataclasses
-import gc
-import itertools
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition
 from pyspark.sql.types import StructField, StructType
 
-from ..savepoint.errors import InvalidArgumentError, UnknownStateError
-from ..savepoint import sql_plan
-from ..savepoint.loader import Savepoint
 from . import schema as schema_types
 from . import tables
-from .options import FORMAT, parse_source_options
+from .options import FORMAT
+from .planning import build_table
 
 #: the runtime SQL option that lets Spark offer filters to a Python data source (off by default)
 FILTER_PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
-
-
-def build_table(options: dict, keys: list | None = None) -> tables.Table:
-    """The table the options name (see options.py), planned on this machine."""
-    source = parse_source_options(options)
-    sp = Savepoint.open(source.path, allow_external_paths=source.allow_external_paths,
-                        checkpoint_base_dir=source.checkpoint_base_dir, fs_options=source.fs_options)
-    op = sp.operator(source.uid)
-    # the plan is checked against the whole savepoint, also when this operator is not in it
-    sql = sql_plan.load_binding(source.plan, sp).operator(op) if source.plan else None
-    table = source.table
-    state = source.state
-    if table is None:
-        om = op.operator_meta
-        info = om.state(state) if (om and state and "," not in state) else None
-        if info is not None:
-            table = "broadcast" if info.kind == "BROADCAST" else "list"
-        elif op.has_keyed_state:
-            table = "keyed"
-        else:
-            names = ", ".join(s.name for s in (om.states if om else [])) or "none"
-            if state:
-                raise UnknownStateError(f"operator {op.display_name} has no state '{state}' (states: {names})",
-                                        sp.location.metadata_path)
-            raise InvalidArgumentError(f"operator {op.display_name} has no keyed state: name one of its "
-                                       f"operator states with --state ({names})")
-    if table == "list":
-        return tables.list_state_table(op, _required(state))
-    if table == "broadcast":
-        return tables.broadcast_state_table(op, _required(state))
-    if table == "keyed":
-        return tables.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys,
-                                  sql=sql)
-    if table == "matches":
-        from . import cep
-
-        return cep.partial_matches_table(op, keys)
-    return tables.timers_table(op, flatten_key=source.flatten, sql=sql)
-
-
-def _required(state: str | None) -> str:
-    if not state:
-        raise InvalidArgumentError("option 'state' is required for operator state")
-    return state
 
 
 def spark_schema(table: tables.Table) -> StructType:
@@ -136,42 +88,22 @@ class SavepointReaderSource(DataSourceReader):
         return parts
 
     def read(self, partition: _Part):
-        """Decoded rows as Arrow record batches (the fast way into Spark); plain tuples when a column
-        type has no Arrow form."""
+        """Decoded rows as Arrow record batches (the fast way into Spark), made by the embedded engine's
+        ``partition_batches`` (the one place where rows become Arrow columns); plain tuples when a
+        column type has no Arrow form in Spark."""
         table = self.table
+        if _arrow_schema(table) is not None:
+            from . import engine
+
+            yield from engine.partition_batches(table, partition.part)
+            return
         convs = [schema_types.converter(t) for _, t, _ in table.columns]
         rows = tables.read_partition(partition.part, table.key_filter)
         if any(convs):
             rows = (tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row)) for row in rows)
-        arrow_schema = _arrow_schema(table)
-        if arrow_schema is None:
-            yield from rows
-            return
-        import pyarrow as pa
-
-        while True:
-            # Decoding makes no reference cycles, but a batch holds ~10^4 fresh container objects the
-            # cyclic collector would walk again and again (half the time of a batch): pause it while
-            # a batch is built (never across the yield).
-            gc_was_enabled = gc.isenabled()
-            gc.disable()
-            try:
-                batch = list(itertools.islice(rows, BATCH_ROWS))
-                if not batch:
-                    return
-                columns = list(zip(*batch))
-                del batch
-                record_batch = pa.RecordBatch.from_arrays(
-                    [pa.array(col, type=field.type) for col, field in zip(columns, arrow_schema)],
-                    schema=arrow_schema)
-                del columns
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
-            yield record_batch
+        yield from rows
 
 
-BATCH_ROWS = 8192
 
 
 class KeyFilteringReaderSource(SavepointReaderSource):

@@ -1,22 +1,15 @@
-"""TypeInfo → Spark SQL types, and the per-value adjustments Spark needs: two visitors.
+"""TypeInfo → Spark SQL types (a visitor); the per-value adjustments, shared with the embedded engine,
+live in ``arrow_schema`` (re-exported here).
 
 The TypeInfo tree is the source of truth; this module is the only place that knows Spark's types.
 """
 
 from __future__ import annotations
 
-import datetime
-import decimal
-import pickle
-import warnings
-from decimal import Decimal
-from typing import Any, Callable
-
 from pyspark.sql import types as spark_types
 
-from ..savepoint.errors import FStateError
 from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
-                               NullableType, OpaquePickle, OpaqueType, PickledType, PojoType, RowType, Scalar,
+                               NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
                                SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
                                visit)
 from ..savepoint.types.cep import CepType
@@ -182,169 +175,7 @@ def spark_type(t: TypeInfo) -> spark_types.DataType:
     return visit(t, SparkTypeVisitor())
 
 
-# ---------------------------------------------------------------------------------------------
-# value conversion: only where Python values differ from what Spark accepts
+# value conversion is the same for Spark and the embedded engine: readers.arrow_schema (no pyspark)
+from .arrow_schema import NANOS_DROPPED, Converter, ValueConverterVisitor, converter  # noqa: E402
 
-Converter = Callable[[Any], Any]
-
-
-def _struct_converter(children, visitor) -> Converter | None:
-    convs = [visit(c, visitor) for c in children]
-    if not any(convs):
-        return None
-
-    def conv_struct(v):
-        if v is None:
-            return None
-        return tuple(v if c is None or x is None else c(x) for c, x in zip(convs, v))
-
-    return conv_struct
-
-
-class SparkConverterVisitor(TypeInfoVisitor["Converter | None"]):
-    """A function fixing up a decoded value for Spark, or None when the value is already fine."""
-
-    def visit_scalar(self, node: Scalar) -> Converter | None:
-        if node.kind == "BigDecimal":
-            return _check_decimal(18, "BigDecimal")
-        if node.kind == "BigInteger":
-            return _bigint_to_decimal
-        return None
-
-    def visit_time_window(self, node: TimeWindowType) -> Converter | None:
-        return None
-
-    def visit_tuple(self, node: TupleType) -> Converter | None:
-        return _struct_converter(node.children, self)
-
-    def visit_row(self, node: RowType) -> Converter | None:
-        return _struct_converter(node.children, self)
-
-    def visit_either(self, node: EitherType) -> Converter | None:
-        return _struct_converter(node.children, self)
-
-    def visit_pojo(self, node: PojoType) -> Converter | None:
-        if not node.decodable:
-            return None
-        return _struct_converter([t for _, _, t in node.fields], self)
-
-    def visit_list(self, node: ListType) -> Converter | None:
-        c = visit(node.children[0], self)
-        if c is None:
-            return None
-        return lambda v: None if v is None else [None if x is None else c(x) for x in v]
-
-    def visit_array_list(self, node: ArrayListType) -> Converter | None:
-        return self.visit_list(node)
-
-    def visit_set(self, node: SetType) -> Converter | None:
-        return self.visit_list(node)
-
-    def visit_generic_array(self, node: GenericArrayType) -> Converter | None:
-        return self.visit_list(node)
-
-    def visit_map(self, node: MapType) -> Converter | None:
-        ck, cv = visit(node.key, self), visit(node.value, self)
-        if ck is None and cv is None:
-            return None
-        ck = ck or (lambda x: x)
-        cv = cv or (lambda x: x)
-        return lambda v: None if v is None else {ck(k): (None if x is None else cv(x)) for k, x in v.items()}
-
-    def visit_nullable(self, node: NullableType) -> Converter | None:
-        return visit(node.inner, self)
-
-    def visit_ttl(self, node: TtlType) -> Converter | None:
-        return visit(node.value, self)
-
-    def visit_pickled(self, node: PickledType) -> Converter | None:
-        return _repickle
-
-    def visit_enum(self, node: EnumType) -> Converter | None:
-        return None
-
-    def visit_timer(self, node: TimerType) -> Converter | None:
-        return None
-
-    def visit_opaque(self, node: OpaqueType) -> Converter | None:
-        return None
-
-    # CEP
-    def visit_cep(self, node: CepType) -> Converter | None:
-        return visit(node.shape, self) if node.fully_decodable else None
-    # table runtime: decoded values are what Spark takes (tuples, str, Decimal of the type's scale, ...)
-    def visit_row_data(self, node: RowDataType) -> Converter | None:
-        return _nano_timestamp_converter(node.types or ())
-
-    def visit_table_data(self, node: TableDataType) -> Converter | None:
-        return _nano_timestamp_converter((node.logical,))
-
-    def visit_raw_value_data(self, node: RawValueDataType) -> Converter | None:
-        return None
-
-    def visit_external(self, node: ExternalType) -> Converter | None:
-        return visit(node.inner, self)
-
-
-def converter(t: TypeInfo) -> Converter | None:
-    """A function fixing up a decoded value for Spark, or None when the value is already fine."""
-    return visit(t, SparkConverterVisitor())
-
-
-def _has_nano_timestamps(t: LogicalType) -> bool:
-    return (t.root in ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE") and (t.precision or 0) > 6
-            or any(_has_nano_timestamps(c) for c in t.children))
-
-
-#: said when a Spark column drops the nanoseconds of a TIMESTAMP(7..9) value
-NANOS_DROPPED = ("TIMESTAMP(7..9) values with nanoseconds below the microsecond read as Spark timestamps, which "
-                 "keep microseconds: the nanoseconds are dropped in Spark (the JSON output and the Python values, "
-                 "NanoDatetime, keep them)")
-
-
-def _nano_timestamp_converter(types) -> Converter | None:
-    """Spark keeps microseconds: a value of TIMESTAMP(p > 6) with a sub-microsecond part becomes a plain
-    datetime, with a warning (only when such a part is present)."""
-    if not any(_has_nano_timestamps(t) for t in types):
-        return None
-
-    def strip(v):
-        if isinstance(v, datetime.datetime) and getattr(v, "nanosecond", 0):
-            warnings.warn(NANOS_DROPPED, stacklevel=2)
-            return datetime.datetime(v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.tzinfo)
-        if isinstance(v, (tuple, list)):
-            items = [strip(x) for x in v]
-            return v if all(a is b for a, b in zip(items, v)) else type(v)(items) if isinstance(v, list) else tuple(items)
-        if isinstance(v, dict):
-            pairs = [(strip(k), strip(x)) for k, x in v.items()]
-            return v if all(a is k and b is x for (a, b), (k, x) in zip(pairs, v.items())) else dict(pairs)
-        return v
-
-    return strip
-
-
-def _repickle(v):
-    return bytes(v) if isinstance(v, OpaquePickle) else pickle.dumps(v, protocol=PickledType.PROTOCOL)
-
-
-def _check_decimal(scale: int, what: str):
-    quantum = Decimal(1).scaleb(-scale)
-    limit = Decimal(10) ** (38 - scale)
-    ctx = decimal.Context(prec=1000)
-
-    def conv(v: Decimal):
-        try:
-            q = v.quantize(quantum, context=ctx)
-        except decimal.InvalidOperation:
-            q = None
-        if q is None or q != v or abs(q) >= limit:
-            raise FStateError(f"{what} value {v} does not fit Spark's DecimalType(38, {scale}) exactly")
-        return q
-
-    return conv
-
-
-def _bigint_to_decimal(v: int):
-    if abs(v) >= 10 ** 38:
-        raise FStateError(f"BigInteger value {v} does not fit Spark's DecimalType(38, 0)")
-    return Decimal(v)
+SparkConverterVisitor = ValueConverterVisitor

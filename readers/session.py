@@ -1,10 +1,20 @@
 """Getting a SparkSession: the active one (notebook, spark-submit) or a quiet local one; either way
-with the ``flink-savepoint`` data source registered on it (see datasource.register)."""
+with the ``flink-savepoint`` data source registered on it (see datasource.register).
+
+Quiet: the JVM's start-up lines never reach the terminal. Spark's launcher always gives the driver JVM
+``--add-modules=jdk.incubator.vector`` (``JavaModuleOptions``), on which the JVM prints "WARNING: Using
+incubator modules"; fstate starts the JVM itself with its stderr piped through a filter that drops that
+line and passes everything else on. "Setting default log level" is Spark's note when the log level of an
+interactive session is not configured: fstate's ``log4j2.properties`` configures it.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from . import register
@@ -22,17 +32,51 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None):
     # Executors must run the same interpreter that has fstate installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = (SparkSession.builder.appName("fstate")
-               .master(master or os.environ.get("FSTATE_SPARK_MASTER", "local[*]"))
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "8")
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG4J}")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.python.worker.reuse", "true"))
-    for k, v in (conf or {}).items():
+    settings = {"spark.app.name": "fstate",
+                "spark.master": master or os.environ.get("FSTATE_SPARK_MASTER", "local[*]"),
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "8",
+                "spark.sql.session.timeZone": "UTC",
+                "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J}",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.python.worker.reuse": "true"}
+    settings.update(conf or {})
+    _start_quiet_jvm(settings)
+    builder = SparkSession.builder
+    for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+#: JVM start-up lines that say nothing to a user of fstate
+_JVM_NOISE = re.compile(rb"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use )")
+
+
+def _start_quiet_jvm(settings: dict[str, str]) -> None:
+    """Start PySpark's JVM (when none runs yet) with its stderr filtered (see the module doc)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    spark_conf = SparkConf(loadDefaults=False)
+    for key, value in settings.items():
+        spark_conf.set(key, value)
+    gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), daemon=True,
+                     name="fstate-jvm-stderr").start()
+    SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)
+
+
+def _forward_stderr(stream) -> None:
+    """The JVM's stderr, less its start-up noise, onto this process's stderr."""
+    for line in iter(stream.readline, b""):
+        if _JVM_NOISE.match(line):
+            continue
+        try:
+            os.write(2, line)
+        except OSError:
+            return

@@ -29,7 +29,7 @@ from ..savepoint.loader import Savepoint
 from ..savepoint.sql_plan import PlanBinding, load_binding, sql_operator
 from ..savepoint.summary import summarize
 from . import cep
-from .datasource import register
+from . import register
 from .options import FORMAT, savepoint_source_options
 
 _NON_IDENT = re.compile(r"[^A-Za-z0-9_]")
@@ -124,11 +124,20 @@ def register_views(spark, path: str, prefix: str | None = None, *, allow_externa
 def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: int = 3, *,
          allow_external_paths: bool = False, checkpoint_base_dir: str | None = None,
          fs_options=None) -> list[dict[str, Any]]:
-    """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys.
-    ``checkpoint_base_dir``: new place of the job checkpoint directory both were taken in, if it moved."""
-    from pyspark.sql import functions as spark_functions
-
+    """Per operator and state: rows added, removed and changed from OLD to NEW, with example keys, on
+    Spark. ``checkpoint_base_dir``: new place of the job checkpoint directory both were taken in, if it
+    moved. (``readers.engine_diff.diff``: the same without Spark.)"""
     register(spark)
+    return compare_savepoints(SparkComparer(spark), old_path, new_path, uid, examples,
+                              allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                              fs_options=fs_options)
+
+
+def compare_savepoints(comparer, old_path: str, new_path: str, uid: str | None = None, examples: int = 3, *,
+                       allow_external_paths: bool = False, checkpoint_base_dir: str | None = None,
+                       fs_options=None) -> list[dict[str, Any]]:
+    """The diff of two savepoints, with ``comparer`` (:class:`SparkComparer` or the embedded engine's)
+    loading and comparing each pair of tables."""
     old_sp = Savepoint.open(old_path, allow_external_paths=allow_external_paths,
                             checkpoint_base_dir=checkpoint_base_dir, fs_options=fs_options)
     new_sp = Savepoint.open(new_path, allow_external_paths=allow_external_paths,
@@ -151,34 +160,67 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
         row = {"operator": names[op_id], "table": table, "state": label}
         if key not in old_views or key not in new_views:
             only_new = key not in old_views
-            df = _load(spark, new_sp if only_new else old_sp, op_id, table, state)
-            n = df.count()
+            n = comparer.count(comparer.load(new_sp if only_new else old_sp, op_id, table, state))
             row.update(added=n if only_new else 0, removed=0 if only_new else n, changed=0,
                        note="only in NEW" if only_new else "only in OLD", examples=[])
             results.append(row)
             continue
-        a = _load(spark, old_sp, op_id, table, state)
-        b = _load(spark, new_sp, op_id, table, state)
-        ids = _identity_columns(table, a.columns, _keyed_state_names(old_sp, op_id))
-        vals = [c for c in a.columns if c not in ids]
-        if set(a.columns) != set(b.columns):
+        a = comparer.load(old_sp, op_id, table, state)
+        b = comparer.load(new_sp, op_id, table, state)
+        a_columns, b_columns = comparer.columns(a), comparer.columns(b)
+        ids = _identity_columns(table, a_columns, _keyed_state_names(old_sp, op_id))
+        vals = [c for c in a_columns if c not in ids]
+        if set(a_columns) != set(b_columns):
             row.update(added=None, removed=None, changed=None, note="columns differ: "
-                       f"{', '.join(a.columns)} vs {', '.join(b.columns)}", examples=[])
+                       f"{', '.join(a_columns)} vs {', '.join(b_columns)}", examples=[])
             results.append(row)
             continue
         if table in ("list", "timers"):
             # list state and timers: compare multisets (which subtask holds an element does not matter)
-            cols = ["value"] if table == "list" else a.columns
-            av = a.select(spark_functions.to_json(spark_functions.struct(*cols)).alias("v")).groupBy("v").count()
-            bv = b.select(spark_functions.to_json(spark_functions.struct(*cols)).alias("v")).groupBy("v").count()
-            j = av.join(bv, "v", "full_outer").select("v", spark_functions.coalesce(av["count"], spark_functions.lit(0)).alias("a"),
-                                                       spark_functions.coalesce(bv["count"], spark_functions.lit(0)).alias("b"))
-            added = j.where("b > a").select(spark_functions.sum(spark_functions.col("b") - spark_functions.col("a"))).first()[0] or 0
-            removed = j.where("a > b").select(spark_functions.sum(spark_functions.col("a") - spark_functions.col("b"))).first()[0] or 0
-            ex = [r["v"] for r in j.where("a != b").limit(examples).collect()]
+            added, removed, ex = comparer.multisets(a, b, ["value"] if table == "list" else a_columns, examples)
             row.update(added=added, removed=removed, changed=0, note="", examples=ex)
             results.append(row)
             continue
+        added, removed, changed, ex = comparer.by_identity(a, b, ids, vals, examples)
+        row.update(added=added, removed=removed, changed=changed, note="", examples=ex)
+        results.append(row)
+    return results
+
+
+class SparkComparer:
+    """Tables as DataFrames; comparisons as Spark joins of the rows' ``to_json``."""
+
+    def __init__(self, spark):
+        self.spark = spark
+
+    def load(self, sp: Savepoint, uid: str, table: str, state: str | None):
+        return _load(self.spark, sp, uid, table, state)
+
+    @staticmethod
+    def count(frame) -> int:
+        return frame.count()
+
+    @staticmethod
+    def columns(frame) -> list[str]:
+        return frame.columns
+
+    @staticmethod
+    def multisets(a, b, cols: list[str], examples: int):
+        from pyspark.sql import functions as spark_functions
+
+        av = a.select(spark_functions.to_json(spark_functions.struct(*cols)).alias("v")).groupBy("v").count()
+        bv = b.select(spark_functions.to_json(spark_functions.struct(*cols)).alias("v")).groupBy("v").count()
+        j = av.join(bv, "v", "full_outer").select("v", spark_functions.coalesce(av["count"], spark_functions.lit(0)).alias("a"),
+                                                   spark_functions.coalesce(bv["count"], spark_functions.lit(0)).alias("b"))
+        added = j.where("b > a").select(spark_functions.sum(spark_functions.col("b") - spark_functions.col("a"))).first()[0] or 0
+        removed = j.where("a > b").select(spark_functions.sum(spark_functions.col("a") - spark_functions.col("b"))).first()[0] or 0
+        ex = [r["v"] for r in j.where("a != b").limit(examples).collect()]
+        return added, removed, ex
+
+    @staticmethod
+    def by_identity(a, b, ids: list[str], vals: list[str], examples: int):
+        from pyspark.sql import functions as spark_functions
+
         sa = a.select(*ids, spark_functions.to_json(spark_functions.struct(*_canonical(a, vals))).alias("__old"))
         sb = b.select(*ids, spark_functions.to_json(spark_functions.struct(*_canonical(b, vals))).alias("__new"))
         j = sa.join(sb, ids, "full_outer")
@@ -188,9 +230,7 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
         ex = [{"key": _plain(r[ids[0]]), "old": r["__old"], "new": r["__new"]} for r in
               changed.limit(examples).collect()]
         ex += [{"key": _plain(r[ids[0]]), "new": r["__new"]} for r in added.limit(max(0, examples - len(ex))).collect()]
-        row.update(added=added.count(), removed=removed.count(), changed=changed.count(), note="", examples=ex)
-        results.append(row)
-    return results
+        return added.count(), removed.count(), changed.count(), ex
 
 
 def _canonical(df, cols: list[str]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import fstate.readers.arrow_schema as arrow_schema
 import fstate.readers.schema as spark_schema
 import fstate.savepoint._fastpath as fastpath
 import fstate.savepoint.types.key_hash as key_hash
@@ -22,7 +23,7 @@ from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
 
 #: The visitors of the code base (importing their modules above registers them as subclasses).
-VISITOR_MODULES = (spark_schema, fastpath, key_hash, spec, flink_target, validation)
+VISITOR_MODULES = (arrow_schema, spark_schema, fastpath, key_hash, spec, flink_target, validation)
 
 
 def _subclasses(cls) -> set[type]:
@@ -73,7 +74,7 @@ SAMPLES = _samples()
 
 def test_the_visitors_are_found():
     names = {v.__qualname__ for v in VISITORS}
-    assert {"SparkTypeVisitor", "SparkConverterVisitor", "FastPathSpecVisitor", "ValueHashVisitor",
+    assert {"SparkTypeVisitor", "ValueConverterVisitor", "ArrowTypeVisitor", "FastPathSpecVisitor", "ValueHashVisitor",
             "TypeNameVisitor"} <= names
 
 

@@ -1,0 +1,355 @@
+"""TypeInfo → Arrow types (a visitor), and the per-value adjustments decoded values need before they
+become Spark or Arrow columns (a second visitor). No pyspark here: the embedded engine runs without a JVM.
+
+The Arrow type of a column is the one Spark's own Arrow conversion gives for ``readers.schema``'s Spark
+type of the same TypeInfo (``to_arrow_schema(spark_schema, timezone="UTC")``): timestamps are
+microseconds (``TIMESTAMP_LTZ``/``Instant``/``Date`` in UTC, ``TIMESTAMP``/``LocalDateTime`` without a
+zone), times nanoseconds, decimals 128-bit, maps and structs with Spark's field names and nullability.
+So the embedded engine's tables hold exactly the schema and values the Spark path hands Spark.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import pickle
+import warnings
+from decimal import Decimal
+from typing import Any, Callable
+
+import pyarrow
+
+from ..savepoint.errors import FStateError
+from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
+                               NullableType, OpaquePickle, OpaqueType, PickledType, PojoType, RowType, Scalar,
+                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
+                               visit)
+from ..savepoint.types.cep import CepType
+from ..savepoint.types.logical import LogicalType
+from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
+from ..savepoint.types.visitor import MissingVisitorBranchError
+
+UTC_TIMESTAMP = pyarrow.timestamp("us", tz="UTC")
+LOCAL_TIMESTAMP = pyarrow.timestamp("us")
+TIME = pyarrow.time64("ns")
+DECIMAL = pyarrow.decimal128(38, 18)
+BIG_INTEGER = pyarrow.decimal128(38, 0)
+
+
+def _array(element: pyarrow.DataType, contains_null: bool) -> pyarrow.DataType:
+    return pyarrow.list_(pyarrow.field("element", element, contains_null))
+
+
+#: The Arrow type of each scalar kind (``Scalar.kind``), as Spark's type of it converts to Arrow.
+SCALAR_TYPES: dict[str, pyarrow.DataType] = {
+    "String": pyarrow.string(), "Long": pyarrow.int64(), "Integer": pyarrow.int32(), "Short": pyarrow.int16(),
+    "Byte": pyarrow.int8(), "Boolean": pyarrow.bool_(), "Double": pyarrow.float64(), "Float": pyarrow.float32(),
+    "Character": pyarrow.string(), "BigDecimal": DECIMAL, "BigInteger": BIG_INTEGER, "Void": pyarrow.string(),
+    "Date": UTC_TIMESTAMP, "SqlDate": pyarrow.date32(), "SqlTime": TIME, "SqlTimestamp": UTC_TIMESTAMP,
+    "LocalDate": pyarrow.date32(), "LocalTime": TIME, "LocalDateTime": LOCAL_TIMESTAMP, "Instant": UTC_TIMESTAMP,
+    "byte[]": pyarrow.binary(), "int[]": _array(pyarrow.int32(), False), "long[]": _array(pyarrow.int64(), False),
+    "short[]": _array(pyarrow.int16(), False), "float[]": _array(pyarrow.float32(), False),
+    "double[]": _array(pyarrow.float64(), False), "char[]": _array(pyarrow.string(), False),
+    "boolean[]": _array(pyarrow.bool_(), False), "String[]": _array(pyarrow.string(), True),
+    "VoidNamespace": pyarrow.string(), "GlobalWindow": pyarrow.string(), "Tuple0": pyarrow.string(),
+}
+
+
+def _struct(names, children, visitor) -> pyarrow.DataType:
+    return pyarrow.struct([pyarrow.field(name, visit(child, visitor), True) for name, child in zip(names, children)])
+
+
+class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
+    """The Arrow type of a TypeInfo's values (as decoded, after :class:`ValueConverterVisitor`)."""
+
+    def visit_scalar(self, node: Scalar) -> pyarrow.DataType:
+        try:
+            return SCALAR_TYPES[node.kind]
+        except KeyError:
+            raise MissingVisitorBranchError(f"ArrowTypeVisitor has no Arrow type for scalar kind {node.kind!r}: "
+                                            "add it to readers.arrow_schema.SCALAR_TYPES") from None
+
+    def visit_time_window(self, node: TimeWindowType) -> pyarrow.DataType:
+        return pyarrow.struct([pyarrow.field("start", pyarrow.int64(), False),
+                               pyarrow.field("end", pyarrow.int64(), False)])
+
+    def visit_tuple(self, node: TupleType) -> pyarrow.DataType:
+        return _struct(node.field_names, node.children, self)
+
+    def visit_row(self, node: RowType) -> pyarrow.DataType:
+        return _struct(node.field_names, node.children, self)
+
+    def visit_either(self, node: EitherType) -> pyarrow.DataType:
+        return _struct(node.field_names, node.children, self)
+
+    def visit_pojo(self, node: PojoType) -> pyarrow.DataType:
+        if not node.decodable:
+            return pyarrow.binary()
+        return _struct([name for name, _, _ in node.fields], [t for _, _, t in node.fields], self)
+
+    def visit_list(self, node: ListType) -> pyarrow.DataType:
+        return _array(visit(node.element, self), True)
+
+    def visit_array_list(self, node: ArrayListType) -> pyarrow.DataType:
+        return self.visit_list(node)
+
+    def visit_set(self, node: SetType) -> pyarrow.DataType:
+        return self.visit_list(node)
+
+    def visit_generic_array(self, node: GenericArrayType) -> pyarrow.DataType:
+        return _array(visit(node.children[0], self), True)
+
+    def visit_map(self, node: MapType) -> pyarrow.DataType:
+        return pyarrow.map_(visit(node.key, self), pyarrow.field("value", visit(node.value, self), True))
+
+    def visit_nullable(self, node: NullableType) -> pyarrow.DataType:
+        return visit(node.inner, self)
+
+    def visit_ttl(self, node: TtlType) -> pyarrow.DataType:
+        return visit(node.value, self)
+
+    def visit_enum(self, node: EnumType) -> pyarrow.DataType:
+        return pyarrow.string()
+
+    def visit_pickled(self, node: PickledType) -> pyarrow.DataType:
+        return pyarrow.binary()  # the pickle bytes (protocol 4) of fstate's runtime
+
+    def visit_timer(self, node: TimerType) -> pyarrow.DataType:
+        return pyarrow.struct([pyarrow.field("timestamp", pyarrow.int64(), True),
+                               pyarrow.field("key", visit(node.key, self), True),
+                               pyarrow.field("namespace", visit(node.namespace, self), True)])
+
+    def visit_opaque(self, node: OpaqueType) -> pyarrow.DataType:
+        return pyarrow.binary()  # the raw value bytes
+
+    # CEP
+    def visit_cep(self, node: CepType) -> pyarrow.DataType:
+        if not node.fully_decodable:  # e.g. Lockable<Kryo event>: the value is read as raw bytes
+            return pyarrow.binary()
+        return visit(node.shape, self)  # structs and lists named after CEP's fields
+
+    # table runtime: Arrow types follow the LogicalTypes
+    def visit_row_data(self, node: RowDataType) -> pyarrow.DataType:
+        if not node.decodable:
+            return pyarrow.binary()
+        return pyarrow.struct([pyarrow.field(name, logical_arrow_type(t), _nullable(t))
+                               for name, t in zip(node.field_names, node.types)])
+
+    def visit_table_data(self, node: TableDataType) -> pyarrow.DataType:
+        return logical_arrow_type(node.logical)
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> pyarrow.DataType:
+        return pyarrow.binary()  # the bytes the inner serializer wrote
+
+    def visit_external(self, node: ExternalType) -> pyarrow.DataType:
+        return visit(node.inner, self)
+
+
+#: The Arrow type of each LogicalType root without parameters or children.
+LOGICAL_TYPES: dict[str, pyarrow.DataType] = {
+    "CHAR": pyarrow.string(), "VARCHAR": pyarrow.string(), "BOOLEAN": pyarrow.bool_(), "BINARY": pyarrow.binary(),
+    "VARBINARY": pyarrow.binary(), "TINYINT": pyarrow.int8(), "SMALLINT": pyarrow.int16(),
+    "INTEGER": pyarrow.int32(), "BIGINT": pyarrow.int64(), "FLOAT": pyarrow.float32(), "DOUBLE": pyarrow.float64(),
+    "DATE": pyarrow.date32(), "TIME_WITHOUT_TIME_ZONE": TIME, "TIMESTAMP_WITHOUT_TIME_ZONE": LOCAL_TIMESTAMP,
+    "TIMESTAMP_WITH_LOCAL_TIME_ZONE": UTC_TIMESTAMP, "INTERVAL_YEAR_MONTH": pyarrow.int32(),
+    "INTERVAL_DAY_TIME": pyarrow.int64(), "RAW": pyarrow.binary(), "NULL": pyarrow.null(),
+}
+
+
+def _nullable(t: LogicalType) -> bool:
+    # a processing-time attribute is declared NOT NULL but stored rows hold it unmaterialised (null)
+    return t.nullable or t.kind == "PROCTIME"
+
+
+def logical_arrow_type(t: LogicalType) -> pyarrow.DataType:
+    """The Arrow type of a table LogicalType's values (as ``readers.schema.logical_spark_type`` in Arrow)."""
+    if t.root == "DECIMAL":
+        return pyarrow.decimal128(t.precision, t.scale)
+    if t.root == "ARRAY":
+        return _array(logical_arrow_type(t.children[0]), t.children[0].nullable)
+    if t.root == "MAP":
+        return pyarrow.map_(logical_arrow_type(t.children[0]),
+                            pyarrow.field("value", logical_arrow_type(t.children[1]), t.children[1].nullable))
+    if t.root == "MULTISET":
+        return pyarrow.map_(logical_arrow_type(t.children[0]), pyarrow.field("value", pyarrow.int32(), False))
+    if t.root in ("ROW", "STRUCTURED_TYPE"):
+        return pyarrow.struct([pyarrow.field(name, logical_arrow_type(child), _nullable(child))
+                               for name, child in zip(t.field_names, t.children)])
+    return LOGICAL_TYPES.get(t.root, pyarrow.binary())  # types fstate does not decode: their bytes
+
+
+def arrow_type(t: TypeInfo) -> pyarrow.DataType:
+    return visit(t, ArrowTypeVisitor())
+
+
+def arrow_schema(columns) -> pyarrow.Schema:
+    """The Arrow schema of a table's columns (name, TypeInfo, nullable)."""
+    return pyarrow.schema([pyarrow.field(name, arrow_type(t), nullable) for name, t, nullable in columns])
+
+
+# ---------------------------------------------------------------------------------------------
+# value conversion: only where Python values differ from what Spark and Arrow accept
+
+Converter = Callable[[Any], Any]
+
+
+def _struct_converter(children, visitor) -> Converter | None:
+    convs = [visit(c, visitor) for c in children]
+    if not any(convs):
+        return None
+
+    def conv_struct(v):
+        if v is None:
+            return None
+        return tuple(v if c is None or x is None else c(x) for c, x in zip(convs, v))
+
+    return conv_struct
+
+
+class ValueConverterVisitor(TypeInfoVisitor["Converter | None"]):
+    """A function fixing up a decoded value for Spark and Arrow, or None when the value is already fine."""
+
+    def visit_scalar(self, node: Scalar) -> Converter | None:
+        if node.kind == "BigDecimal":
+            return _check_decimal(18, "BigDecimal")
+        if node.kind == "BigInteger":
+            return _bigint_to_decimal
+        return None
+
+    def visit_time_window(self, node: TimeWindowType) -> Converter | None:
+        return None
+
+    def visit_tuple(self, node: TupleType) -> Converter | None:
+        return _struct_converter(node.children, self)
+
+    def visit_row(self, node: RowType) -> Converter | None:
+        return _struct_converter(node.children, self)
+
+    def visit_either(self, node: EitherType) -> Converter | None:
+        return _struct_converter(node.children, self)
+
+    def visit_pojo(self, node: PojoType) -> Converter | None:
+        if not node.decodable:
+            return None
+        return _struct_converter([t for _, _, t in node.fields], self)
+
+    def visit_list(self, node: ListType) -> Converter | None:
+        c = visit(node.children[0], self)
+        if c is None:
+            return None
+        return lambda v: None if v is None else [None if x is None else c(x) for x in v]
+
+    def visit_array_list(self, node: ArrayListType) -> Converter | None:
+        return self.visit_list(node)
+
+    def visit_set(self, node: SetType) -> Converter | None:
+        return self.visit_list(node)
+
+    def visit_generic_array(self, node: GenericArrayType) -> Converter | None:
+        return self.visit_list(node)
+
+    def visit_map(self, node: MapType) -> Converter | None:
+        ck, cv = visit(node.key, self), visit(node.value, self)
+        if ck is None and cv is None:
+            return None
+        ck = ck or (lambda x: x)
+        cv = cv or (lambda x: x)
+        return lambda v: None if v is None else {ck(k): (None if x is None else cv(x)) for k, x in v.items()}
+
+    def visit_nullable(self, node: NullableType) -> Converter | None:
+        return visit(node.inner, self)
+
+    def visit_ttl(self, node: TtlType) -> Converter | None:
+        return visit(node.value, self)
+
+    def visit_pickled(self, node: PickledType) -> Converter | None:
+        return _repickle
+
+    def visit_enum(self, node: EnumType) -> Converter | None:
+        return None
+
+    def visit_timer(self, node: TimerType) -> Converter | None:
+        return None
+
+    def visit_opaque(self, node: OpaqueType) -> Converter | None:
+        return None
+
+    # CEP
+    def visit_cep(self, node: CepType) -> Converter | None:
+        return visit(node.shape, self) if node.fully_decodable else None
+    # table runtime: decoded values are what Spark takes (tuples, str, Decimal of the type's scale, ...)
+    def visit_row_data(self, node: RowDataType) -> Converter | None:
+        return _nano_timestamp_converter(node.types or ())
+
+    def visit_table_data(self, node: TableDataType) -> Converter | None:
+        return _nano_timestamp_converter((node.logical,))
+
+    def visit_raw_value_data(self, node: RawValueDataType) -> Converter | None:
+        return None
+
+    def visit_external(self, node: ExternalType) -> Converter | None:
+        return visit(node.inner, self)
+
+
+def converter(t: TypeInfo) -> Converter | None:
+    """A function fixing up a decoded value for Spark, or None when the value is already fine."""
+    return visit(t, ValueConverterVisitor())
+
+
+def _has_nano_timestamps(t: LogicalType) -> bool:
+    return (t.root in ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE") and (t.precision or 0) > 6
+            or any(_has_nano_timestamps(c) for c in t.children))
+
+
+#: said when a Spark column drops the nanoseconds of a TIMESTAMP(7..9) value
+NANOS_DROPPED = ("TIMESTAMP(7..9) values with nanoseconds below the microsecond read as Spark timestamps, which "
+                 "keep microseconds: the nanoseconds are dropped in Spark (the JSON output and the Python values, "
+                 "NanoDatetime, keep them)")
+
+
+def _nano_timestamp_converter(types) -> Converter | None:
+    """Spark keeps microseconds: a value of TIMESTAMP(p > 6) with a sub-microsecond part becomes a plain
+    datetime, with a warning (only when such a part is present)."""
+    if not any(_has_nano_timestamps(t) for t in types):
+        return None
+
+    def strip(v):
+        if isinstance(v, datetime.datetime) and getattr(v, "nanosecond", 0):
+            warnings.warn(NANOS_DROPPED, stacklevel=2)
+            return datetime.datetime(v.year, v.month, v.day, v.hour, v.minute, v.second, v.microsecond, v.tzinfo)
+        if isinstance(v, (tuple, list)):
+            items = [strip(x) for x in v]
+            return v if all(a is b for a, b in zip(items, v)) else type(v)(items) if isinstance(v, list) else tuple(items)
+        if isinstance(v, dict):
+            pairs = [(strip(k), strip(x)) for k, x in v.items()]
+            return v if all(a is k and b is x for (a, b), (k, x) in zip(pairs, v.items())) else dict(pairs)
+        return v
+
+    return strip
+
+
+def _repickle(v):
+    return bytes(v) if isinstance(v, OpaquePickle) else pickle.dumps(v, protocol=PickledType.PROTOCOL)
+
+
+def _check_decimal(scale: int, what: str):
+    quantum = Decimal(1).scaleb(-scale)
+    limit = Decimal(10) ** (38 - scale)
+    ctx = decimal.Context(prec=1000)
+
+    def conv(v: Decimal):
+        try:
+            q = v.quantize(quantum, context=ctx)
+        except decimal.InvalidOperation:
+            q = None
+        if q is None or q != v or abs(q) >= limit:
+            raise FStateError(f"{what} value {v} does not fit Spark's DecimalType(38, {scale}) exactly")
+        return q
+
+    return conv
+
+
+def _bigint_to_decimal(v: int):
+    if abs(v) >= 10 ** 38:
+        raise FStateError(f"BigInteger value {v} does not fit Spark's DecimalType(38, 0)")
+    return Decimal(v)

@@ -1,0 +1,212 @@
+"""The embedded engine's output: a table as Parquet, CSV or JSON files in a directory, with the content
+Spark's writers give for the same table (``cli.read.write_frame``): the same columns, types and rows;
+CSV and JSON text in Spark's spellings (timestamps ``2024-01-01T10:00:00.000Z``, Java's doubles
+``1.0E10``, base64 binaries, nested CSV values as Spark's ``to_json``, null JSON fields left out).
+
+One file per partition (``part-NNNNN.<format>``), written by the process that decodes it; the files
+go to a hidden sibling that becomes the directory only when complete (``savepoint.atomic``).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import decimal
+import json
+import math
+import os
+from typing import Any
+
+import pyarrow
+
+from . import engine
+from . import tables
+
+EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "json"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Spark's text spellings of values
+
+
+def java_double(value: float, single: bool = False) -> str:
+    """``Double.toString`` (``Float.toString`` with ``single``): shortest digits, plain from 10^-3 up
+    to 10^7, else ``d.dddE±n``."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0:
+        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
+    if single:
+        import numpy
+
+        shortest = str(numpy.float32(value))
+    else:
+        shortest = repr(value)
+    sign, digits, exponent = decimal.Decimal(shortest).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    magnitude = exponent + len(text) - 1  # the power of ten of the first digit
+    prefix = "-" if sign else ""
+    if -3 <= magnitude < 7:
+        if magnitude >= 0:
+            whole, fraction = text[:magnitude + 1].ljust(magnitude + 1, "0"), text[magnitude + 1:]
+        else:
+            whole, fraction = "0", "0" * (-magnitude - 1) + text
+        return f"{prefix}{whole}.{fraction or '0'}"
+    return f"{prefix}{text[0]}.{text[1:] or '0'}E{magnitude}"
+
+
+def _timestamp(value: datetime.datetime) -> str:
+    if value.tzinfo is not None:
+        value = value.astimezone(datetime.timezone.utc)
+        return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+
+
+def _scalar_text(value: Any, arrow_type: pyarrow.DataType) -> Any:
+    """A scalar as Spark's JSON holds it: a number, bool or string."""
+    if isinstance(value, bool) or isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return _RawNumber(java_double(value, pyarrow.types.is_float32(arrow_type)))
+    if isinstance(value, decimal.Decimal):
+        return _RawNumber(str(value))
+    if isinstance(value, datetime.datetime):
+        return _timestamp(value)
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return value
+
+
+class _RawNumber(str):
+    """A number in Spark's spelling, written without quotes."""
+
+
+def _json_value(value: Any, arrow_type: pyarrow.DataType, top: bool = False) -> str:
+    if value is None:
+        return "null"
+    if pyarrow.types.is_struct(arrow_type):
+        parts = []
+        for index in range(arrow_type.num_fields):
+            field = arrow_type.field(index)
+            item = value.get(field.name)
+            if item is None:  # Spark leaves null fields out
+                continue
+            parts.append(f"{json.dumps(field.name, ensure_ascii=False)}:{_json_value(item, field.type)}")
+        return "{" + ",".join(parts) + "}"
+    if pyarrow.types.is_map(arrow_type):
+        parts = []
+        for key, item in value:
+            key_text = _scalar_text(key, arrow_type.key_type)
+            key_text = key_text if isinstance(key_text, str) else _json_value(key, arrow_type.key_type)
+            parts.append(f"{json.dumps(str(key_text), ensure_ascii=False)}:{_json_value(item, arrow_type.item_type)}")
+        return "{" + ",".join(parts) + "}"
+    if pyarrow.types.is_list(arrow_type) or pyarrow.types.is_large_list(arrow_type):
+        return "[" + ",".join(_json_value(item, arrow_type.value_type) for item in value) + "]"
+    text = _scalar_text(value, arrow_type)
+    if isinstance(text, _RawNumber):
+        return str(text)
+    if isinstance(text, bool):
+        return "true" if text else "false"
+    if isinstance(text, int):
+        return str(text)
+    return json.dumps(text, ensure_ascii=False)
+
+
+def spark_json_row(row: dict, schema: pyarrow.Schema) -> str:
+    """One row as Spark's JSON writer (and ``to_json(struct(...))``) spells it."""
+    return _json_value(row, pyarrow.struct(list(schema)))
+
+
+def _csv_field(value: Any, arrow_type: pyarrow.DataType) -> str:
+    if value is None:
+        return ""
+    if pyarrow.types.is_nested(arrow_type):
+        text = _json_value(value, arrow_type)
+    elif isinstance(value, bool):
+        text = "true" if value else "false"
+    else:
+        text = str(_scalar_text(value, arrow_type))
+    if text == "":
+        return '""'
+    if any(character in text for character in ',"\n\r') or text != text.strip():
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text
+
+
+def spark_csv_line(row: dict, schema: pyarrow.Schema) -> str:
+    return ",".join(_csv_field(row[field.name], field.type) for field in schema)
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+def _write_part(table: tables.Table, partition: tables.Partition, path: str, file_format: str) -> int:
+    schema = engine.table_schema(table)
+    rows = 0
+    if file_format == "parquet":
+        import pyarrow.parquet
+
+        with pyarrow.parquet.ParquetWriter(path, schema) as writer:
+            for batch in engine.partition_batches(table, partition):
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        return rows
+    with open(path, "w", encoding="utf-8", newline="") as handle:
+        if file_format == "csv":
+            handle.write(",".join(_csv_header(field.name) for field in schema) + "\n")
+        for batch in engine.partition_batches(table, partition):
+            for row in batch.to_pylist():
+                handle.write((spark_csv_line(row, schema) if file_format == "csv" else spark_json_row(row, schema))
+                             + "\n")
+            rows += batch.num_rows
+    return rows
+
+
+def _csv_header(name: str) -> str:
+    return _csv_field(name, pyarrow.string())
+
+
+def write_table(table: tables.Table, out_dir: str, file_format: str, overwrite: bool = False,
+                progress: engine.Progress | None = None, workers: int | None = None) -> int:
+    """Write ``table`` as ``file_format`` files in the local directory ``out_dir`` (staged: nothing is
+    left behind on failure; an overwritten directory stays until the new one is complete). Returns rows."""
+    from ..savepoint.atomic import StagedDirectory
+
+    staged = StagedDirectory(out_dir, overwrite, create=False, exists_hint="--mode overwrite replaces it")
+    try:
+        os.makedirs(staged.temp_dir, exist_ok=True)
+        paths = [os.path.join(staged.temp_dir, f"part-{index:05d}.{EXTENSIONS[file_format]}")
+                 for index in range(len(table.partitions))]
+        rows = sum(engine.map_partitions(table, _write_task, progress, workers,
+                                         arguments=[(path, file_format) for path in paths]))
+        if not table.partitions:  # an empty table still gets its columns
+            _write_empty(engine.table_schema(table), os.path.join(staged.temp_dir, f"part-00000.{file_format}"),
+                         file_format)
+        open(os.path.join(staged.temp_dir, "_SUCCESS"), "w").close()
+    except BaseException:
+        staged.abort()
+        raise
+    staged.commit()
+    return rows
+
+
+def _write_task(table: tables.Table, partition: tables.Partition, path: str, file_format: str) -> tuple[int, int]:
+    rows = _write_part(table, partition, path, file_format)
+    return rows, rows
+
+
+def _write_empty(schema: pyarrow.Schema, path: str, file_format: str) -> None:
+    if file_format == "parquet":
+        import pyarrow.parquet
+
+        pyarrow.parquet.write_table(schema.empty_table(), path)
+    elif file_format == "csv":
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(",".join(_csv_header(field.name) for field in schema) + "\n")
+    else:
+        open(path, "w").close()

@@ -1,0 +1,127 @@
+"""``--engine`` on read and diff: the same terminal output and diffs on both engines, progress only on a
+terminal without --quiet, and a Spark run without the JVM's start-up lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fstate.cli import console
+from fstate.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+KEYED = str(REPO / "samples" / "keyed-hashmap-savepoint")
+KEYED_CHECKPOINT = str(REPO / "samples" / "keyed-hashmap-checkpoint")
+OPERATORS = str(REPO / "samples" / "operator-state-hashmap-savepoint")
+SQL = REPO / "samples" / "sql-uids-savepoint"
+runner = CliRunner()
+
+READS = [
+    [KEYED, "--uid", "keyed"],
+    [KEYED, "--uid", "window-agg", "--table", "timers"],
+    [OPERATORS, "--uid", "lists", "--state", "tuples"],
+    [OPERATORS, "--uid", "bcast", "--state", "rules"],
+    [str(SQL), "--uid", "4_group-aggregate", "--plan", str(SQL / "plan.json")],
+    [str(SQL), "--uid", "4_group-aggregate", "--no-flatten"],
+    [str(REPO / "samples" / "cep-savepoint"), "--uid", "cep", "--table", "matches"],
+]
+
+
+def _invoke(*arguments, exit_code=0) -> str:
+    result = runner.invoke(app, list(arguments))
+    assert result.exit_code == exit_code, result.output
+    return result.stdout
+
+
+def _shown(output: str, arguments: list[str], engine: str) -> list[str]:
+    """What `read` prints, in a row order of its own (Spark's is its partitions'); JSON objects with sorted
+    keys: map entries come in the savepoint's order from the embedded engine, in the order of a Java
+    HashMap from Spark's collect()."""
+    lines = _invoke("--output", output, "read", *arguments, "--limit", "100000", "--engine", engine).splitlines()
+    if output == "json":
+        lines = [json.dumps(json.loads(line), sort_keys=True) for line in lines]
+    return sorted(lines)
+
+
+@pytest.mark.spark
+def test_read_prints_the_same_on_both_engines(spark):
+    for arguments in READS:
+        assert _shown("json", arguments, "embedded") == _shown("json", arguments, "spark"), arguments
+    for arguments in READS[1:4]:  # tables without maps of several entries: the same rich table
+        assert _shown("table", arguments, "embedded") == _shown("table", arguments, "spark"), arguments
+
+
+@pytest.mark.spark
+def test_diff_gives_the_same_result_and_exit_code_on_both_engines(spark, tmp_path):
+    changed = str(tmp_path / "changed")
+    _invoke("modify", KEYED, "--out", changed, "--transform",
+            "keyed:total=SELECT key, CASE WHEN key = 'k-2' THEN total + 1 ELSE total END AS total FROM state")
+    removed = str(tmp_path / "removed")
+    _invoke("modify", OPERATORS, "--out", removed, "--remove", "single")
+    found = {}
+    # one operator each (Spark runs several joins per table): a keyed table with timers, list state, a
+    # window operator's keyed table and timers
+    for old, new, extra, exit_code in ((KEYED, KEYED_CHECKPOINT, ["--uid", "window-agg"], 0),
+                                       (KEYED, changed, ["--uid", "keyed", "--allow-external-paths"], 1),
+                                       (OPERATORS, removed, ["--uid", "single", "--allow-external-paths"], 1),
+                                       (OPERATORS, OPERATORS, ["--uid", "lists"], 0)):
+        results = [json.loads(_invoke("diff", old, new, *extra, "--json", "--engine", engine, exit_code=exit_code))
+                   for engine in ("embedded", "spark")]
+        assert results[0] == results[1], (old, new)
+        found[new] = results[0]
+    (row,) = [row for row in found[changed] if row["changed"]]
+    assert (row["operator"], row["changed"], row["examples"][0]["key"]) == ("keyed", 1, "k-2")
+    assert any(row["note"] == "only in OLD" for row in found[removed])
+
+
+def test_diff_without_spark_of_the_same_state():
+    from fstate.readers.engine_diff import diff
+
+    result = diff(KEYED, KEYED_CHECKPOINT)
+    assert result and all((row["added"], row["removed"], row["changed"]) == (0, 0, 0) for row in result)
+
+
+def test_progress_bar_only_on_a_terminal_without_quiet(monkeypatch):
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    console.set_quiet(True)
+    try:
+        with console.progress_bar("reading", 100) as advance:
+            assert advance.__name__ == "<lambda>"
+    finally:
+        console.set_quiet(False)
+    with console.progress_bar("reading", 100) as advance:
+        assert advance.__name__ == "advance"
+        advance(10, 50)
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    with console.progress_bar("reading", 100) as advance:
+        assert advance.__name__ == "<lambda>"
+
+
+def test_embedded_read_out_and_bad_engine(tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["read", KEYED, "--uid", "keyed", "--out", str(out), "--engine", "embedded",
+                                 "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert sorted(path.name for path in out.iterdir()) == ["_SUCCESS", "part-00000.parquet", "part-00001.parquet",
+                                                            "part-00002.parquet"]
+    result = runner.invoke(app, ["read", KEYED, "--uid", "keyed", "--out", str(out), "--engine", "embedded"])
+    assert result.exit_code == 2 and "already exists" in result.output
+    result = runner.invoke(app, ["read", KEYED, "--uid", "keyed", "--engine", "flink"])
+    assert result.exit_code == 2 and "--engine must be auto, embedded or spark" in result.output
+
+
+@pytest.mark.spark
+def test_spark_run_prints_no_jvm_start_up_lines():
+    result = subprocess.run([sys.executable, "-m", "fstate.cli.app", "read", KEYED, "--uid", "keyed", "-n", "2",
+                             "--json", "--engine", "spark"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2
+    for noise in ("Using incubator modules", "Setting default log level", "To adjust logging level"):
+        assert noise not in result.stderr

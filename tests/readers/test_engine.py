@@ -1,0 +1,221 @@
+"""The embedded engine against Spark: the same schemas, rows, files and diffs on every sample and table
+kind (one Spark session for the module), and the engine choice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fstate.cli.output import to_jsonable
+from fstate.readers import engine
+from fstate.readers.engine_files import java_double
+from fstate.readers.options import FORMAT, savepoint_source_options
+from fstate.readers.planning import build_table
+from fstate.readers.views import plan_views
+from fstate.savepoint.loader import Savepoint
+from tests.support import sample_dirs, sample_snapshot
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _variants(sample: Path):
+    """(label, source options) of every table a sample gives: each view, keyed tables also --flat per
+    state and with --flatten toggled, SQL samples also with their plan."""
+    savepoint = Savepoint.open(str(sample_snapshot(sample)))
+    plans = [None] + ([str(sample / "plan.json")] if (sample / "plan.json").exists() else [])
+    for plan in plans:
+        for view in plan_views(savepoint):
+            if view["table"] == "metadata":
+                continue
+            base = dict(table=view["table"], state=view["state"], plan=plan)
+            label = f"{sample.name}:{view['view']}:{'plan' if plan else ''}"
+            yield label, savepoint_source_options(savepoint, view["uid"], **base)
+            if view["table"] in ("keyed", "timers"):
+                for flatten in (True, False):
+                    yield f"{label}:flatten={flatten}", savepoint_source_options(savepoint, view["uid"], flatten=flatten,
+                                                                                  **base)
+            if view["table"] == "keyed" and plan is None:
+                operator = savepoint.operator(view["uid"])
+                for _, state in operator.keyed_meta.value_states:
+                    options = savepoint_source_options(savepoint, view["uid"], table="keyed", state=state.name,
+                                                       flat=True)
+                    try:
+                        build_table(options)
+                    except Exception:  # a state without elements to flatten
+                        continue
+                    yield f"{label}:flat={state.name}", options
+
+
+VARIANTS = [variant for sample in sample_dirs() for variant in _variants(sample)]
+#: compared with Spark (one query each, so a few samples; every variant's schema is compared with Spark's
+#: types without a JVM): each kind of table and layout, SQL with and without the plan, --flat, --flatten
+SPARK_SAMPLES = ("keyed-hashmap-savepoint", "keyed-rocksdb-savepoint", "operator-state-hashmap-savepoint",
+                 "cep-savepoint", "sql-uids-savepoint", "sql-no-uids-ttl-savepoint")
+
+
+def _compared_with_spark(label: str) -> bool:
+    sample, view, plan, *rest = label.split(":")
+    extra = rest[0] if rest else ""
+    if sample not in SPARK_SAMPLES:
+        return False
+    if sample.startswith("operator-state"):
+        return view in ("bcast__rules", "lists__bytes", "lists__tuples")
+    if sample.startswith("sql-"):
+        if (sample == "sql-no-uids-ttl-savepoint" and not plan) or (plan and view.endswith("__timers")):
+            return False
+        return "group_aggregate" in view if extra else True
+    if extra.startswith("flat=") and sample == "cep-savepoint":
+        return extra in ("flat=sharedBuffer-events", "flat=nfaStateName")
+    return not extra.startswith("flatten=")
+
+
+SPARK_VARIANTS = [(label, options) for label, options in VARIANTS if _compared_with_spark(label)]
+
+
+def _kinds() -> set[str]:
+    return {build_table(options).kind for _, options in VARIANTS}
+
+
+def test_variants_cover_every_table_kind():
+    assert {"keyed", "list", "broadcast", "timers", "matches"} <= _kinds()
+    assert any(":plan" in label for label, _ in VARIANTS) and any("flat=" in label for label, _ in VARIANTS)
+
+
+@pytest.mark.parametrize("label,options", VARIANTS, ids=[label for label, _ in VARIANTS])
+def test_arrow_schema_is_the_one_spark_converts_to(label, options):
+    from fstate.readers.datasource import spark_schema
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    table = build_table(options)
+    assert engine.table_schema(table).equals(to_arrow_schema(spark_schema(table), timezone="UTC"))
+    read = engine.read_table(table)
+    assert read.schema.equals(engine.table_schema(table))
+    assert read.num_rows == sum(1 for _ in table.rows())
+
+
+def _unordered_maps(value):
+    """Map entries in one order: a map with struct keys is a list of key/value objects in JSON, in
+    whichever order the dict holding it was built."""
+    if isinstance(value, dict):
+        return {key: _unordered_maps(item) for key, item in value.items()}
+    if isinstance(value, list):
+        items = [_unordered_maps(item) for item in value]
+        if items and all(isinstance(item, dict) and set(item) == {"key", "value"} for item in items):
+            items.sort(key=lambda item: json.dumps(item, sort_keys=True))
+        return items
+    return value
+
+
+def _jsonable_rows(rows) -> list[str]:
+    return sorted(json.dumps(_unordered_maps(to_jsonable(list(row))), sort_keys=True) for row in rows)
+
+
+@pytest.mark.spark
+def test_both_engines_give_the_same_rows_on_every_table(spark):
+    differing = []
+    for label, options in SPARK_VARIANTS:
+        frame = spark.read.format(FORMAT).options(**options).load()
+        table = build_table(options)
+        embedded_rows = [row for batch in engine.iter_batches(table) for row in engine.batch_rows(batch)]
+        assert list(frame.columns) == table.column_names, label
+        if _jsonable_rows(frame.collect()) != _jsonable_rows(embedded_rows):
+            differing.append(label)
+    assert differing == []
+
+
+def test_process_pool_reads_the_same_table(monkeypatch):
+    label, options = next((label, options) for label, options in VARIANTS
+                          if label.startswith("keyed-hashmap-savepoint:keyed:") and "flat" not in label)
+    table = build_table(options)
+    assert len(table.partitions) > 1
+    sequential = engine.read_table(table)
+    monkeypatch.setattr(engine, "SMALL_TABLE_BYTES", 0)
+    seen = []
+    pooled = engine.read_table(table, progress=lambda rows, size: seen.append((rows, size)), workers=2)
+    assert pooled.equals(sequential)
+    assert sum(rows for rows, _ in seen) == pooled.num_rows and len(seen) == len(table.partitions)
+
+
+def test_engine_choice():
+    assert engine.choose_engine("auto", None, 10) == "embedded"
+    assert engine.choose_engine("auto", "local[2]", 10) == "spark"
+    assert engine.choose_engine("auto", None, engine.SPARK_ABOVE_BYTES + 1) == "spark"
+    assert engine.choose_engine("spark", None, 10) == "spark"
+    assert engine.choose_engine("embedded", "local[2]", 1 << 40) == "embedded"
+    from fstate.savepoint.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="--engine"):
+        engine.choose_engine("flink", None, 0)
+
+
+def test_java_double_spelling():
+    cases = {1.0: "1.0", 0.001: "0.001", 1e-4: "1.0E-4", 1e7: "1.0E7", 1234567.5: "1234567.5", -2.5e-10: "-2.5E-10",
+             123.456: "123.456", 0.0: "0.0", float("nan"): "NaN", 1.7976931348623157e308: "1.7976931348623157E308"}
+    assert {value: java_double(value) for value in cases} == cases
+    assert java_double(0.1, single=True) == "0.1"
+
+
+def test_first_rows_need_no_pyspark():
+    sample = sample_snapshot(next(sample for sample in sample_dirs() if sample.name == "keyed-hashmap-savepoint"))
+    code = ("import sys\nfrom fstate.cli.app import main\nsys.argv = ['fstate', 'read', %r, '--uid', 'keyed', '-n', '2', "
+            "'--json']\ntry:\n    main()\nfinally:\n    print('PYSPARK' if any(m.startswith('pyspark') for m in sys.modules) "
+            "else 'NO-PYSPARK', file=sys.stderr)\n" % str(sample))
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) == 2 and "NO-PYSPARK" in result.stderr
+
+
+def _read_back(directory: Path, file_format: str) -> list:
+    files = sorted(path for path in directory.iterdir() if path.suffix == f".{file_format}")
+    if file_format == "parquet":
+        import pyarrow.parquet
+
+        table = pyarrow.concat_tables([pyarrow.parquet.read_table(path) for path in files])
+        rows = [{key: value for key, value in row.items()} for row in table.to_pylist()]
+        return sorted(json.dumps(to_jsonable(row), sort_keys=True) for row in rows), \
+            [(field.name, str(field.type).replace("item", "element")) for field in table.schema]
+    lines = [line for path in files for line in path.read_text(encoding="utf-8").splitlines()]
+    if file_format == "csv":
+        header = lines[0]
+        return sorted(line for line in lines if line != header), header
+    return sorted(lines), None
+
+
+OUT_TABLES = [
+    ("keyed-hashmap-savepoint", ["--uid", "keyed"]),
+    ("operator-state-hashmap-savepoint", ["--uid", "lists", "--state", "tuples"]),
+    ("operator-state-hashmap-savepoint", ["--uid", "bcast", "--state", "rules"]),
+    ("keyed-rocksdb-savepoint", ["--uid", "keyed", "--table", "timers"]),
+    ("cep-savepoint", ["--uid", "cep", "--table", "matches"]),
+    ("sql-uids-savepoint", ["--uid", "4_group-aggregate"]),
+    ("sql-no-uids-ttl-savepoint", ["--uid", "GroupAggregate[4]", "--plan", "PLAN"]),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("file_format", ["parquet", "csv", "json"])
+def test_both_engines_write_the_same_files(spark, tmp_path, file_format):
+    from typer.testing import CliRunner
+
+    from fstate.cli.app import app
+
+    runner = CliRunner()
+    for index, (name, arguments) in enumerate(OUT_TABLES):
+        sample_dir = next(sample for sample in sample_dirs() if sample.name == name)
+        arguments = [str(sample_dir / "plan.json") if argument == "PLAN" else argument for argument in arguments]
+        outputs = []
+        for engine_name in ("embedded", "spark"):
+            out = tmp_path / f"{index}-{engine_name}"
+            result = runner.invoke(app, ["read", str(sample_snapshot(sample_dir)), *arguments, "--out", str(out),
+                                         "--format", file_format, "--engine", engine_name])
+            if result.exit_code != 0 and "no operator" in result.output:
+                pytest.fail(f"{name} {arguments}: {result.output}")
+            assert result.exit_code == 0, result.output
+            outputs.append(_read_back(out, file_format))
+        assert outputs[0] == outputs[1], (name, arguments)
