@@ -7,7 +7,8 @@ nothing here imports pyspark.
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+import weakref
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -405,13 +406,51 @@ def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
                                            source=p.source.label)
 
 
+def _state_ids(p: Partition, meta: keyed.KeyedBackendMeta) -> list[int]:
+    ids = []
+    for name in p.state_names:
+        sid = meta.state_id(name)
+        if sid is None:
+            raise UnknownStateError(f"state '{name}' is missing from this key-group stream", p.source.label)
+        ids.append(sid)
+    return ids
+
+
+def keyed_batches(p: Partition, names: list[str]) -> Iterator[Any] | None:
+    """The rows of a keyed partition as Arrow record batches (columns ``names``) decoded by the
+    compiled columnar decoder (:meth:`.keyed_state.KeyedState.batches`), or None when the rows must
+    come from :func:`read_partition`: another table kind, one row per element (``flat``), SQL
+    slices, rows reshaped by ``rows_of`` (CEP), or state the columnar decoder does not take."""
+    opts = dict(p.options)
+    if p.kind != "keyed" or p.rows_of is not None or opts.get("flat") or opts.get("ns", "void") == "slice":
+        return None
+    stack = ExitStack()
+    try:
+        state = stack.enter_context(_open_keyed(p))
+        batches = state.batches(_state_ids(p, state.meta), flatten=opts.get("flatten", False),
+                                ns_mode=opts.get("ns", "void"), names=names)
+    except BaseException:
+        stack.close()
+        raise
+    if batches is None:
+        stack.close()
+        return None
+
+    def held_open():
+        with stack:
+            yield from batches
+
+    held = held_open()
+    weakref.finalize(held, stack.close)  # also when the batches are dropped unread
+    return held
+
+
 def _keyed_output(p: Partition, state: keyed_state.KeyedState, key_filter: frozenset | None) -> Iterator[tuple]:
     """Rows of the keyed or timers table from the decoded (key, namespace, values) / timers."""
     meta = state.meta
     opts = dict(p.options)
     ns_mode = opts.get("ns", "void")
     flatten = opts.get("flatten", False)
-    label = p.source.label
 
     def key_part(key):
         return tuple(key) if flatten else (key,)
@@ -432,12 +471,7 @@ def _keyed_output(p: Partition, state: keyed_state.KeyedState, key_filter: froze
             yield key_part(key) + (ts,) + ns_part(ns) + (kind, service)
         return
 
-    ids = []
-    for name in p.state_names:
-        sid = meta.state_id(name)
-        if sid is None:
-            raise UnknownStateError(f"state '{name}' is missing from this key-group stream", label)
-        ids.append(sid)
+    ids = _state_ids(p, meta)
     flat = opts.get("flat", False)
     if not flat and key_filter is None and ns_mode != "slice":
         rows = state.table_rows(ids, flatten=flatten, ns_mode=ns_mode)  # built by the compiled scanner (None: off)

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from fstate.cli.output import to_jsonable
-from fstate.readers import engine
+from fstate.readers import engine, tables
+from fstate.savepoint import _fastpath, columnar
 from fstate.readers.engine_files import java_double
 from fstate.readers.options import FORMAT, savepoint_source_options
 from fstate.readers.planning import build_table
@@ -96,6 +97,33 @@ def test_arrow_schema_is_the_one_spark_converts_to(label, options):
     read = engine.read_table(table)
     assert read.schema.equals(engine.table_schema(table))
     assert read.num_rows == sum(1 for _ in table.rows())
+
+
+@pytest.mark.parametrize("label,options", VARIANTS, ids=[label for label, _ in VARIANTS])
+def test_columnar_batches_equal_the_decoded_rows(label, options, monkeypatch):
+    """Where the compiled columnar decoder takes a partition, the table equals the one built from the
+    plain-Python decoders' rows."""
+    table = build_table(options)
+    fast = engine.read_table(table)
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    reference = engine.read_table(table)
+    assert fast.schema.equals(reference.schema)
+    assert fast.to_pylist() == reference.to_pylist()
+
+
+def test_the_columnar_decoder_reads_the_canonical_samples():
+    if not (columnar.available() and _fastpath.available()):
+        pytest.skip("the compiled extensions are not built")
+    for sample in ("keyed-hashmap-savepoint", "keyed-1.20-savepoint", "keyed-rocksdb-savepoint"):
+        label, options = next((label, options) for label, options in VARIANTS
+                              if label.startswith(f"{sample}:") and label.count(":") == 2
+                              and build_table(options).kind == "keyed")
+        table = build_table(options)
+        names = engine.table_schema(table).names
+        for partition in table.partitions:
+            batches = tables.keyed_batches(partition, names)
+            assert batches is not None, label
+            assert sum(batch.num_rows for batch in batches) > 0
 
 
 def _unordered_maps(value):
