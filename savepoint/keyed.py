@@ -11,6 +11,7 @@ from typing import Any, Iterable, Iterator
 
 from . import _fastpath
 from . import metainfo
+from . import verify_structure
 from .binary import DataOutput
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
@@ -49,45 +50,65 @@ def key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, i
 
 def canonical_regions(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int,
                       codecs: list[StateCodec], key_groups: Iterable[int] | None, source: str | None
-                      ) -> Iterator[tuple[int, int, int]] | None:
-    """The (key group, start, end) regions iter_entries reads, checked the same way; None for a
-    stream in the heap-native layout."""
+                      ) -> Iterator[tuple[int, bytes, int, int]] | None:
+    """(key group, bytes, start, end) of the entries of every key group iter_entries reads (see
+    :func:`key_group_data`), checked the same way; None for a stream in the heap-native layout."""
     regions = key_group_regions(handle, len(buf))
     if not is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism):
         return None
     wanted = None if key_groups is None else set(key_groups)
 
     def checked():
+        verify_structure.check_key_group_offsets(handle, meta.header_size, len(buf), source)
         for kg, start, end in regions:
             if wanted is not None and kg not in wanted:
                 continue
             if not meta.header_size <= start <= len(buf):
                 raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
                                         f"{len(buf)} bytes", source)
-            yield kg, start, end
+            try:
+                region = key_group_data(buf, start, end, kg, meta.compressed, source)
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+            yield (kg, *region)
 
     return checked()
 
 
+def key_group_data(buf: bytes, start: int, end: int, kg: int, compressed: bool, source: str | None
+                   ) -> tuple[bytes, int, int]:
+    """(bytes, start, end) of one key group's canonical entries: its region of the stream, or the
+    decompressed stream of a compressed one, which must end exactly where the region ends."""
+    if not compressed:
+        return buf, start, end
+    data, _ = decompress_framed(buf, start, end, source=source)
+    if _framed_length(buf, start, end) != end - start:
+        raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
+                                f"group starts (byte {end})", source)
+    return data, 0, len(data)
+
+
 def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_parallelism: int, *,
                  codecs: list[StateCodec] | None = None, key_groups: Iterable[int] | None = None,
-                 states: set[int] | None = None, source: str | None = None, strict: bool = False
-                 ) -> Iterator[Entry]:
+                 states: set[int] | None = None, source: str | None = None) -> Iterator[Entry]:
     """Every stored entry of the selected states in the selected key groups of one handle.
 
     MAP states yield one entry per map entry (value = (user key, user value)) in the canonical
     layout, and one per (key, namespace) with value = list of (user key, user value) in the heap
     layout. Timers yield value = timestamp.
 
-    ``strict`` (verify): every key group must end exactly where the next one starts; decoded in
-    Python (with ``codecs`` from ``state_codecs(..., strict=True)`` keys and values are exact too).
+    Strict, on both paths (the compiled scanner and the Python decoders): the key-group offsets
+    follow the header in order, every key group's entries end exactly where the next key group
+    starts and no entry crosses that boundary, every entry carries its key group's prefix, and
+    (with ``codecs`` from ``state_codecs``) every key and value decodes to exactly its stored bytes.
     """
     if codecs is None:
         codecs = state_codecs(meta, max_parallelism, source)
     wanted_kgs = None if key_groups is None else set(key_groups)
     regions = key_group_regions(handle, len(buf))
     canonical = is_canonical_layout(buf, handle, meta, regions, codecs, source, max_parallelism)
-    fast = _fastpath.scanner(meta, codecs, max_parallelism, states, source) if canonical and not strict else None
+    verify_structure.check_key_group_offsets(handle, meta.header_size, len(buf), source)
+    fast = _fastpath.scanner(meta, codecs, max_parallelism, states, source) if canonical else None
     for kg, start, end in regions:
         if wanted_kgs is not None and kg not in wanted_kgs:
             continue
@@ -96,12 +117,12 @@ def iter_entries(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, ma
                                     f"{len(buf)} bytes", source)
         try:
             if fast is not None:  # the compiled scanner (_speedups.c), same entries
-                yield from _fastpath.canonical_key_group(fast, buf, start, end, kg, meta, source)
+                yield from _fastpath.canonical_key_group(fast, *key_group_data(buf, start, end, kg, meta.compressed,
+                                                                               source), kg)
             elif canonical:
-                yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source,
-                                                strict)
+                yield from _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source)
             else:
-                yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source, strict)
+                yield from _native_key_group(buf, start, end, kg, meta, codecs, states, source)
         except DECODE_ERRORS as e:
             raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
 
@@ -170,30 +191,34 @@ def _native_block_end(buf, start, end, kg, meta, codecs, source) -> int:
     return pos
 
 
-def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source, strict=False):
-    if meta.compressed:
-        data, _ = decompress_framed(buf, start, end, source=source)
-        if strict and _framed_length(buf, start, end) != end - start:
-            raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
-                                    f"group starts (byte {end})", source)
-        pos, region_end = 0, len(data)
-    else:
-        data, pos, region_end = buf, start, end
+def _truncated(kg: int, limit: int, source: str | None) -> CorruptStateError:
+    return CorruptStateError(f"key group {kg}: its data ends at byte {limit}, inside an entry", source)
+
+
+def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallelism, source):
+    """The entries of one key group of the canonical layout; they lie inside [start, end) and the
+    end-of-key-group mark is its last two bytes (the framing _speedups.scan checks the same way)."""
+    data, pos, limit = key_group_data(buf, start, end, kg, meta.compressed, source)
     prefix = key_group_prefix_size(max_parallelism)
     unpack_i32 = _I32.unpack_from
     n_states = len(codecs)
+    if pos + 2 > limit:
+        raise _truncated(kg, limit, source)
     state_id = _U16.unpack_from(data, pos)[0]
     pos += 2
-    limit = len(data)
     while True:
         if state_id >= n_states:
             raise CorruptStateError(f"key group {kg}: state id {state_id} but the backend has {n_states} states",
                                     source)
+        if pos + 4 > limit:
+            raise _truncated(kg, limit, source)
         klen = unpack_i32(data, pos)[0]
         pos += 4
         kend = pos + klen
         if klen <= 0 or kend > limit:
             raise CorruptStateError(f"key group {kg}: invalid key length {klen} at byte {pos - 4}", source)
+        if kend + 4 > limit:
+            raise _truncated(kg, limit, source)
         kb = data[pos:kend]
         vlen = unpack_i32(data, kend)[0]
         vstart = kend + 4
@@ -215,17 +240,21 @@ def _canonical_key_group(buf, start, end, kg, meta, codecs, states, max_parallel
             ident, key, ns, value = codec.canonical(kb, data[vstart:pos])
             yield state_id, kg, ident, key, ns, value
         if flag:
+            if pos + 2 > limit:
+                raise _truncated(kg, limit, source)
             nxt = _U16.unpack_from(data, pos)[0]
             pos += 2
             if nxt == END_OF_KEY_GROUP:
-                if strict and pos != region_end:
+                if pos != limit:
                     raise CorruptStateError(f"key group {kg}: the end-of-key-group mark is at byte {pos - 2}, "
-                                            f"but the key group's data ends at byte {region_end}", source)
+                                            f"but the key group's data ends at byte {limit}", source)
                 return
             state_id = nxt
 
 
-def _native_key_group(buf, start, end, kg, meta, codecs, states, source, strict=False):
+def _native_key_group(buf, start, end, kg, meta, codecs, states, source):
+    """The entries of one key group of the heap-native layout; its state blocks (and their
+    compressed streams) end exactly where the key group's region ends."""
     stored = _I32.unpack_from(buf, start)[0]
     if stored != kg:
         raise CorruptStateError(f"key group {kg}: the block starts with key group {stored}", source)
@@ -236,14 +265,14 @@ def _native_key_group(buf, start, end, kg, meta, codecs, states, source, strict=
             # the stream ends where the next identifier chunk begins
             consumed = _framed_length(buf, pos, end)
             used = yield from _native_state_block(data, 0, kg, codecs, states, source)
-            if strict and used != len(data):
+            if used != len(data):
                 raise CorruptStateError(f"key group {kg}: a compressed state block holds {len(data)} bytes, "
                                         f"its entries {used}", source)
             pos += consumed
     else:
         for _ in range(len(codecs)):
             pos = yield from _native_state_block(buf, pos, kg, codecs, states, source)
-    if strict and pos != end:
+    if pos != end:
         raise CorruptStateError(f"key group {kg}: its data ends at byte {pos}, the next key group starts at "
                                 f"byte {end}", source)
 
@@ -293,7 +322,7 @@ def keyed_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
     regions = canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source) \
         if _fastpath.available() else None
     if regions is not None:  # canonical layout, rows grouped by the compiled scanner
-        yield from _fastpath.keyed_rows(buf, regions, meta, max_parallelism, state_ids, codecs, source)
+        yield from _fastpath.keyed_rows(regions, meta, max_parallelism, state_ids, codecs, source)
         return
     entries = iter_entries(buf, handle, meta, max_parallelism, codecs=codecs, key_groups=key_groups,
                            states=set(state_ids), source=source)
@@ -312,7 +341,7 @@ def table_rows(buf: bytes, handle: KeyGroupsHandle, meta: KeyedBackendMeta, max_
     regions = canonical_regions(buf, handle, meta, max_parallelism, codecs, key_groups, source)
     if regions is None:
         return None
-    return _fastpath.table_rows(buf, regions, meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode)
+    return _fastpath.table_rows(regions, meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode)
 
 
 def rows_from_entries(entries: Iterable[Entry], codecs: list[StateCodec], state_ids: list[int]

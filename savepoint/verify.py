@@ -185,9 +185,9 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
                 meta = keyed.read_keyed_proxy(buf, src.label, keyed.header_end(h.offsets, len(buf)))
                 verify_structure.check_key_group_offsets(h, meta.header_size, len(buf), src.label)
                 _check_header(r, km.states, meta.states, src.label, (km.key_type, meta.key_type))
-                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label, strict=True)
+                codecs = keyed.state_codecs(meta, op.max_parallelism, src.label)
                 entries = keyed.iter_entries(buf, h, meta, op.max_parallelism, codecs=codecs,
-                                             states=_decodable(codecs, r), source=src.label, strict=True)
+                                             states=_decodable(codecs, r), source=src.label)
                 return sum(1 for _ in verify_structure.checking_key_groups(entries, meta.key_type,
                                                                            op.max_parallelism, src.label))
             what = f"keyed state of subtask {subtask} (key groups {h.start_key_group}-{h.end_key_group})"
