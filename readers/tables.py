@@ -16,7 +16,9 @@ from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint import rocksdb
 from ..savepoint import sql_plan
-from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
+from ..savepoint import verify_structure
+from ..savepoint.errors import (CorruptStateError, FStateError, InvalidArgumentError, MissingStateFileError,
+                                UnknownStateError)
 from ..savepoint.loader import OperatorView
 from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, Composite, EitherType,
                                GenericArrayType, ListType, MapType, NullableType, PojoType, TimerType, TtlType,
@@ -79,7 +81,7 @@ class Table:
 def list_state_table(op: OperatorView, state: str) -> Table:
     info = op.operator_state_info(state, broadcast=False)
     parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
-                       allow_external=op.savepoint.allow_external_paths)
+                       allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states]
     cols = [("subtask", INT, False), ("index", INT, False), ("value", info.value_type, True)]
     return Table("list", f"{op.display_name}/{state}", cols, parts)
@@ -88,10 +90,25 @@ def list_state_table(op: OperatorView, state: str) -> Table:
 def broadcast_state_table(op: OperatorView, state: str) -> Table:
     info = op.operator_state_info(state, broadcast=True)
     parts = [Partition("broadcast", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
-                       allow_external=op.savepoint.allow_external_paths)
+                       allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states][:1]
     cols = [("key", info.key_type, False), ("value", info.value_type, True)]
     return Table("broadcast", f"{op.display_name}/{state}", cols, parts)
+
+
+def _operator_header(op: OperatorView) -> tuple:
+    """Partition options: the operator-state header every subtask's stream must agree with."""
+    meta = op.operator_meta
+    return () if meta is None else (("header", verify_structure.header_signature(meta)),)
+
+
+def _check_header(p: Partition, meta) -> None:
+    """A subtask whose header describes a state with other types than the table's (a damaged
+    header) is an error, not rows of another type."""
+    reference = dict(p.options).get("header")
+    mismatch = reference and verify_structure.signature_mismatch(reference, meta)
+    if mismatch:
+        raise CorruptStateError(mismatch, p.source.label)
 
 
 def _keyed_meta(op: OperatorView) -> keyed.KeyedBackendMeta:
@@ -118,11 +135,13 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
                                    options + kgs))
             continue
         src = op.savepoint.stream_source(h.delegate)
+        # every subtask's header must describe the states as the first one does (a damaged header)
+        header = (("header", verify_structure.header_signature(op.keyed_meta)),)
         for lo, hi, span in _split_handle(h, src):
             if key_groups is not None and not any(lo <= kg <= hi for kg in key_groups):
                 continue
             parts.append(Partition(kind, src, subtask, h, op.max_parallelism, states, (lo, hi), span,
-                                   op.savepoint.allow_external_paths, options))
+                                   op.savepoint.allow_external_paths, options + header))
     return parts
 
 
@@ -342,12 +361,14 @@ def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterato
     if p.kind == "list":
         buf = _load(p)
         meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
+        _check_header(p, meta)
         for i, v in enumerate(operator_state.read_list_state(buf, p.handle, meta, p.state_names[0], label)):
             yield (p.subtask, i, v)
         return
     if p.kind == "broadcast":
         buf = _load(p)
         meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
+        _check_header(p, meta)
         yield from operator_state.read_broadcast_state(buf, p.handle, meta, p.state_names[0], label)
         return
     rows = _read_keyed(p, key_filter)
@@ -387,6 +408,7 @@ def _read_keyed(p: Partition, key_filter: frozenset | None) -> Iterator[tuple]:
         yield from _read_rocksdb(p, key_filter)
         return
     buf, handle, meta = _load_key_groups(p)
+    _check_header(p, meta)
     lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
     kg_range = range(max(lo, handle.start_key_group), min(hi, handle.end_key_group) + 1)
     label = p.source.label
