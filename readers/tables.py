@@ -78,16 +78,27 @@ class Table:
 # building tables on the driver
 
 
+def check_bounds(op: OperatorView) -> None:
+    """What Flink would refuse in the operator's metadata (a subtask index beyond the parallelism,
+    overlapping key-group ranges, ...) is an error before anything is read."""
+    problems = verify_structure.bounds_problems(op.parallelism, op.max_parallelism, op.state.subtasks,
+                                                op.state.finished_subtasks)
+    if problems:
+        raise CorruptStateError(f"operator {op.display_name}: {problems[0]}", op.savepoint.location.metadata_path)
+
+
 def list_state_table(op: OperatorView, state: str) -> Table:
+    check_bounds(op)
     info = op.operator_state_info(state, broadcast=False)
     parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
-             for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states]
+             for subtask, h in op.operator_handles() if h.delegate is not None]  # (handles' names checked too)
     cols = [("subtask", INT, False), ("index", INT, False), ("value", info.value_type, True)]
     return Table("list", f"{op.display_name}/{state}", cols, parts)
 
 
 def broadcast_state_table(op: OperatorView, state: str) -> Table:
+    check_bounds(op)
     info = op.operator_state_info(state, broadcast=True)
     parts = [Partition("broadcast", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
@@ -122,6 +133,7 @@ def _keyed_meta(op: OperatorView) -> keyed.KeyedBackendMeta:
 
 def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_groups: set[int] | None,
                     options: tuple = ()) -> list[Partition]:
+    check_bounds(op)
     parts = []
     for subtask, h in op.readable_keyed_handles():
         if isinstance(h, handles.IncrementalKeyedHandle):

@@ -80,6 +80,15 @@ def _region_end(all_offsets: list[int], start: int, stream_len: int) -> int:
     return all_offsets[i] if i < len(all_offsets) else stream_len
 
 
+def check_handle_names(handle: OperatorStreamHandle, meta: OperatorBackendMeta, source: str | None) -> None:
+    """Every state the handle has offsets for is described by the stream's header (a changed name
+    in ``_metadata`` would hide that state's elements)."""
+    for name in handle.states:
+        if meta.state(name) is None:
+            raise CorruptStateError(f"the handle names operator state '{name}', the stream's header does not",
+                                    source)
+
+
 def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
                     source: str | None = None) -> list[Any]:
     """The elements of list/union state ``name`` held by this subtask, in list order. Strict: each
@@ -88,6 +97,7 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
     offsets_entry = handle.states.get(name)
     if info is None:
         raise UnknownStateError(f"no operator state named '{name}' in this stream", source)
+    check_handle_names(handle, meta, source)
     if offsets_entry is None or not offsets_entry.offsets:
         return []
     offsets = list(offsets_entry.offsets)
