@@ -757,7 +757,17 @@ decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_
             goto fail;
         }
         PyObject *uv;
+        if (vb[0] > 1) {
+            Py_DECREF(uk);
+            PyErr_Format(PyExc_ValueError, "map value null flag %d", (int)vb[0]);
+            goto fail;
+        }
         if (vb[0]) {
+            if (vlen > 2) {  /* heap savepoints write a byte after the null flag */
+                Py_DECREF(uk);
+                PyErr_Format(PyExc_ValueError, "a null map value has %zd bytes after its null flag", vlen - 1);
+                goto fail;
+            }
             uv = Py_None;
             Py_INCREF(uv);
         } else {

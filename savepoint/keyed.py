@@ -259,19 +259,20 @@ def _native_key_group(buf, start, end, kg, meta, codecs, states, source):
     if stored != kg:
         raise CorruptStateError(f"key group {kg}: the block starts with key group {stored}", source)
     pos = start + 4
+    seen: set[int] = set()  # every state's block once
     if meta.compressed:
         for _ in range(len(codecs)):
             data, _ = decompress_framed(buf, pos, end, source=source)
             # the stream ends where the next identifier chunk begins
             consumed = _framed_length(buf, pos, end)
-            used = yield from _native_state_block(data, 0, kg, codecs, states, source)
+            used = yield from _native_state_block(data, 0, kg, codecs, states, source, seen)
             if used != len(data):
                 raise CorruptStateError(f"key group {kg}: a compressed state block holds {len(data)} bytes, "
                                         f"its entries {used}", source)
             pos += consumed
     else:
         for _ in range(len(codecs)):
-            pos = yield from _native_state_block(buf, pos, kg, codecs, states, source)
+            pos = yield from _native_state_block(buf, pos, kg, codecs, states, source, seen)
     if pos != end:
         raise CorruptStateError(f"key group {kg}: its data ends at byte {pos}, the next key group starts at "
                                 f"byte {end}", source)
@@ -289,13 +290,17 @@ def _framed_length(buf: bytes, start: int, end: int) -> int:
     return pos - start
 
 
-def _native_state_block(data, pos, kg, codecs, states, source):
+def _native_state_block(data, pos, kg, codecs, states, source, seen: set[int] | None = None):
     state_id = _U16.unpack_from(data, pos)[0]
     count = _I32.unpack_from(data, pos + 2)[0]
     pos += 6
     if state_id >= len(codecs):
         raise CorruptStateError(f"key group {kg}: state id {state_id} but the backend has {len(codecs)} states",
                                 source)
+    if seen is not None:
+        if state_id in seen:
+            raise CorruptStateError(f"key group {kg}: a second block of state id {state_id}", source)
+        seen.add(state_id)
     if count < 0 or count > len(data) - pos:
         raise CorruptStateError(f"key group {kg}: invalid entry count {count}", source)
     codec = codecs[state_id]

@@ -141,8 +141,13 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
             ident, key, ns, p = split(kb)
             uk, p = dec_uk(kb, p)
             _exact(p, len(kb), "map key")
-            if vb[0]:
-                uv = None  # (heap savepoints write a byte after the null flag: not checked)
+            null = vb[0]
+            if null:
+                if null != 1:
+                    raise ValueError(f"map value null flag {null}")
+                if len(vb) > 2:
+                    raise ValueError(f"a null map value has {len(vb) - 1} bytes after its null flag")
+                uv = None  # (heap savepoints write a byte after the null flag: its value is not checked)
             else:
                 uv, p = dec_uv(vb, 1)
                 _exact(p, len(vb), "map value")

@@ -6,13 +6,14 @@ zeroed 4 KB blocks, unknown handle types, wrong magic) and runs the metadata par
 keyed readers and `verify`. Every case must either read or raise an FStateError: never another
 exception, a hang or a memory blow-up.
 
-The oracle for "wrong success" (verify passes without a warning while the stored records differ
-from the undamaged sample's): Flink stores no checksums of uncompressed state, so a changed byte
+The oracle for "wrong success" (reading succeeds, as `fstate read` would exit 0, while the stored
+records differ from the undamaged sample's): Flink stores no checksums of uncompressed state, so a changed byte
 inside one scalar value (a long's low byte, a character of a string) yields another valid
 savepoint that no reader can tell apart. Such a case decodes, strictly, into records of exactly the
 same shape as the original: the same records in the same order, the same nesting, list lengths,
 map sizes, null-ness and scalar types, only scalar values differ. Every other difference means the
-framing (a length, count, offset, flag or key-group boundary) was damaged and verify must say so.
+framing (a length, count, offset, flag or key-group boundary) was damaged and reading (strict on
+both decoders) must fail; verify decodes the same way and checks more.
 
 The default run is quick; `pytest --fuzz-long tests/savepoint/test_fuzz.py` runs 10 000+ cases.
 """
@@ -230,6 +231,29 @@ def test_mutated_inputs_end_in_fstate_errors(sample, which, tmp_path_factory, re
         _run_case(root, sample, which, ms)
 
     run()
+
+
+# Wrong successes the fuzzer found once reading had to be strict (each read rows of another shape
+# without an error before the fix): the case, and the error reading now ends in.
+FOUND = [
+    ("operator-state-hashmap-savepoint", "state-file", [("zero4k", 185, None)], "another subtask's header says"),
+    ("keyed-hashmap-savepoint", "state-file", [("flip", 562, 0)], "another subtask's header says"),
+    # (also took over 20 s: the end of each list element was searched for among all offsets)
+    ("operator-state-1.15-savepoint", "state-file", [("flip", 107, 0)], "another subtask's header says"),
+    ("operator-state-hashmap-savepoint", "metadata", [("flip", 78, 0)], "the handle names operator state 'clob'"),
+    ("keyed-hashmap-savepoint", "metadata", [("flip", 138, 0)], "subtask index 16777216 is not below"),
+    # a map value's null flag set: the value's 8 bytes were ignored
+    ("keyed-hashmap-savepoint", "state-file", [("flip", 3803, 0)], "a null map value has 8 bytes after its null"),
+    # an inline heap-native stream: a state block's id changed into another block's
+    ("keyed-hashmap-checkpoint", "metadata", [("byte", 6463, 0)], "a second block of state id 0"),
+]
+
+
+@pytest.mark.parametrize("sample,which,ms,message", FOUND)
+def test_cases_the_fuzzer_found(sample, which, ms, message, tmp_path):
+    _run_case(tmp_path, sample, which, ms)
+    with pytest.raises(FStateError, match=message):
+        read_everything(str(tmp_path / "case"))
 
 
 def test_unknown_handle_type_and_magic(tmp_path):

@@ -204,6 +204,8 @@ TS = struct.pack(">q", 5 ^ -(2 ** 63))
     ("LIST", K, b"\x02a\x02b", "not followed by the ',' delimiter"),
     ("MAP", K + b"\x02u\x01", b"\x00" + struct.pack(">q", 1), "the map key decodes to"),
     ("MAP", K + b"\x02u", b"\x00" + struct.pack(">q", 1) + b"\x00", "the map value decodes to"),
+    ("MAP", K + b"\x02u", b"\x02" + struct.pack(">q", 1), "map value null flag 2"),
+    ("MAP", K + b"\x02u", b"\x01" + struct.pack(">q", 1), "a null map value has 8 bytes after its null flag"),
     ("TIMER", TS + b"\x02k\x00\x00", b"", "the timer decodes to"),
     ("TIMER", TS + b"\x02k\x00", b"\x00", "a timer entry has a 1-byte value"),
 ])
@@ -214,7 +216,8 @@ def test_inexact_entries_fail_on_both_decoders(monkeypatch, kind, key, value, wo
 
 @pytest.mark.parametrize("kind,key,value", [
     ("VALUE", K, struct.pack(">q", 7)), ("LIST", K, b"\x02a,\x02b"), ("MAP", K + b"\x02u", b"\x01"),
-    ("MAP", K + b"\x02u", b"\x00" + struct.pack(">q", 1)), ("TIMER", TS + b"\x02k\x00", b""),
+    ("MAP", K + b"\x02u", b"\x00" + struct.pack(">q", 1)), ("MAP", K + b"\x02u", b"\x01\x00"),
+    ("TIMER", TS + b"\x02k\x00", b""),
 ])
 def test_exact_entries_read_on_both_decoders(monkeypatch, kind, key, value):
     buf, handle, meta = _one_entry_stream(kind, key, value)
