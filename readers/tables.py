@@ -7,6 +7,7 @@ nothing here imports pyspark.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -87,9 +88,19 @@ def check_bounds(op: OperatorView) -> None:
         raise CorruptStateError(f"operator {op.display_name}: {problems[0]}", op.savepoint.location.metadata_path)
 
 
+def warn_raw_bytes(op: OperatorView, names) -> None:
+    """A state whose serializers fstate cannot read (an unknown class, or a damaged header naming
+    one) is read as raw bytes: a warning says so, naming the state."""
+    for d in op.describe_states():
+        if d.name in names:
+            for message in d.warnings:
+                warnings.warn(f"{op.display_name}/{d.name}: {message}", stacklevel=3)
+
+
 def list_state_table(op: OperatorView, state: str) -> Table:
     check_bounds(op)
     info = op.operator_state_info(state, broadcast=False)
+    warn_raw_bytes(op, {state})
     parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
              for subtask, h in op.operator_handles() if h.delegate is not None]  # (handles' names checked too)
@@ -100,6 +111,7 @@ def list_state_table(op: OperatorView, state: str) -> Table:
 def broadcast_state_table(op: OperatorView, state: str) -> Table:
     check_bounds(op)
     info = op.operator_state_info(state, broadcast=True)
+    warn_raw_bytes(op, {state})
     parts = [Partition("broadcast", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
                        allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states][:1]
@@ -277,6 +289,7 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
         selected = available
     if flat and len(selected) != 1:
         raise InvalidArgumentError("--flat needs exactly one state (--state NAME)")
+    warn_raw_bytes(op, {s.name for s in selected})
     ns_mode, ns_cols = _namespace_columns(selected)
     names = {s.name: sql_field_names(sql, km.key_type, s) for s in selected} if sql is not None else {}
     first = next(iter(names.values()), None)
