@@ -251,6 +251,9 @@ FOUND = [
     ("keyed-hashmap-savepoint", "state-file", [("flip", 3803, 0)], "a null map value has 8 bytes after its null"),
     # an inline heap-native stream: a state block's id changed into another block's
     ("keyed-hashmap-checkpoint", "metadata", [("byte", 6463, 0)], "a second block of state id 0"),
+    # the operator count zeroed and the file cut after it: a savepoint without operators
+    ("keyed-hashmap-checkpoint", "metadata", [("int32", 22, 32767), ("truncate", 24, None)],
+     "the checkpoint properties are missing"),
 ]
 
 
