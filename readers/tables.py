@@ -7,6 +7,7 @@ nothing here imports pyspark.
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +20,9 @@ from ..savepoint import keyed_state
 from ..savepoint import operator as operator_state
 from ..savepoint import rocksdb
 from ..savepoint import sql_plan
-from ..savepoint.errors import FStateError, InvalidArgumentError, MissingStateFileError, UnknownStateError
+from ..savepoint import verify_structure
+from ..savepoint.errors import (CorruptStateError, FStateError, InvalidArgumentError, MissingStateFileError,
+                                UnknownStateError)
 from ..savepoint.loader import OperatorView
 from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, Composite, EitherType,
                                GenericArrayType, ListType, MapType, NullableType, PojoType, TimerType, TtlType,
@@ -79,22 +82,59 @@ class Table:
 # building tables on the driver
 
 
+def check_bounds(op: OperatorView) -> None:
+    """What Flink would refuse in the operator's metadata (a subtask index beyond the parallelism,
+    overlapping key-group ranges, ...) is an error before anything is read."""
+    problems = verify_structure.bounds_problems(op.parallelism, op.max_parallelism, op.state.subtasks,
+                                                op.state.finished_subtasks)
+    if problems:
+        raise CorruptStateError(f"operator {op.display_name}: {problems[0]}", op.savepoint.location.metadata_path)
+
+
+def warn_raw_bytes(op: OperatorView, names) -> None:
+    """A state whose serializers fstate cannot read (an unknown class, or a damaged header naming
+    one) is read as raw bytes: a warning says so, naming the state."""
+    for d in op.describe_states():
+        if d.name in names:
+            for message in d.warnings:
+                warnings.warn(f"{op.display_name}/{d.name}: {message}", stacklevel=3)
+
+
 def list_state_table(op: OperatorView, state: str) -> Table:
+    check_bounds(op)
     info = op.operator_state_info(state, broadcast=False)
+    warn_raw_bytes(op, {state})
     parts = [Partition("list", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
-                       allow_external=op.savepoint.allow_external_paths)
-             for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states]
+                       allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
+             for subtask, h in op.operator_handles() if h.delegate is not None]  # (handles' names checked too)
     cols = [("subtask", INT, False), ("index", INT, False), ("value", info.value_type, True)]
     return Table("list", f"{op.display_name}/{state}", cols, parts)
 
 
 def broadcast_state_table(op: OperatorView, state: str) -> Table:
+    check_bounds(op)
     info = op.operator_state_info(state, broadcast=True)
+    warn_raw_bytes(op, {state})
     parts = [Partition("broadcast", op.savepoint.stream_source(h.delegate), subtask, h, state_names=(state,),
-                       allow_external=op.savepoint.allow_external_paths)
+                       allow_external=op.savepoint.allow_external_paths, options=_operator_header(op))
              for subtask, h in op.operator_handles() if h.delegate is not None and state in h.states][:1]
     cols = [("key", info.key_type, False), ("value", info.value_type, True)]
     return Table("broadcast", f"{op.display_name}/{state}", cols, parts)
+
+
+def _operator_header(op: OperatorView) -> tuple:
+    """Partition options: the operator-state header every subtask's stream must agree with."""
+    meta = op.operator_meta
+    return () if meta is None else (("header", verify_structure.header_signature(meta)),)
+
+
+def _check_header(p: Partition, meta) -> None:
+    """A subtask whose header describes a state with other types than the table's (a damaged
+    header) is an error, not rows of another type."""
+    reference = dict(p.options).get("header")
+    mismatch = reference and verify_structure.signature_mismatch(reference, meta)
+    if mismatch:
+        raise CorruptStateError(mismatch, p.source.label)
 
 
 def _keyed_meta(op: OperatorView) -> keyed.KeyedBackendMeta:
@@ -108,6 +148,7 @@ def _keyed_meta(op: OperatorView) -> keyed.KeyedBackendMeta:
 
 def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_groups: set[int] | None,
                     options: tuple = ()) -> list[Partition]:
+    check_bounds(op)
     parts = []
     for subtask, h in op.readable_keyed_handles():
         if isinstance(h, handles.IncrementalKeyedHandle):
@@ -121,11 +162,13 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
                                    options + kgs))
             continue
         src = op.savepoint.stream_source(h.delegate)
+        # every subtask's header must describe the states as the first one does (a damaged header)
+        header = (("header", verify_structure.header_signature(op.keyed_meta)),)
         for lo, hi, span in _split_handle(h, src):
             if key_groups is not None and not any(lo <= kg <= hi for kg in key_groups):
                 continue
             parts.append(Partition(kind, src, subtask, h, op.max_parallelism, states, (lo, hi), span,
-                                   op.savepoint.allow_external_paths, options))
+                                   op.savepoint.allow_external_paths, options + header))
     return parts
 
 
@@ -249,6 +292,7 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
         selected = available
     if flat and len(selected) != 1:
         raise InvalidArgumentError("--flat needs exactly one state (--state NAME)")
+    warn_raw_bytes(op, {s.name for s in selected})
     ns_mode, ns_cols = _namespace_columns(selected)
     names = {s.name: sql_field_names(sql, km.key_type, s) for s in selected} if sql is not None else {}
     first = next(iter(names.values()), None)
@@ -345,12 +389,14 @@ def read_partition(p: Partition, key_filter: frozenset | None = None) -> Iterato
     if p.kind == "list":
         buf = _load(p)
         meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
+        _check_header(p, meta)
         for i, v in enumerate(operator_state.read_list_state(buf, p.handle, meta, p.state_names[0], label)):
             yield (p.subtask, i, v)
         return
     if p.kind == "broadcast":
         buf = _load(p)
         meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
+        _check_header(p, meta)
         yield from operator_state.read_broadcast_state(buf, p.handle, meta, p.state_names[0], label)
         return
     rows = _read_keyed(p, key_filter)
@@ -400,6 +446,7 @@ def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
             yield state
         return
     buf, handle, meta = _load_key_groups(p)
+    _check_header(p, meta)
     lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
     kg_range = range(max(lo, handle.start_key_group), min(hi, handle.end_key_group) + 1)
     yield keyed_state.KeyedState.of_stream(buf, handle, meta, p.max_parallelism, key_groups=kg_range,

@@ -3,7 +3,8 @@
 
 The plain Python decoders in :mod:`keyed` are the reference; the C scanner produces exactly the same
 entries and rows and fails on the same inputs with the same kinds of errors (tests/savepoint/test_speedups.py
-checks both on every sample and on generated and corrupted streams).
+checks both on every sample and on generated and corrupted streams). Both are strict: a key group's
+entries end exactly at its region's end, and every key and value decodes to exactly its stored bytes.
 
 A state is decoded in C when its key, namespace and values are built from: String, Long, Integer,
 Short, Byte, Boolean, Double, Float, Character (and their Flink ``*Value`` twins), VoidNamespace /
@@ -22,7 +23,6 @@ import os
 from typing import Any, Iterable, Iterator
 
 from . import metainfo
-from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
@@ -30,7 +30,7 @@ from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListT
 from .types.cep import CepType
 from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
-ABI = 2  # the interface version of _speedups.c this module speaks
+ABI = 3  # the interface version of _speedups.c this module speaks
 
 try:
     from . import _speedups
@@ -233,73 +233,66 @@ def compiled_scanner(meta, codecs, max_parallelism: int, states: set[int] | None
     return _speedups.Scanner(tuple(plans), prefix, CorruptStateError, source)
 
 
-def _key_group_data(buf, start: int, end: int, compressed: bool, source: str | None):
-    if compressed:
-        data, _ = decompress_framed(buf, start, end, source=source)
-        return data, 0
-    return buf, start
-
-
-def canonical_key_group(scan, buf, start: int, end: int, kg: int, meta, source: str | None) -> Iterator[tuple]:
-    """The entries of one canonical key group (keyed.canonical_key_group, in C). On an error the
-    entries decoded before it are yielded first, as the Python generator does."""
-    data, pos = _key_group_data(buf, start, end, meta.compressed, source)
+def canonical_key_group(scan, data, pos: int, end: int, kg: int) -> Iterator[tuple]:
+    """The entries of one canonical key group (keyed.canonical_key_group, in C), which lie in
+    ``data[pos:end]`` (keyed.key_group_data). On an error the entries decoded before it are yielded
+    first, as the Python generator does."""
     out: list = []
     try:
-        scan.entries(data, pos, kg, out)
+        scan.entries(data, pos, end, kg, out)
     except BaseException:
         yield from out
         raise
     yield from out
 
 
-def _grouped(scan, buf, regions, meta, source: str | None, decode_errors: tuple, group):
-    """(key group, {identity: row}) per key group; ``group(data, pos, kg, rows)`` fills the rows
-    in C (Scanner.rows or Scanner.table)."""
-    for kg, start, end in regions:
+def _grouped(regions, source: str | None, group):
+    """(key group, {identity: row}) per key group; ``group(data, pos, end, kg, rows)`` fills the
+    rows in C (Scanner.rows or Scanner.table)."""
+    for kg, data, pos, end in regions:
         rows: dict = {}
         try:
-            data, pos = _key_group_data(buf, start, end, meta.compressed, source)
-            group(data, pos, kg, rows)
-        except decode_errors as e:
+            group(data, pos, end, kg, rows)
+        except DECODE_ERRORS as e:
             raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
         yield kg, rows
 
 
-def keyed_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int,
+def keyed_rows(regions: Iterable[tuple[int, Any, int, int]], meta, max_parallelism: int,
                state_ids: list[int], codecs, source: str | None) -> Iterator[tuple]:
-    """KeyedState.rows in C over the (key group, start, end) regions of a canonical stream:
-    (key group, key, namespace, values). Only when the extension is built."""
+    """KeyedState.rows in C over the (key group, bytes, start, end) regions of a canonical stream
+    (KeyedState's data regions): (key group, key, namespace, values). Only when the extension is
+    built."""
     scan = compiled_scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     width = len(state_ids)
 
-    def group(data, pos, kg, rows):
-        scan.rows(data, pos, kg, width, rows)
+    def group(data, pos, end, kg, rows):
+        scan.rows(data, pos, end, kg, width, rows)
 
     return ((kg, key, ns, vals)
-            for kg, rows in _grouped(scan, buf, regions, meta, source, DECODE_ERRORS, group)
+            for kg, rows in _grouped(regions, source, group)
             for key, ns, vals in rows.values())
 
 
 NS_MODES = {"void": 0, "window": 1}
 
 
-def table_rows(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+def table_rows(regions: Iterable[tuple[int, Any, int, int]], meta, max_parallelism: int, codecs,
                state_ids: list[int], source: str | None, flatten: bool, ns_mode: str) -> Iterator[tuple]:
     """KeyedState.table_rows: the keyed table's row tuples (readers.tables._keyed_output without key
     filter and ``flat``):
     key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
-    end, else the namespace) and one value per state, over the regions of a canonical stream. Only
-    when the extension is built."""
+    end, else the namespace) and one value per state, over the (key group, bytes, start, end)
+    regions of a canonical stream. Only when the extension is built."""
     scan = compiled_scanner(meta, codecs, max_parallelism, set(state_ids), source, state_ids)
     mode = NS_MODES.get(ns_mode, 2)
     width = len(state_ids)
 
-    def group(data, pos, kg, rows):
-        scan.table(data, pos, kg, width, flatten, mode, rows)
+    def group(data, pos, end, kg, rows):
+        scan.table(data, pos, end, kg, width, flatten, mode, rows)
 
     def gen():
-        for _, rows in _grouped(scan, buf, regions, meta, source, DECODE_ERRORS, group):
+        for _, rows in _grouped(regions, source, group):
             yield from rows.values()
 
     return gen()

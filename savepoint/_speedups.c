@@ -1,5 +1,10 @@
 /* fstate.savepoint._speedups: the compiled fast path for the canonical keyed-state layout.
  *
+ * Strict like the Python decoders: the entries of a key group end exactly at its region's end
+ * (the end-of-key-group mark is its last two bytes), no entry crosses it, every key and value
+ * decodes to exactly its stored length, a timer stores no value, a list value neither stops short
+ * nor ends with a delimiter.
+ *
  * The plain Python decoders in keyed.py / types/typeinfo.py are the reference; this module must
  * produce exactly what they produce (the same Entry tuples, the same rows) and fail where they fail,
  * with exceptions of the same kinds:
@@ -18,9 +23,9 @@
  *     (TTL, spec). Modes: SKIP (state not selected: framing is checked, nothing decoded), VALUE,
  *     LIST, LIST_RAW, MAP, TIMER, PY (func(key bytes, value bytes) -> (identity, key, ns, value),
  *     the Python decoder of a state this module does not decode itself).
- *   .entries(data, pos, key_group, out_list)   appends (state id, kg, identity, key, ns, value)
- *   .rows(data, pos, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
- *   .table(data, pos, key_group, width, flatten, ns_mode, rows)
+ *   .entries(data, pos, end, key_group, out_list)   appends (state id, kg, identity, key, ns, value)
+ *   .rows(data, pos, end, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
+ *   .table(data, pos, end, key_group, width, flatten, ns_mode, rows)
  *                                              the keyed table's row tuples: {identity: row}
  * read_flink_string(buf, pos) -> (str | None, new pos)
  *
@@ -637,6 +642,17 @@ split_key(Plan *plan, int prefix, const uint8_t *kb, Py_ssize_t klen, PyObject *
     return 0;
 }
 
+/* keyed_codecs._exact_length: a stored key or value is exactly its serializer's bytes, a decode
+ * that stops short (or runs past) means the bytes are damaged */
+static int
+exact(Py_ssize_t end, Py_ssize_t length, const char *what)
+{
+    if (end == length)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "the %s decodes to %zd of its %zd bytes", what, end, length);
+    return -1;
+}
+
 static int
 decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_t klen, int flag,
              const uint8_t *vb, Py_ssize_t vlen)
@@ -658,6 +674,12 @@ decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_
         ns = decode(&plan->ns, kb, klen, &p);
         if (ns == NULL)
             goto fail;
+        if (exact(p, klen, "timer") < 0)
+            goto fail;
+        if (vlen) {
+            PyErr_Format(PyExc_ValueError, "a timer entry has a %zd-byte value (timers store none)", vlen);
+            goto fail;
+        }
         ident = slice(kb, klen, prefix, p);
         if (ident == NULL)
             goto fail;
@@ -669,15 +691,19 @@ decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_
     case M_VALUE:
         if (split_key(plan, prefix, kb, klen, &ident, &key, &ns, &p) < 0)
             return -1;
+        if (exact(p, klen, "key") < 0)
+            goto fail;
         p = 0;
         value = decode(&plan->val, vb, vlen, &p);
-        if (value == NULL)
+        if (value == NULL || exact(p, vlen, "value") < 0)
             goto fail;
         return emit(sink, plan, ident, key, ns, value);
     case M_LIST:
     case M_LIST_RAW:
         if (split_key(plan, prefix, kb, klen, &ident, &key, &ns, &p) < 0)
             return -1;
+        if (exact(p, klen, "key") < 0)
+            goto fail;
         value = PyList_New(0);
         if (value == NULL)
             goto fail;
@@ -705,8 +731,14 @@ decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_
                         goto fail;
                     }
                     p++;
+                    if (p == vlen) {
+                        PyErr_SetString(PyExc_ValueError, "the list ends with the ',' delimiter");
+                        goto fail;
+                    }
                 }
             }
+            if (exact(p, vlen, "list") < 0)
+                goto fail;
         }
         return emit(sink, plan, ident, key, ns, value);
     case M_MAP: {
@@ -715,19 +747,34 @@ decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_
         PyObject *uk = decode(&plan->ukey, kb, klen, &p);
         if (uk == NULL)
             goto fail;
+        if (exact(p, klen, "map key") < 0) {
+            Py_DECREF(uk);
+            goto fail;
+        }
         if (vlen < 1) {
             Py_DECREF(uk);
             err_index("map value null flag");
             goto fail;
         }
         PyObject *uv;
+        if (vb[0] > 1) {
+            Py_DECREF(uk);
+            PyErr_Format(PyExc_ValueError, "map value null flag %d", (int)vb[0]);
+            goto fail;
+        }
         if (vb[0]) {
+            if (vlen > 2) {  /* heap savepoints write a byte after the null flag */
+                Py_DECREF(uk);
+                PyErr_Format(PyExc_ValueError, "a null map value has %zd bytes after its null flag", vlen - 1);
+                goto fail;
+            }
             uv = Py_None;
             Py_INCREF(uv);
         } else {
             Py_ssize_t q = 1;
             uv = decode(&plan->val, vb, vlen, &q);
-            if (uv == NULL) {
+            if (uv == NULL || exact(q, vlen, "map value") < 0) {
+                Py_XDECREF(uv);
                 Py_DECREF(uk);
                 goto fail;
             }
@@ -787,13 +834,20 @@ fail:
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* one key group: the framing of keyed._canonical_key_group */
+/* one key group: the framing of keyed._canonical_key_group, strict: every entry lies inside the
+ * key group's region [pos, limit) and the end-of-key-group mark is its last two bytes */
+
+static int
+truncated(Scanner *self, long kg, Py_ssize_t limit)
+{
+    return corrupt(self, "key group %ld: its data ends at byte %zd, inside an entry", kg, limit);
+}
 
 static int
 scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg, Sink *sink)
 {
     if (pos < 0 || pos + 2 > limit)
-        return err_struct(2, pos, limit), -1;
+        return truncated(self, kg, limit);
     Py_ssize_t sid = be16(d + pos);
     pos += 2;
     int prefix = self->prefix;
@@ -802,7 +856,7 @@ scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg,
             return corrupt(self, "key group %ld: state id %zd but the backend has %zd states", kg, sid,
                            self->nstates);
         if (pos + 4 > limit)
-            return err_struct(4, pos, limit), -1;
+            return truncated(self, kg, limit);
         Py_ssize_t klen = (int32_t)be32(d + pos);
         pos += 4;
         Py_ssize_t kstart = pos;
@@ -810,7 +864,7 @@ scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg,
         if (klen <= 0 || kend > limit)
             return corrupt(self, "key group %ld: invalid key length %zd at byte %zd", kg, klen, pos - 4);
         if (kend + 4 > limit)
-            return err_struct(4, kend, limit), -1;
+            return truncated(self, kg, limit);
         Py_ssize_t vlen = (int32_t)be32(d + kend);
         Py_ssize_t vstart = kend + 4;
         pos = vstart + vlen;
@@ -835,11 +889,15 @@ scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg,
         }
         if (flag) {
             if (pos + 2 > limit)
-                return err_struct(2, pos, limit), -1;
+                return truncated(self, kg, limit);
             Py_ssize_t nxt = be16(d + pos);
             pos += 2;
-            if (nxt == END_OF_KEY_GROUP)
+            if (nxt == END_OF_KEY_GROUP) {
+                if (pos != limit)
+                    return corrupt(self, "key group %ld: the end-of-key-group mark is at byte %zd, but the key "
+                                   "group's data ends at byte %zd", kg, pos - 2, limit);
                 return 0;
+            }
             sid = nxt;
         }
     }
@@ -1064,31 +1122,39 @@ Scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+/* the buffer of data; end (the key group's region end) must lie inside it */
 static int
-get_data(PyObject *data, Py_buffer *view)
+get_data(PyObject *data, Py_buffer *view, Py_ssize_t end)
 {
-    return PyObject_GetBuffer(data, view, PyBUF_SIMPLE);
+    if (PyObject_GetBuffer(data, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (end < 0 || end > view->len) {
+        PyErr_Format(PyExc_ValueError, "region end %zd is outside the buffer of %zd bytes", end, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *
 Scanner_entries(Scanner *self, PyObject *args)
 {
     PyObject *data, *out;
-    Py_ssize_t pos;
+    Py_ssize_t pos, end;
     long kg;
-    if (!PyArg_ParseTuple(args, "OnlO!:entries", &data, &pos, &kg, &PyList_Type, &out))
+    if (!PyArg_ParseTuple(args, "OnnlO!:entries", &data, &pos, &end, &kg, &PyList_Type, &out))
         return NULL;
     if (self->plans == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
         return NULL;
     }
     Py_buffer view;
-    if (get_data(data, &view) < 0)
+    if (get_data(data, &view, end) < 0)
         return NULL;
     Sink sink = {out, NULL, 0, PyLong_FromLong(kg), 0, 0, 0};
     /* no cycles can form while scanning: spare the collector's passes over the growing rows */
     int gc_was_enabled = PyGC_Disable();
-    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, view.len, pos, kg, &sink);
+    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, end, pos, kg, &sink);
     if (gc_was_enabled)
         PyGC_Enable();
     Py_XDECREF(sink.kg);
@@ -1099,7 +1165,7 @@ Scanner_entries(Scanner *self, PyObject *args)
 }
 
 static PyObject *
-grouped(Scanner *self, PyObject *data, Py_ssize_t pos, long kg, Py_ssize_t width, PyObject *rows, int table,
+grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Py_ssize_t width, PyObject *rows, int table,
         int flatten, int ns_mode)
 {
     if (self->plans == NULL) {
@@ -1118,11 +1184,11 @@ grouped(Scanner *self, PyObject *data, Py_ssize_t pos, long kg, Py_ssize_t width
         }
     }
     Py_buffer view;
-    if (get_data(data, &view) < 0)
+    if (get_data(data, &view, end) < 0)
         return NULL;
     Sink sink = {NULL, rows, width, PyLong_FromLong(kg), table, flatten, ns_mode};
     int gc_was_enabled = PyGC_Disable();
-    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, view.len, pos, kg, &sink);
+    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, end, pos, kg, &sink);
     if (gc_was_enabled)
         PyGC_Enable();
     Py_XDECREF(sink.kg);
@@ -1136,33 +1202,33 @@ static PyObject *
 Scanner_rows(Scanner *self, PyObject *args)
 {
     PyObject *data, *rows;
-    Py_ssize_t pos, width;
+    Py_ssize_t pos, end, width;
     long kg;
-    if (!PyArg_ParseTuple(args, "OnlnO!:rows", &data, &pos, &kg, &width, &PyDict_Type, &rows))
+    if (!PyArg_ParseTuple(args, "OnnlnO!:rows", &data, &pos, &end, &kg, &width, &PyDict_Type, &rows))
         return NULL;
-    return grouped(self, data, pos, kg, width, rows, 0, 0, 0);
+    return grouped(self, data, pos, end, kg, width, rows, 0, 0, 0);
 }
 
 static PyObject *
 Scanner_table(Scanner *self, PyObject *args)
 {
     PyObject *data, *rows;
-    Py_ssize_t pos, width;
+    Py_ssize_t pos, end, width;
     long kg;
     int flatten, ns_mode;
-    if (!PyArg_ParseTuple(args, "OnlnpiO!:table", &data, &pos, &kg, &width, &flatten, &ns_mode, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "OnnlnpiO!:table", &data, &pos, &end, &kg, &width, &flatten, &ns_mode, &PyDict_Type,
                           &rows))
         return NULL;
-    return grouped(self, data, pos, kg, width, rows, 1, flatten, ns_mode);
+    return grouped(self, data, pos, end, kg, width, rows, 1, flatten, ns_mode);
 }
 
 static PyMethodDef Scanner_methods[] = {
     {"entries", (PyCFunction)Scanner_entries, METH_VARARGS,
-     "entries(data, pos, key_group, out): append the entries of one canonical key group to out"},
+     "entries(data, pos, end, key_group, out): append the entries of one canonical key group to out"},
     {"rows", (PyCFunction)Scanner_rows, METH_VARARGS,
-     "rows(data, pos, key_group, width, rows): group the entries of one key group into rows"},
+     "rows(data, pos, end, key_group, width, rows): group the entries of one key group into rows"},
     {"table", (PyCFunction)Scanner_table, METH_VARARGS,
-     "table(data, pos, key_group, width, flatten, ns_mode, rows): the keyed table's row tuples of one key "
+     "table(data, pos, end, key_group, width, flatten, ns_mode, rows): the keyed table's row tuples of one key "
      "group, by identity"},
     {NULL, NULL, 0, NULL}
 };
@@ -1190,7 +1256,7 @@ py_read_flink_string(PyObject *mod, PyObject *args)
     if (!PyArg_ParseTuple(args, "On:read_flink_string", &data, &pos))
         return NULL;
     Py_buffer view;
-    if (get_data(data, &view) < 0)
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     PyObject *s = decode_string(view.buf, view.len, &pos);
     PyBuffer_Release(&view);
@@ -1232,7 +1298,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -48,6 +48,19 @@ def key_group_regions(handle: KeyGroupsHandle, length: int) -> list[tuple[int, i
     return out
 
 
+def key_group_data(buf: bytes, start: int, end: int, kg: int, compressed: bool, source: str | None
+                   ) -> tuple[bytes, int, int]:
+    """(bytes, start, end) of one key group's canonical entries: its region of the stream, or the
+    decompressed stream of a compressed one, which must end exactly where the region ends."""
+    if not compressed:
+        return buf, start, end
+    data, _ = decompress_framed(buf, start, end, source=source)
+    if _framed_length(buf, start, end) != end - start:
+        raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
+                                f"group starts (byte {end})", source)
+    return data, 0, len(data)
+
+
 def checked_regions(regions: Iterable[tuple[int, int, int]], key_groups: Iterable[int] | None,
                     meta: KeyedBackendMeta, length: int, source: str | None) -> Iterator[tuple[int, int, int]]:
     """The regions of the wanted key groups (all when ``key_groups`` is None), each checked to start
@@ -126,34 +139,36 @@ def _native_block_end(buf, start, end, kg, meta, codecs, source) -> int:
     return pos
 
 
+def _truncated(kg: int, limit: int, source: str | None) -> CorruptStateError:
+    return CorruptStateError(f"key group {kg}: its data ends at byte {limit}, inside an entry", source)
+
+
 def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBackendMeta, codecs: list[StateCodec],
-                        states: set[int] | None, max_parallelism: int, source: str | None, strict: bool = False
-                        ) -> Iterator[Entry]:
-    """The entries of one key group in the canonical layout (the plain Python decoder; ``strict``:
-    the key group must end exactly at its end-of-key-group mark, see KeyedState)."""
-    if meta.compressed:
-        data, _ = decompress_framed(buf, start, end, source=source)
-        if strict and _framed_length(buf, start, end) != end - start:
-            raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
-                                    f"group starts (byte {end})", source)
-        pos, region_end = 0, len(data)
-    else:
-        data, pos, region_end = buf, start, end
+                        states: set[int] | None, max_parallelism: int, source: str | None) -> Iterator[Entry]:
+    """The entries of one key group of the canonical layout (the plain Python decoder); they lie
+    inside [start, end) and the end-of-key-group mark is its last two bytes (the C scanner checks
+    the same way)."""
+    data, pos, limit = key_group_data(buf, start, end, kg, meta.compressed, source)
     prefix = key_group_prefix_size(max_parallelism)
     unpack_i32 = _I32.unpack_from
     n_states = len(codecs)
+    if pos + 2 > limit:
+        raise _truncated(kg, limit, source)
     state_id = _U16.unpack_from(data, pos)[0]
     pos += 2
-    limit = len(data)
     while True:
         if state_id >= n_states:
             raise CorruptStateError(f"key group {kg}: state id {state_id} but the backend has {n_states} states",
                                     source)
+        if pos + 4 > limit:
+            raise _truncated(kg, limit, source)
         klen = unpack_i32(data, pos)[0]
         pos += 4
         kend = pos + klen
         if klen <= 0 or kend > limit:
             raise CorruptStateError(f"key group {kg}: invalid key length {klen} at byte {pos - 4}", source)
+        if kend + 4 > limit:
+            raise _truncated(kg, limit, source)
         kb = data[pos:kend]
         vlen = unpack_i32(data, kend)[0]
         vstart = kend + 4
@@ -175,38 +190,41 @@ def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBa
             ident, key, ns, value = codec.canonical(kb, data[vstart:pos])
             yield state_id, kg, ident, key, ns, value
         if flag:
+            if pos + 2 > limit:
+                raise _truncated(kg, limit, source)
             nxt = _U16.unpack_from(data, pos)[0]
             pos += 2
             if nxt == END_OF_KEY_GROUP:
-                if strict and pos != region_end:
+                if pos != limit:
                     raise CorruptStateError(f"key group {kg}: the end-of-key-group mark is at byte {pos - 2}, "
-                                            f"but the key group's data ends at byte {region_end}", source)
+                                            f"but the key group's data ends at byte {limit}", source)
                 return
             state_id = nxt
 
 
 def native_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBackendMeta, codecs: list[StateCodec],
-                     states: set[int] | None, source: str | None, strict: bool = False) -> Iterator[Entry]:
-    """The entries of one key group in the heap backend's native layout (the plain Python decoder;
-    ``strict``: each state block and the key group must end exactly where their data ends)."""
+                     states: set[int] | None, source: str | None) -> Iterator[Entry]:
+    """The entries of one key group of the heap-native layout (the plain Python decoder); its state
+    blocks (and their compressed streams) end exactly where the key group's region ends."""
     stored = _I32.unpack_from(buf, start)[0]
     if stored != kg:
         raise CorruptStateError(f"key group {kg}: the block starts with key group {stored}", source)
     pos = start + 4
+    seen: set[int] = set()  # every state's block once
     if meta.compressed:
         for _ in range(len(codecs)):
             data, _ = decompress_framed(buf, pos, end, source=source)
             # the stream ends where the next identifier chunk begins
             consumed = _framed_length(buf, pos, end)
-            used = yield from _native_state_block(data, 0, kg, codecs, states, source)
-            if strict and used != len(data):
+            used = yield from _native_state_block(data, 0, kg, codecs, states, source, seen)
+            if used != len(data):
                 raise CorruptStateError(f"key group {kg}: a compressed state block holds {len(data)} bytes, "
                                         f"its entries {used}", source)
             pos += consumed
     else:
         for _ in range(len(codecs)):
-            pos = yield from _native_state_block(buf, pos, kg, codecs, states, source)
-    if strict and pos != end:
+            pos = yield from _native_state_block(buf, pos, kg, codecs, states, source, seen)
+    if pos != end:
         raise CorruptStateError(f"key group {kg}: its data ends at byte {pos}, the next key group starts at "
                                 f"byte {end}", source)
 
@@ -223,13 +241,17 @@ def _framed_length(buf: bytes, start: int, end: int) -> int:
     return pos - start
 
 
-def _native_state_block(data, pos, kg, codecs, states, source):
+def _native_state_block(data, pos, kg, codecs, states, source, seen: set[int] | None = None):
     state_id = _U16.unpack_from(data, pos)[0]
     count = _I32.unpack_from(data, pos + 2)[0]
     pos += 6
     if state_id >= len(codecs):
         raise CorruptStateError(f"key group {kg}: state id {state_id} but the backend has {len(codecs)} states",
                                 source)
+    if seen is not None:
+        if state_id in seen:
+            raise CorruptStateError(f"key group {kg}: a second block of state id {state_id}", source)
+        seen.add(state_id)
     if count < 0 or count > len(data) - pos:
         raise CorruptStateError(f"key group {kg}: invalid entry count {count}", source)
     codec = codecs[state_id]

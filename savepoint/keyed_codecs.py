@@ -42,11 +42,11 @@ class StateCodec:
     native: Callable[[bytes, int], tuple[bytes, Any, Any, Any, int]] | None
 
 
-def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, source: str | None,
-                      strict: bool = False):
-    """``strict``: every key and value must decode to exactly its stored bytes (verify)."""
+def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, source: str | None):
+    """Strict: every key and value must decode to exactly its stored bytes (the compiled scanner
+    checks the same)."""
     kind = info.kind
-    _exact = _exact_length if strict else _any_length
+    _exact = _exact_length
     if info.backend_type == metainfo.PRIORITY_QUEUE:
         if not info.value_type.fully_decodable:
             def opaque_timer(kb, vb):  # the raw timer element (timestamp, key, namespace) as the key
@@ -59,7 +59,7 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
         def timer(kb, vb):
             (ts, key, ns), end = dec_elem(kb, prefix)
             _exact(end, len(kb), "timer")
-            if strict and len(vb):
+            if len(vb):
                 raise ValueError(f"a timer entry has a {len(vb)}-byte value (timers store none)")
             return kb[prefix:end], key, ns, ts
 
@@ -71,7 +71,8 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
     if key_t.fully_decodable:
         dec_key = key_t.decoder()
     elif ns_t.length >= 0 and kind != "MAP" and not ambiguous:
-        ns_len = ns_t.length
+        # the bytes a fixed-length namespace takes (VoidNamespace declares length 0 but writes a byte)
+        _, ns_len = dec_ns(bytes(ns_t.length + 16), 0)
 
         def dec_key(kb, p):  # opaque key: everything up to the fixed-size namespace
             end = len(kb) - ns_len
@@ -118,6 +119,9 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
                     if vb[p] != LIST_DELIMITER:
                         raise ValueError(f"list state element not followed by the ',' delimiter at byte {p}")
                     p += 1
+                    if p == n:
+                        raise ValueError("the list ends with the ',' delimiter")
+            _exact(p, n, "list")
             return ident, key, ns, out
 
         return list_entry
@@ -137,8 +141,13 @@ def canonical_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, prefix: int, 
             ident, key, ns, p = split(kb)
             uk, p = dec_uk(kb, p)
             _exact(p, len(kb), "map key")
-            if vb[0]:
-                uv = None  # (heap savepoints write a byte after the null flag: not checked)
+            null = vb[0]
+            if null:
+                if null != 1:
+                    raise ValueError(f"map value null flag {null}")
+                if len(vb) > 2:
+                    raise ValueError(f"a null map value has {len(vb) - 1} bytes after its null flag")
+                uv = None  # (heap savepoints write a byte after the null flag: its value is not checked)
             else:
                 uv, p = dec_uv(vb, 1)
                 _exact(p, len(vb), "map value")
@@ -161,10 +170,6 @@ def _exact_length(end: int, length: int, what: str) -> None:
     past) means the bytes are damaged."""
     if end != length:
         raise ValueError(f"the {what} decodes to {end} of its {length} bytes")
-
-
-def _any_length(end: int, length: int, what: str) -> None:
-    """Readers accept what decodes (the compiled scanner does the same)."""
 
 
 def native_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, source: str | None):
@@ -202,14 +207,14 @@ def native_decoder(meta: KeyedBackendMeta, info: StateMetaInfo, source: str | No
     return entry
 
 
-def state_codecs(meta: KeyedBackendMeta, max_parallelism: int, source: str | None = None, *,
-                 strict: bool = False) -> list[StateCodec]:
-    """``strict`` (verify): a key or value that decodes to fewer or more bytes than stored is an error."""
+def state_codecs(meta: KeyedBackendMeta, max_parallelism: int, source: str | None = None) -> list[StateCodec]:
+    """The decoders of every state; strict: a key or value that decodes to fewer or more bytes than
+    stored is an error."""
     prefix = key_group_prefix_size(max_parallelism)
     out = []
     for i, info in enumerate(meta.states):
         try:
-            canonical = canonical_decoder(meta, info, prefix, source, strict)
+            canonical = canonical_decoder(meta, info, prefix, source)
         except UnsupportedSerializerError:
             canonical = None
         out.append(StateCodec(i, info, info.kind, canonical, native_decoder(meta, info, source)))

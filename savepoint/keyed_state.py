@@ -50,6 +50,7 @@ from . import handles
 from . import keyed
 from . import rocksdb
 from . import streams
+from . import verify_structure
 from .errors import DECODE_ERRORS, CorruptStateError
 from .io import FileIO
 from .keyed_codecs import StateCodec
@@ -109,11 +110,9 @@ class KeyedState:
     # -- what was chosen ---------------------------------------------------------------------
     @cached_property
     def codecs(self) -> list[StateCodec]:
-        """Each state's decoders (:func:`.keyed_codecs.state_codecs`; strict ones for ``strict``)."""
+        """Each state's decoders (:func:`.keyed_codecs.state_codecs`, always strict)."""
         if self._codecs is not None:
             return self._codecs
-        if self.strict and self.db is None:
-            return keyed.state_codecs(self.meta, self.max_parallelism, self.source, strict=True)
         return keyed.state_codecs(self.meta, self.max_parallelism, self.source)
 
     @cached_property
@@ -138,7 +137,20 @@ class KeyedState:
         return COMPILED if self._compiled and not self.strict and self.layout == CANONICAL else PYTHON
 
     def _checked_regions(self) -> Iterator[tuple[int, int, int]]:
+        """(key group, start, end) of the selected key groups, after checking the key-group offsets
+        follow the header in order and each region starts inside the stream."""
+        verify_structure.check_key_group_offsets(self.handle, self.meta.header_size, len(self.buf), self.source)
         return keyed.checked_regions(self.regions, self.key_groups, self.meta, len(self.buf), self.source)
+
+    def _data_regions(self) -> Iterator[tuple[int, Any, int, int]]:
+        """(key group, bytes, start, end) of the selected key groups' canonical entries: the region of
+        the stream, or the decompressed stream of a compressed key group (keyed.key_group_data)."""
+        buf, compressed, source = self.buf, self.meta.compressed, self.source
+        for kg, start, end in self._checked_regions():
+            try:
+                yield (kg, *keyed.key_group_data(buf, start, end, kg, compressed, source))
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
 
     # -- reading -----------------------------------------------------------------------------
     def entries(self, states: set[int] | None = None) -> Iterator[keyed.Entry]:
@@ -156,18 +168,19 @@ class KeyedState:
 
     def _stream_entries(self, states: set[int] | None) -> Iterator[keyed.Entry]:
         buf, meta, codecs, source = self.buf, self.meta, self.codecs, self.source
-        layout, strict = self.layout, self.strict
+        layout = self.layout
         scan = (_fastpath.compiled_scanner(meta, codecs, self.max_parallelism, states, source)
                 if self.decoder == COMPILED else None)
         for kg, start, end in self._checked_regions():
             try:
                 if scan is not None:  # the compiled scanner (_speedups.c), same entries
-                    yield from _fastpath.canonical_key_group(scan, buf, start, end, kg, meta, source)
+                    data, pos, limit = keyed.key_group_data(buf, start, end, kg, meta.compressed, source)
+                    yield from _fastpath.canonical_key_group(scan, data, pos, limit, kg)
                 elif layout == CANONICAL:
                     yield from keyed.canonical_key_group(buf, start, end, kg, meta, codecs, states,
-                                                         self.max_parallelism, source, strict)
+                                                         self.max_parallelism, source)
                 else:
-                    yield from keyed.native_key_group(buf, start, end, kg, meta, codecs, states, source, strict)
+                    yield from keyed.native_key_group(buf, start, end, kg, meta, codecs, states, source)
             except DECODE_ERRORS as e:
                 raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
 
@@ -175,8 +188,8 @@ class KeyedState:
         """One row per (key, namespace) of the selected key groups: (key group, key, namespace,
         [value of each state in ``state_ids`` or None]). Decoding starts at the first row."""
         if self.decoder == COMPILED:  # rows grouped by the compiled scanner
-            yield from _fastpath.keyed_rows(self.buf, self._checked_regions(), self.meta, self.max_parallelism,
-                                            state_ids, self.codecs, self.source)
+            yield from _fastpath.keyed_rows(self._data_regions(), self.meta, self.max_parallelism, state_ids,
+                                            self.codecs, self.source)
             return
         yield from keyed.rows_from_entries(self.entries(set(state_ids)), self.codecs, state_ids)
 
@@ -187,8 +200,8 @@ class KeyedState:
         :meth:`rows` (the Python decoder, a heap-native stream or RocksDB)."""
         if self.decoder != COMPILED:
             return None
-        return _fastpath.table_rows(self.buf, self._checked_regions(), self.meta, self.max_parallelism, self.codecs,
-                                    state_ids, self.source, flatten, ns_mode)
+        return _fastpath.table_rows(self._data_regions(), self.meta, self.max_parallelism, self.codecs, state_ids,
+                                    self.source, flatten, ns_mode)
 
     def batches(self, state_ids: list[int], *, flatten: bool, ns_mode: str,
                 names: Sequence[str]) -> Iterator[Any] | None:

@@ -333,7 +333,7 @@ class OperatorView:
         """(subtask, index within the subtask, element) for list and union state."""
         self.operator_state_info(name, broadcast=False)
         for subtask, h in self.operator_handles():
-            if h.delegate is None or name not in h.states:
+            if h.delegate is None:  # (a subtask without this state is read too: its handle's names are checked)
                 continue
             buf = self.savepoint.read_stream(h.delegate)
             src = self.savepoint.stream_source(h.delegate).label

@@ -134,6 +134,8 @@ def read_metadata(data: bytes, source: str | None = None) -> CheckpointMetadata:
     properties = None
     if version >= 4:
         properties_raw = bytes(data[inp.pos:])
+        if not properties_raw:  # Flink writes them (a null object at least) and cannot read a file without
+            raise inp.fail("the file ends after the last operator: the checkpoint properties are missing")
         if properties_raw:
             value, end = read_java_object(data, inp.pos, source)
             properties = value if isinstance(value, dict) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import struct
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -74,17 +75,29 @@ def write_operator_proxy(out: DataOutput, meta: OperatorBackendMeta) -> None:
 
 
 def _region_end(all_offsets: list[int], start: int, stream_len: int) -> int:
-    later = [o for o in all_offsets if o > start]
-    return min(later) if later else stream_len
+    """The first of the sorted ``all_offsets`` after ``start``, else the stream's end."""
+    i = bisect.bisect_right(all_offsets, start)
+    return all_offsets[i] if i < len(all_offsets) else stream_len
+
+
+def check_handle_names(handle: OperatorStreamHandle, meta: OperatorBackendMeta, source: str | None) -> None:
+    """Every state the handle has offsets for is described by the stream's header (a changed name
+    in ``_metadata`` would hide that state's elements)."""
+    for name in handle.states:
+        if meta.state(name) is None:
+            raise CorruptStateError(f"the handle names operator state '{name}', the stream's header does not",
+                                    source)
 
 
 def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
                     source: str | None = None) -> list[Any]:
-    """The elements of list/union state ``name`` held by this subtask, in list order."""
+    """The elements of list/union state ``name`` held by this subtask, in list order. Strict: each
+    element decodes to exactly the bytes up to the next element's (or state's) offset."""
     info = meta.state(name)
     offsets_entry = handle.states.get(name)
     if info is None:
         raise UnknownStateError(f"no operator state named '{name}' in this stream", source)
+    check_handle_names(handle, meta, source)
     if offsets_entry is None or not offsets_entry.offsets:
         return []
     offsets = list(offsets_entry.offsets)
@@ -97,7 +110,9 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
         except KeyError:
             raise CorruptStateError(f"operator state '{name}': an element offset is not a chunk boundary",
                                     source) from None
-        base_buf, stream_len, all_offsets = data, len(data), sorted(offsets)
+        # other states' elements may follow in the same compressed stream: they bound this one's too
+        base_buf, stream_len = data, len(data)
+        all_offsets = sorted({chunk_pos[o] for o in all_offsets if o in chunk_pos} | set(offsets))
     else:
         base_buf, stream_len = buf, len(buf)
     lowest = 0 if meta.compressed else meta.header_size
@@ -111,7 +126,11 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
     out = []
     try:
         for o in offsets:
-            v, _ = dec(base_buf, o)
+            v, end = dec(base_buf, o)
+            expected = _region_end(all_offsets, o, stream_len)
+            if end != expected:
+                raise CorruptStateError(f"operator state '{name}': the element at byte {o} decodes to byte {end}, "
+                                        f"the next region starts at byte {expected}", source)
             out.append(v)
     except DECODE_ERRORS as e:
         raise CorruptStateError(f"operator state '{name}' ({elem.name}): cannot decode an element: {e}",
@@ -121,7 +140,8 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
 
 def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
                          source: str | None = None) -> Iterator[tuple[Any, Any]]:
-    """The (key, value) entries of broadcast state ``name``."""
+    """The (key, value) entries of broadcast state ``name``. Strict: the entries end exactly where
+    the state's region ends."""
     info = meta.state(name)
     if info is None:
         raise UnknownStateError(f"no broadcast state named '{name}' in this stream", source)
@@ -132,8 +152,10 @@ def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: Operato
         raise CorruptStateError(f"broadcast state '{name}' has {len(entry.offsets)} offsets, expected 1", source)
     pos = entry.offsets[0]
     data = buf
+    bounds = sorted({o for so in handle.states.values() for o in so.offsets})
     if meta.compressed:
-        data, _ = decompress_framed(buf, pos, source=source)
+        data, chunk_pos = decompress_framed(buf, pos, source=source)
+        bounds = sorted(chunk_pos[o] for o in bounds if o in chunk_pos)
         pos = 0
     if not 0 <= pos < len(data):
         raise CorruptStateError(f"broadcast state '{name}': offset {pos} outside the stream", source)
@@ -152,10 +174,16 @@ def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: Operato
             if n < 0 or n > len(data):
                 raise ValueError(f"invalid entry count {n}")
             p = pos + 4
+            region_end = _region_end(bounds, pos, len(data))
             for _ in range(n):
                 k, p = dk(data, p)
                 v, p = dv(data, p)
+                if p > region_end:
+                    break
                 yield k, v
+            if p != region_end:
+                raise CorruptStateError(f"broadcast state '{name}': {n} entries end at byte {p}, its region at "
+                                        f"byte {region_end}", source)
         except DECODE_ERRORS as e:
             raise CorruptStateError(f"broadcast state '{name}': cannot decode an entry: {e}", source) from None
 

@@ -77,6 +77,25 @@ def _signature(info) -> tuple:
     return (info.kind, *types)
 
 
+def header_signature(meta) -> tuple:
+    """What every subtask's keyed-state header must agree on (picklable, for readers): the key
+    serializer and each state's kind and types."""
+    key_type = getattr(meta, "key_type", None)
+    return (None if key_type is None else key_type.name, tuple((s.name, _signature(s)) for s in meta.states))
+
+
+def signature_mismatch(reference: tuple, meta) -> str | None:
+    """:func:`header_mismatch` against a :func:`header_signature` of another subtask's header."""
+    key_name, states = header_signature(meta)
+    if reference[0] is not None and key_name is not None and reference[0] != key_name:
+        return f"the key serializer is {key_name}, another subtask's is {reference[0]}"
+    known = dict(reference[1])
+    for name, signature in states:
+        if name in known and known[name] != signature:
+            return f"state '{name}' is described as {signature}, another subtask's header says {known[name]}"
+    return None
+
+
 def header_mismatch(reference, states, key_types: tuple = ()) -> str | None:
     """Every subtask of an operator registers the same serializers: a state that one subtask's
     header describes with other types than the reference subtask's is damage in one of them

@@ -352,7 +352,7 @@ def test_generated_streams_same_as_the_reference(stream, data, monkeypatch):
 
 
 def _strict_entries(monkeypatch, buf, handle, meta, mp, ids):
-    codecs = state_codecs(meta, mp, strict=True)
+    codecs = state_codecs(meta, mp)
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     try:
         return list(KeyedState.of_stream(buf, handle, meta, mp, codecs=codecs, strict=True).entries(set(ids)))
@@ -374,7 +374,7 @@ def _key_comes_back(entries, meta) -> bool:
 
 
 def _strict_reference(monkeypatch, buf, handle, meta, mp, ids, flatten, ns_mode):
-    codecs = state_codecs(meta, mp, strict=True)
+    codecs = state_codecs(meta, mp)
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     try:
         entries = list(KeyedState.of_stream(buf, handle, meta, mp, codecs=codecs, strict=True).entries(set(ids)))

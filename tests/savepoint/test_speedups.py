@@ -513,14 +513,15 @@ def test_scanner_on_random_bytes(raw, n_states, prefix, kg):
     ][:n_states + 3]
     scan = speedups.Scanner(tuple(plans), prefix, CorruptStateError, "src")
     for pos in (0, 1, len(raw) // 2):
-        try:
-            scan.entries(raw, pos, kg, [])
-        except (CorruptStateError, IndexError, ValueError, struct.error):
-            pass
-        try:
-            scan.rows(raw, pos, kg, 8, {})
-        except (CorruptStateError, IndexError, ValueError, struct.error):
-            pass
+        for end in (len(raw), pos + (len(raw) - pos) // 2, len(raw) + 1):
+            try:
+                scan.entries(raw, pos, end, kg, [])
+            except (CorruptStateError, IndexError, ValueError, struct.error):
+                pass
+            try:
+                scan.rows(raw, pos, end, kg, 8, {})
+            except (CorruptStateError, IndexError, ValueError, struct.error):
+                pass
 
 
 @needs_c
@@ -537,7 +538,9 @@ def test_scanner_rejects_bad_plans():
     scan = speedups.Scanner(((_fastpath.VALUE, _fastpath.STRING, _fastpath.ZERO, _fastpath.LONG, None, False, None, 3, 0),), 1,
                             CorruptStateError, None)
     with pytest.raises(ValueError, match="no column"):
-        scan.rows(b"", 0, 0, 2, {})
+        scan.rows(b"", 0, 0, 0, 2, {})
+    with pytest.raises(ValueError, match="outside the buffer"):
+        scan.entries(b"abc", 0, 4, 0, [])
 
 
 def _fstring(text: str) -> bytes:
