@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -302,8 +303,10 @@ def run_command(command: str) -> str:
     assert words[0] == "fstate", f"{command}: only fstate commands run here; add others to NOT_RUN with a reason"
     if words[1:] == ["--install-completion"]:
         # installing edits the user's shell start-up file: print the same script instead, in a real process
-        result = subprocess.run([sys.executable, "-m", "fstate.cli.app", "--show-completion", "bash"],
-                                capture_output=True, text=True, cwd=REPO)
+        # (asked for by name: `--show-completion` finds the shell from the parent processes, which a
+        # detached run such as CI's does not have)
+        result = subprocess.run([sys.executable, "-m", "fstate.cli.app"], capture_output=True, text=True, cwd=REPO,
+                                env={**os.environ, "_FSTATE_COMPLETE": "source_bash"})
         assert result.returncode == 0, result.stderr
         assert "_fstate_completion" in result.stdout
         return result.stdout
