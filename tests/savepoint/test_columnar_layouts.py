@@ -6,11 +6,12 @@ fails, and the heap-native and RocksDB samples give the rows of ``KeyedState.row
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import assume, given, strategies as st
 
-from fstate.savepoint import columnar, handles, keyed, keyed_state
+from fstate.savepoint import columnar, handles, keyed, keyed_state, rocksdb
 from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import DECODE_ERRORS, CorruptStateError, FStateError
 from fstate.savepoint.keyed_codecs import state_codecs
@@ -192,3 +193,88 @@ def _small_batches(state, ids, ns_mode, names):
                                         state.key_groups, *shape)
     return columnar.native_batches(state.buf, state._checked_regions(), state.meta, state.max_parallelism,
                                    state.codecs, *shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# RocksDB: generated column families (canonical pairs, sorted as RocksDB keeps them)
+
+
+class FakeSnapshot:
+    """What columnar.rocksdb_batches and rocksdb.iter_entries read of a RocksDBSnapshot."""
+
+    def __init__(self, families: dict[str, list[tuple[bytes, bytes]]], lo: int, hi: int):
+        self.families = {name: sorted(pairs) for name, pairs in families.items()}
+        self.source = SimpleNamespace(start_key_group=lo, end_key_group=hi, label="the-source")
+
+    @property
+    def column_families(self):
+        return list(self.families)
+
+    def items(self, name, start=b""):
+        return iter([pair for pair in self.families.get(name, []) if pair[0] >= start])
+
+
+def _families(meta, mp, values):
+    encoders = [keyed.PairEncoder(meta, sid, mp) for sid in range(len(meta.states))]
+    families: dict = {info.name: {} for info in meta.states}
+    for kg, by_state in values.items():
+        for sid, items in by_state.items():
+            for key, ns, v in items:
+                for k, b in encoders[sid].pairs(kg, key, v, ns):
+                    families[meta.states[sid].name][bytes(k)] = bytes(b)
+    return {name: list(pairs.items()) for name, pairs in families.items()}
+
+
+def _rocksdb_outcomes(monkeypatch, db, meta, mp, ids, flatten, ns_mode, key_groups):
+    codecs = state_codecs(meta, mp, strict=True)
+    try:
+        entries = list(rocksdb.iter_entries(db, meta, mp, codecs=codecs, key_groups=key_groups, states=set(ids),
+                                            source="the-source"))
+        want = reference_rows(monkeypatch, lambda sids: keyed.rows_from_entries(entries, codecs, sids), meta, ids,
+                              flatten, ns_mode)
+    except FStateError as e:
+        entries, want = None, type(e)
+    try:
+        batches = columnar.rocksdb_batches(db, meta, mp, state_codecs(meta, mp), key_groups, ids, "the-source",
+                                           flatten, ns_mode, _names(meta, ids, flatten, ns_mode), 3)
+        assert batches is not None
+        got = batch_rows(batches)
+    except CorruptStateError as e:
+        assert e.path == "the-source"
+        got = CorruptStateError
+    return entries, want, got
+
+
+@needs_c
+@GEN
+@given(stream=keyed_streams(), data=st.data())
+def test_generated_rocksdb_same_as_the_reference(stream, data, monkeypatch):
+    meta, mp, values, lo, hi = stream
+    ids, ns_mode, flatten = _choose(data, meta)
+    families = _families(meta, mp, values)
+    key_groups = data.draw(st.none() | st.none() | st.lists(st.integers(lo, hi), max_size=3))
+    damage = data.draw(st.booleans())
+    if damage:
+        name = data.draw(st.sampled_from(sorted(families)))
+        pairs = families[name]
+        assume(pairs)
+        i, which = data.draw(st.integers(0, len(pairs) - 1)), data.draw(st.integers(0, 1))
+        raw = bytearray(pairs[i][which])
+        at = data.draw(st.integers(0, max(len(raw) - 1, 0)))
+        how = data.draw(st.sampled_from(["flip", "cut", "insert"] if raw else ["insert"]))
+        if how == "flip":
+            raw[at] ^= data.draw(st.integers(1, 255))
+        elif how == "cut":
+            del raw[at:at + data.draw(st.integers(1, 3))]
+        else:
+            raw[at:at] = bytes(data.draw(st.lists(st.integers(0, 255), min_size=1, max_size=3)))
+        assume(which == 1 or len(raw) >= (1 if mp <= 128 else 2))
+        pairs[i] = (bytes(raw), pairs[i][1]) if which == 0 else (pairs[i][0], bytes(raw))
+    db = FakeSnapshot(families, lo, hi)
+    entries, want, got = _rocksdb_outcomes(monkeypatch, db, meta, mp, ids, flatten, ns_mode, key_groups)
+    if got is CorruptStateError and want is not CorruptStateError:
+        assert damage and _key_comes_back(entries, meta), want
+    elif want is CorruptStateError or got is CorruptStateError:
+        assert damage and got is CorruptStateError and want is CorruptStateError, (want, got)
+    else:
+        assert _same(want, got)
