@@ -1,23 +1,31 @@
-"""Canonical keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``).
+"""Keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``), in every
+layout: canonical key groups (:func:`keyed_batches`), the heap backend's native key groups
+(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`, the pairs handed
+to C as lists of bytes, key group by key group).
 
-The compiled decoder reads the key groups of a canonical stream straight into Arrow buffers
-(validity bitmaps, offsets and data; lists, maps and structs as child arrays) and makes no Python
-object per row or value. The plain Python decoders in :mod:`keyed` stay the reference: the batches,
-turned into rows, equal the rows of ``KeyedState.rows`` (:mod:`keyed_state`) shaped as ``readers.tables._keyed_output``
-does (tests/savepoint/test_columnar.py checks every sample and generated streams), and the
-decoder is as strict as the Python strict path (a key group ends exactly where its region ends,
-keys and values decode to exactly their stored bytes). Every decoding error is a
-:class:`CorruptStateError` naming the source.
+The compiled decoder reads the key groups straight into Arrow buffers (validity bitmaps, offsets
+and data; lists, maps and structs as child arrays) and makes no Python object per row or value.
+The plain Python decoders in :mod:`keyed` and :mod:`rocksdb` stay the reference: the batches,
+turned into rows, equal the rows of ``KeyedState.rows`` (:mod:`keyed_state`) shaped as
+``readers.tables._keyed_output`` does (tests/savepoint/test_columnar.py and
+test_columnar_layouts.py check every sample and generated streams), and the decoder is as strict
+as the Python strict path (a key group ends exactly where its region ends, keys and values decode
+to exactly their stored bytes). Every decoding error is a :class:`CorruptStateError` naming the
+source.
 
 Covered: keys, namespaces and values built from String, Long, Integer, Short, Byte, Boolean,
 Double, Float, Character, Void / VoidNamespace / GlobalWindow, TimeWindow, Tuple of those,
 Nullable and TTL wrappers, and opaque values (raw bytes), in VALUE (and reducing / aggregating),
-LIST and MAP states that share one namespace type. :func:`keyed_batches` returns None for anything
-else (and when the extension is missing or ``FSTATE_PURE_PYTHON=1``): the caller reads rows then.
+LIST and MAP states that share one namespace type (heap-native: no opaque values, and every
+state without a column has covered types, as its entries are decoded to be skipped). The
+functions return None for anything else (and when the extension is missing or
+``FSTATE_PURE_PYTHON=1``): the caller reads rows then.
 
-Two documented differences from the row path: a lone UTF-16 surrogate in a string (which UTF-8,
-hence Arrow, cannot hold) becomes U+FFFD; and a list or map state whose entries of one key are not
-next to each other (no Flink writer does that) is reported as corrupt instead of being merged.
+Documented differences from the row path: a lone UTF-16 surrogate in a string (which UTF-8,
+hence Arrow, cannot hold) becomes U+FFFD; a list or map state whose entries of one key are not
+next to each other (no Flink writer does that) is reported as corrupt instead of being merged;
+RocksDB entries are decoded as strictly as canonical ones (the row path accepts a key or value
+that decodes to fewer bytes than stored there).
 """
 
 from __future__ import annotations
