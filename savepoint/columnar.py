@@ -42,8 +42,8 @@ from . import keyed, metainfo
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError
 from .keyed_codecs import key_group_prefix_size
-from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType, TupleType, TypeInfo,
-                    TypeInfoVisitor, visit)
+from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
+                    TupleType, TypeInfo, TypeInfoVisitor, visit)
 
 ABI = 2  # the interface version of _columnar.c this module speaks
 
