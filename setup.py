@@ -20,7 +20,7 @@ setup(
         Extension(
             "fstate.savepoint._columnar",
             sources=["savepoint/_columnar.c"],
-            depends=["savepoint/_columnar_values.h", "savepoint/_columnar_rows.h"],
+            depends=["savepoint/_columnar_values.h", "savepoint/_columnar_rows.h", "savepoint/_columnar_native.h"],
             optional=True,
         ),
     ],

@@ -6,13 +6,16 @@
 The stream is synthetic but in Flink's canonical savepoint layout (keyed.encode_canonical_stream):
 N String keys ("key-<n>"), a ValueState<Long> and a ListState<String> of 3 elements per key, max
 parallelism 128. An entry is one (key, state) value: 2 per key. The stream is cached in --cache
-(built once; building it in Python takes a while). Prints the machine's load (uptime) first.
+(built once; building it in Python takes a while). The same state in the heap backend's native
+layout (a checkpoint's) is decoded too (columnar.native_batches). Prints the machine's load
+(uptime) first.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -49,16 +52,40 @@ def build_stream(meta, keys: int) -> tuple[bytes, tuple[int, ...]]:
     return keyed.encode_canonical_stream(meta, 0, MAX_PARALLELISM - 1, pairs)
 
 
-def load(cache: Path, keys: int, meta) -> tuple[bytes, tuple[int, ...]]:
-    path = cache / f"canonical-{keys}.bin"
+def build_native_stream(meta, keys: int) -> tuple[bytes, tuple[int, ...]]:
+    """The same state in the heap-native layout: per key group and state a count and the entries
+    (namespace, key, whole value)."""
+    string = STRING.encoder()
+    by_kg: dict = {}
+    for n in range(keys):
+        key = bytearray(b"\x00")  # the void namespace, then the key
+        string(key, f"key-{n}")
+        events = bytearray(struct.pack(">i", 3))
+        for suffix in "abc":
+            string(events, f"event-{n}-{suffix}")
+        value, lists = by_kg.setdefault(n % MAX_PARALLELISM, ([], []))
+        value.append(bytes(key) + struct.pack(">q", n))
+        lists.append(bytes(key) + bytes(events))
+    out = bytearray(keyed.proxy_bytes(meta))
+    offsets = []
+    for kg in range(MAX_PARALLELISM):
+        offsets.append(len(out))
+        out += struct.pack(">i", kg)
+        for sid, entries in enumerate(by_kg.get(kg, ([], []))):
+            out += struct.pack(">Hi", sid, len(entries)) + b"".join(entries)
+    return bytes(out), tuple(offsets)
+
+
+def load(cache: Path, keys: int, meta, layout: str = "canonical") -> tuple[bytes, tuple[int, ...]]:
+    path = cache / f"{layout}-{keys}.bin"
     if not path.exists():
         t = time.perf_counter()
-        buf, offsets = build_stream(meta, keys)
+        buf, offsets = (build_stream if layout == "canonical" else build_native_stream)(meta, keys)
         cache.mkdir(parents=True, exist_ok=True)
         path.write_bytes(buf)
-        (cache / f"canonical-{keys}.offsets").write_text(",".join(map(str, offsets)))
-        print(f"built the stream in {time.perf_counter() - t:.1f} s: {path}")
-    offsets = tuple(int(x) for x in (cache / f"canonical-{keys}.offsets").read_text().split(","))
+        (cache / f"{layout}-{keys}.offsets").write_text(",".join(map(str, offsets)))
+        print(f"built the {layout} stream in {time.perf_counter() - t:.1f} s: {path}")
+    offsets = tuple(int(x) for x in (cache / f"{layout}-{keys}.offsets").read_text().split(","))
     return path.read_bytes(), offsets
 
 
@@ -114,13 +141,25 @@ def main() -> None:
             n += batch.num_rows
         assert n == a.keys, n
 
+    native_buf, native_offsets = load(a.cache, a.keys, meta, "heap-native")
+    native_handle = handles.KeyGroupsHandle(handles.KEY_GROUPS_V2, 0, native_offsets, None)
+    native_regions = keyed.key_group_regions(native_handle, len(native_buf))
+
+    def native_batches():
+        n = 0
+        for batch in columnar.native_batches(native_buf, native_regions, meta, MAX_PARALLELISM, codecs, [0, 1], None,
+                                             False, "void", ["key", "count", "events"]):
+            n += batch.num_rows
+        assert n == a.keys, n
+
     results = [("raw read of the same bytes", best(a.repeat, raw)),
                ("compiled row path (KeyedState.table_rows)", best(a.repeat, rows)),
-               ("columnar (columnar.keyed_batches)", best(a.repeat, batches))]
+               ("columnar (columnar.keyed_batches)", best(a.repeat, batches)),
+               ("columnar heap-native (native_batches)", best(a.repeat, native_batches))]
     print(f"  {'':<40} {'wall':>8}    {'M entries/s':>11}   {'CPU':>8}    {'M entries/s':>11}")
     for name, (wall, cpu) in results:
         print(f"  {name:<40} {wall:8.3f} s  {entries / wall / 1e6:11.2f}   {cpu:8.3f} s  {entries / cpu / 1e6:11.2f}")
-    (raw_wall, _), (rows_wall, rows_cpu), (col_wall, col_cpu) = (seconds for _, seconds in results)
+    (raw_wall, _), (rows_wall, rows_cpu), (col_wall, col_cpu), _ = (seconds for _, seconds in results)
     print(f"  columnar / compiled rows: {rows_wall / col_wall:.1f}x wall, {rows_cpu / col_cpu:.1f}x CPU;  "
           f"columnar / raw: {col_wall / raw_wall:.1f}x wall")
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())

@@ -1,4 +1,5 @@
-/* fstate.savepoint._columnar: canonical key groups decoded straight into Arrow columnar buffers.
+/* fstate.savepoint._columnar: key groups (canonical, heap-native) and RocksDB pairs decoded straight
+ * into Arrow columnar buffers.
  *
  * The plain Python decoders (keyed.py, keyed_codecs.py, types/) are the reference: the rows built
  * from these buffers equal the reference rows of the strict path (keys, namespaces and values must
@@ -14,9 +15,12 @@
  *     plans: one tuple per state id: (mode, value spec, user key spec, ambiguous); modes SKIP (framing
  *     checked, nothing decoded), VALUE, LIST, LIST_RAW, MAP. selected: the state ids that get a
  *     column, in column order. Specs: an int code, (TUPLE, (spec, ...)), (NULLABLE, padding, spec),
- *     (TTL, spec). key, namespace: the specs of the key and namespace (the same for every state);
+ *     (TTL, spec). A fifth item (heap-native only, states without a column): the parts an entry is
+    skipped by (_columnar_native.h). key, namespace: the specs of the key and namespace (the same for every state);
  *     keep_namespace: whether the namespace column is filled (else it stays empty).
  *   .add(data, start, end, key_group) -> rows so far     decodes one key group's region
+ *   .add_native(data, start, end, key_group, blocks, continues)   heap-native state blocks
+ *   .add_pairs(keys, values, state_id, key_group, continues)       RocksDB pairs of one state
  *   .flush() -> (rows, key column, namespace column, [(state column, take or None), ...])
  *     a column: (length, null count, validity bytes or None, (buffers...), (children...));
  *     take: (int32 indices bytes, validity bytes or None) giving the state row of each row (None: the
@@ -36,6 +40,7 @@
 #include <string.h>
 #include "_columnar_values.h"
 #include "_columnar_rows.h"
+#include "_columnar_native.h"
 
 
 /* ------------------------------------------------------------------------------------------ */
@@ -207,6 +212,7 @@ Decoder_clear(Decoder *self)
     if (self->plans != NULL) {
         for (Py_ssize_t i = 0; i < self->nstates; i++) {
             node_free(&self->plans[i].col);
+            skip_free(&self->plans[i]);
             PyMem_RawFree(self->plans[i].take.p);
         }
         PyMem_Free(self->plans);
@@ -292,11 +298,13 @@ Decoder_init(Decoder *self, PyObject *args, PyObject *kwds)
     for (Py_ssize_t i = 0; i < n; i++) {
         Plan *p = &self->plans[i];
         p->column = -1;
-        PyObject *vs, *us;
+        PyObject *vs, *us, *skip = Py_None;
         int ambiguous;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(plans, i), "iOOp", &p->mode, &vs, &us, &ambiguous))
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(plans, i), "iOOp|O", &p->mode, &vs, &us, &ambiguous, &skip))
             return -1;
         p->ambiguous = ambiguous;
+        if (skip != Py_None && parse_skip(p, skip) < 0)
+            return -1;
         if (p->mode < M_SKIP || p->mode > M_MAP) {
             PyErr_Format(PyExc_ValueError, "bad plan mode %d", p->mode);
             return -1;
@@ -361,6 +369,53 @@ Decoder_add(Decoder *self, PyObject *args)
 }
 
 static PyObject *
+Decoder_add_native(Decoder *self, PyObject *args)
+{
+    PyObject *data;
+    Py_ssize_t start, end, blocks;
+    long kg;
+    int continues;
+    if (!PyArg_ParseTuple(args, "Onnlnp:add_native", &data, &start, &end, &kg, &blocks, &continues))
+        return NULL;
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    int rc = end < 0 || end > view.len ? (PyErr_SetString(PyExc_ValueError, "end past the data"), -1)
+                                       : scan_native(self, view.buf, start, end, kg, blocks, continues);
+    PyBuffer_Release(&view);
+    if (rc < 0) {
+        reset_columns(self);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(self->rows);
+}
+
+static PyObject *
+Decoder_add_pairs(Decoder *self, PyObject *args)
+{
+    PyObject *keys, *values;
+    Py_ssize_t sid;
+    long kg;
+    int continues;
+    if (!PyArg_ParseTuple(args, "O!O!nlp:add_pairs", &PyList_Type, &keys, &PyList_Type, &values, &sid, &kg,
+                          &continues))
+        return NULL;
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+        return NULL;
+    }
+    if (scan_pairs(self, keys, values, sid, kg, continues) < 0) {
+        reset_columns(self);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(self->rows);
+}
+
+static PyObject *
 Decoder_flush(Decoder *self, PyObject *Py_UNUSED(ignored))
 {
     if (self->plans == NULL) {
@@ -406,6 +461,12 @@ static PyGetSetDef Decoder_getset[] = {
 static PyMethodDef Decoder_methods[] = {
     {"add", (PyCFunction)Decoder_add, METH_VARARGS,
      "add(data, start, end, key_group) -> rows: decode one canonical key group's region"},
+    {"add_native", (PyCFunction)Decoder_add_native, METH_VARARGS,
+     "add_native(data, start, end, key_group, blocks, continues) -> rows: heap-native state blocks filling "
+     "data[start:end] (continues: of the key group last added)"},
+    {"add_pairs", (PyCFunction)Decoder_add_pairs, METH_VARARGS,
+     "add_pairs(keys, values, state_id, key_group, continues) -> rows: RocksDB (key, value) pairs of one state "
+     "(continues: of the key group last added)"},
     {"flush", (PyCFunction)Decoder_flush, METH_NOARGS,
      "flush() -> (rows, key column, namespace column, [(state column, take), ...]); starts a new batch"},
     {NULL, NULL, 0, NULL}
@@ -443,7 +504,7 @@ PyInit__columnar(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -10,6 +10,13 @@
 /* ------------------------------------------------------------------------------------------ */
 /* the decoder */
 
+/* how a heap-native entry of a state without a column is skipped: parts decoded with store = 0 */
+enum { SKIP_PLAIN = 0, SKIP_LIST, SKIP_MAP };
+typedef struct {
+    int kind;                  /* SKIP_PLAIN: a; SKIP_LIST: i32 count x a; SKIP_MAP: i32 count x (a, flag, b) */
+    Node a, b;
+} SkipPart;
+
 typedef struct {
     int mode;
     int ambiguous;
@@ -19,6 +26,8 @@ typedef struct {
     Py_ssize_t count;          /* state rows */
     int identity;              /* take[r] == r so far */
     int32_t last_row;          /* the row of this state's previous entry in the key group */
+    SkipPart *skip;            /* heap-native: how an entry is skipped (NULL: it cannot be) */
+    Py_ssize_t nskip;
 } Plan;
 
 typedef struct {

@@ -1,28 +1,39 @@
-"""Canonical keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``).
+"""Keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``), in every
+layout: canonical key groups (:func:`keyed_batches`), the heap backend's native key groups
+(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`, the pairs handed
+to C as lists of bytes, key group by key group).
 
-The compiled decoder reads the key groups of a canonical stream straight into Arrow buffers
-(validity bitmaps, offsets and data; lists, maps and structs as child arrays) and makes no Python
-object per row or value. The plain Python decoders in :mod:`keyed` stay the reference: the batches,
-turned into rows, equal the rows of ``KeyedState.rows`` (:mod:`keyed_state`) shaped as ``readers.tables._keyed_output``
-does (tests/savepoint/test_columnar.py checks every sample and generated streams), and the
-decoder is as strict as the Python strict path (a key group ends exactly where its region ends,
-keys and values decode to exactly their stored bytes). Every decoding error is a
-:class:`CorruptStateError` naming the source.
+The compiled decoder reads the key groups straight into Arrow buffers (validity bitmaps, offsets
+and data; lists, maps and structs as child arrays) and makes no Python object per row or value.
+The plain Python decoders in :mod:`keyed` and :mod:`rocksdb` stay the reference: the batches,
+turned into rows, equal the rows of ``KeyedState.rows`` (:mod:`keyed_state`) shaped as
+``readers.tables._keyed_output`` does (tests/savepoint/test_columnar.py and
+test_columnar_layouts.py check every sample and generated streams), and the decoder is as strict
+as the Python strict path (a key group ends exactly where its region ends, keys and values decode
+to exactly their stored bytes). Every decoding error is a :class:`CorruptStateError` naming the
+source.
 
 Covered: keys, namespaces and values built from String, Long, Integer, Short, Byte, Boolean,
 Double, Float, Character, Void / VoidNamespace / GlobalWindow, TimeWindow, Tuple of those,
 Nullable and TTL wrappers, and opaque values (raw bytes), in VALUE (and reducing / aggregating),
-LIST and MAP states that share one namespace type. :func:`keyed_batches` returns None for anything
-else (and when the extension is missing or ``FSTATE_PURE_PYTHON=1``): the caller reads rows then.
+LIST and MAP states that share one namespace type (heap-native: no opaque values, and every
+state without a column has covered types, as its entries are decoded to be skipped). The
+functions return None for anything else (and when the extension is missing or
+``FSTATE_PURE_PYTHON=1``): the caller reads rows then.
 
-Two documented differences from the row path: a lone UTF-16 surrogate in a string (which UTF-8,
-hence Arrow, cannot hold) becomes U+FFFD; and a list or map state whose entries of one key are not
-next to each other (no Flink writer does that) is reported as corrupt instead of being merged.
+Documented differences from the row path: a lone UTF-16 surrogate in a string (which UTF-8,
+hence Arrow, cannot hold) becomes U+FFFD; a list or map state whose entries of one key are not
+next to each other (no Flink writer does that) is reported as corrupt instead of being merged;
+RocksDB entries are decoded as strictly as canonical ones (the row path accepts a key or value
+that decodes to fewer bytes than stored there).
 """
 
 from __future__ import annotations
 
+import heapq
 import os
+import struct
+from operator import itemgetter
 from typing import Iterable, Iterator, Sequence
 
 import pyarrow
@@ -31,10 +42,10 @@ from . import keyed, metainfo
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError
 from .keyed_codecs import key_group_prefix_size
-from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimeWindowType, TtlType, TupleType, TypeInfo,
-                    TypeInfoVisitor, visit)
+from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
+                    TupleType, TypeInfo, TypeInfoVisitor, visit)
 
-ABI = 1  # the interface version of _columnar.c this module speaks
+ABI = 2  # the interface version of _columnar.c this module speaks
 
 try:
     from . import _columnar
@@ -47,6 +58,7 @@ if _columnar is not None and getattr(_columnar, "ABI", None) != ABI:
 (STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT, CHAR, ZERO, WINDOW, TUPLE, NULLABLE, TTL,
  RAW) = range(1, 16)
 SKIP, VALUE, LIST, LIST_RAW, MAP = range(5)
+SKIP_PLAIN, SKIP_LIST, SKIP_MAP = range(3)  # how a heap-native entry of a state without a column is skipped
 
 #: rows per record batch (a batch ends after the key group that reaches it)
 MAX_ROWS = 65536
@@ -146,18 +158,18 @@ def _state_plan(meta, codec, ns_type: TypeInfo):
         if found is None:
             return None
         mode = LIST_RAW if found[0] == RAW else LIST
-        return (mode, found[0], None, ambiguous), list_type(found[1])
+        return (mode, found[0], None, ambiguous, None), list_type(found[1])
     if info.kind == "MAP":
         if not isinstance(vt, MapType):
             return None
         uk, uv = _stored(vt.key), _stored(vt.value)
         if uk is None or uv is None:
             return None
-        return (MAP, uv[0], uk[0], ambiguous), pyarrow.map_(uk[1], uv[1])
+        return (MAP, uv[0], uk[0], ambiguous, None), pyarrow.map_(uk[1], uv[1])
     found = _stored(vt)
     if found is None:
         return None
-    return (VALUE, found[0], None, ambiguous), found[1]
+    return (VALUE, found[0], None, ambiguous, None), found[1]
 
 
 def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
@@ -169,6 +181,41 @@ def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max
     namespace) and one column per state of ``state_ids``, named ``names``. One batch per run of
     key groups reaching ``max_rows`` rows. None when the columnar decoder does not cover these
     states (or is off): the caller reads rows then."""
+    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=False)
+    return None if built is None else _batches(*built, buf, regions, meta, source, max_rows)
+
+
+def native_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+                   state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
+                   max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`keyed_batches` over the key groups of a heap-native stream (keyed.native_key_group is
+    the reference; strict as its strict path). None also when a state without a column has types
+    the decoder cannot skip."""
+    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=True)
+    return None if built is None else _native_batches(*built, buf, regions, meta, codecs, source, max_rows)
+
+
+def rocksdb_batches(db, meta, max_parallelism: int, codecs, key_groups, state_ids: list[int], source: str | None,
+                    flatten: bool, ns_mode: str, names: Sequence[str], max_rows: int = MAX_ROWS
+                    ) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`keyed_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
+    the (key, value) pairs of each selected state's column family go to the decoder as lists of
+    bytes, key group by key group (rows in the reference's order: key group, state id, key)."""
+    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=False)
+    if built is None:
+        return None
+    from . import rocksdb
+
+    prefix = key_group_prefix_size(max_parallelism)
+    runs = rocksdb._runs(key_groups, db.source.start_key_group, db.source.end_key_group)
+    present = set(db.column_families)
+    groups = [_pair_groups(db, sid, codecs[sid].info.name, runs, prefix) for sid in sorted(state_ids)
+              if codecs[sid].info.name in present]
+    return _pair_batches(*built, heapq.merge(*groups, key=itemgetter(0)), max_rows)
+
+
+def _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native):
+    """(the C decoder, its _Shape) for these states, or None when they are not covered."""
     if not available() or not state_ids:
         return None
     key_t = meta.key_type
@@ -180,19 +227,65 @@ def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max
         return None
     if ns_mode == "slice" or (ns_mode == "window" and ns[0] not in (WINDOW, ZERO)):
         return None
-    plans: list = [(SKIP, None, None, False)] * len(codecs)
+    plans: list = [None] * len(codecs)
     types = []
     for sid in state_ids:
-        found = _state_plan(meta, codecs[sid], ns_t)
-        if found is None or plans[sid][0] != SKIP:
+        found = (_native_plan if native else _state_plan)(meta, codecs[sid], ns_t)
+        if found is None or plans[sid] is not None:
             return None
         plans[sid], arrow = found
         types.append(arrow)
+    for sid, codec in enumerate(codecs):
+        if plans[sid] is None:
+            skip = _skip_parts(meta, codec) if native else None
+            if native and skip is None:
+                return None
+            plans[sid] = (SKIP, None, None, False, skip)
     keep_ns = ns_mode != "void" and ns[0] != ZERO  # a void namespace is a column of nulls
     decoder = _columnar.Decoder(tuple(plans), tuple(state_ids), key[0], ns[0], keep_ns,
                                 key_group_prefix_size(max_parallelism), CorruptStateError, source)
-    shape = _Shape(key, ns, types, flatten, ns_mode, list(names))
-    return _batches(decoder, shape, buf, regions, meta, source, max_rows)
+    return decoder, _Shape(key, ns, types, flatten, ns_mode, list(names))
+
+
+def _native_plan(meta, codec, ns_type: TypeInfo):
+    """(C plan, Arrow type) of a state with a column in the heap-native layout: whole values."""
+    info = codec.info
+    if codec.native is None or info.backend_type == metainfo.PRIORITY_QUEUE or info.namespace_type != ns_type:
+        return None
+    vt = info.value_type
+    if info.kind == "LIST":
+        found = _covered(vt.element) if isinstance(vt, ListType) else None
+        return None if found is None else ((LIST, found[0], None, False, None), list_type(found[1]))
+    if info.kind == "MAP":
+        if not isinstance(vt, MapType):
+            return None
+        uk, uv = _covered(vt.key), _covered(vt.value)
+        return None if uk is None or uv is None else ((MAP, uv[0], uk[0], False, None), pyarrow.map_(uk[1], uv[1]))
+    found = _covered(vt)
+    return None if found is None else ((VALUE, found[0], None, False, None), found[1])
+
+
+def _skip_parts(meta, codec):
+    """How a heap-native entry of a state without a column is skipped, or None."""
+    info = codec.info
+    vt = info.value_type
+    if info.backend_type == metainfo.PRIORITY_QUEUE:  # TimerSerializer: timestamp, key, namespace
+        if not isinstance(vt, TimerType):
+            return None
+        parts = [_covered(vt.key), _covered(vt.namespace)]
+        return None if None in parts else ((SKIP_PLAIN, (TUPLE, (LONG, parts[0][0], parts[1][0]))),)
+    head = [_covered(info.namespace_type), _covered(meta.key_type)]
+    if None in head:
+        return None
+    head = [(SKIP_PLAIN, found[0]) for found in head]
+    if info.kind == "LIST" and isinstance(vt, ListType):
+        found = _covered(vt.element)
+        return None if found is None else (*head, (SKIP_LIST, found[0]))
+    if info.kind == "MAP" and isinstance(vt, MapType):
+        uk, uv = _covered(vt.key), _covered(vt.value)
+        return None if uk is None or uv is None else (*head, (SKIP_MAP, uk[0], uv[0]))
+    found = _covered(vt) if info.kind not in ("LIST", "MAP") else None
+    return None if found is None else (*head, (SKIP_PLAIN, found[0]))
 
 
 class _Shape:
@@ -263,5 +356,69 @@ def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows) -> It
             rows = decoder.add(buf, start, end, kg)
         if rows >= max_rows:
             yield shape.batch(decoder.flush())
+    if decoder.rows:
+        yield shape.batch(decoder.flush())
+
+
+def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, max_rows
+                    ) -> Iterator[pyarrow.RecordBatch]:
+    blocks = len(codecs)
+    for kg, start, end in regions:
+        if not meta.header_size <= start <= len(buf) - 4:
+            raise CorruptStateError(f"key group {kg}: offset {start} is outside the state stream of "
+                                    f"{len(buf)} bytes", source)
+        stored = _I32.unpack_from(buf, start)[0]
+        if stored != kg:
+            raise CorruptStateError(f"key group {kg}: the block starts with key group {stored}", source)
+        if not meta.compressed:
+            rows = decoder.add_native(buf, start + 4, end, kg, blocks, False)
+        else:  # one compressed stream per state block
+            pos = start + 4
+            for i in range(blocks):
+                try:
+                    data, _ = decompress_framed(buf, pos, end, source=source)
+                except DECODE_ERRORS as e:
+                    raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+                rows = decoder.add_native(data, 0, len(data), kg, 1, i > 0)
+                pos += keyed._framed_length(buf, pos, end)
+            if pos != end:
+                raise CorruptStateError(f"key group {kg}: its data ends at byte {pos}, the next key group starts "
+                                        f"at byte {end}", source)
+        if rows >= max_rows:
+            yield shape.batch(decoder.flush())
+    if decoder.rows:
+        yield shape.batch(decoder.flush())
+
+
+_I32 = struct.Struct(">i")
+
+
+def _pair_groups(db, sid: int, name: str, runs, prefix: int) -> Iterator[tuple[int, int, list, list]]:
+    """(key group, state id, keys, values) of one column family, key group by key group."""
+    for lo, hi in runs:
+        start = bytes((lo,)) if prefix == 1 else bytes(((lo >> 8) & 0xFF, lo & 0xFF))
+        current, keys, values = None, [], []
+        for kb, vb in db.items(name, start):
+            kg = kb[0] if prefix == 1 else (kb[0] << 8) | kb[1]
+            if kg != current:
+                if keys:
+                    yield current, sid, keys, values
+                if kg > hi:
+                    keys = []
+                    break
+                current, keys, values = kg, [], []
+            keys.append(kb)
+            values.append(vb)
+        if keys:
+            yield current, sid, keys, values
+
+
+def _pair_batches(decoder, shape: _Shape, groups, max_rows) -> Iterator[pyarrow.RecordBatch]:
+    current = None
+    for kg, sid, keys, values in groups:
+        if kg != current and current is not None and decoder.rows >= max_rows:
+            yield shape.batch(decoder.flush())
+        decoder.add_pairs(keys, values, sid, kg, kg == current)
+        current = kg
     if decoder.rows:
         yield shape.batch(decoder.flush())

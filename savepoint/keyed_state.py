@@ -23,7 +23,7 @@ needs:
 * :meth:`KeyedState.table_rows` — the keyed table's row tuples built by the compiled scanner
   (readers), or None;
 * :meth:`KeyedState.batches` — the keyed table as Arrow record batches from the columnar
-  decoder (:mod:`.columnar`), or None;
+  decoder (:mod:`.columnar`; every layout), or None;
 * :meth:`KeyedState.timer_rows` — the timers.
 
 Where the state of each subtask lives is a picklable :class:`KeyedStateSource`
@@ -207,15 +207,19 @@ class KeyedState:
                 names: Sequence[str]) -> Iterator[Any] | None:
         """The keyed table as Arrow record batches (``pyarrow.RecordBatch`` with columns ``names``:
         the columns of :meth:`table_rows`' tuples in their order), decoded in C straight into Arrow
-        buffers (:mod:`.columnar`), or None when the columnar decoder does not take this state: the
-        Python decoder is chosen (``FSTATE_PURE_PYTHON=1``), ``strict``, a heap-native stream or
-        RocksDB, or a type it does not cover. Then :meth:`table_rows` / :meth:`rows` give it."""
-        if self.decoder != COMPILED:
+        buffers (:mod:`.columnar`; every layout), or None when the columnar decoder does not take
+        this state: the Python decoder is chosen (``FSTATE_PURE_PYTHON=1``), ``strict``, or a type it
+        does not cover. Then :meth:`table_rows` / :meth:`rows` give it."""
+        if not self._compiled or self.strict:
             return None
         from . import columnar  # imports pyarrow: only when batches are asked for
 
-        return columnar.keyed_batches(self.buf, self._checked_regions(), self.meta, self.max_parallelism,
-                                      self.codecs, list(state_ids), self.source, flatten, ns_mode, list(names))
+        shape = (list(state_ids), self.source, flatten, ns_mode, list(names))
+        if self.layout == ROCKSDB:
+            return columnar.rocksdb_batches(self.db, self.meta, self.max_parallelism, self.codecs, self.key_groups,
+                                            *shape)
+        batches = columnar.keyed_batches if self.layout == CANONICAL else columnar.native_batches
+        return batches(self.buf, self._checked_regions(), self.meta, self.max_parallelism, self.codecs, *shape)
 
     def timer_rows(self) -> Iterator[tuple[str, str, int, Any, Any, int]]:
         """(timer service, kind 'event'/'processing', timestamp, key, namespace, key group) of every

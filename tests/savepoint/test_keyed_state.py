@@ -48,8 +48,9 @@ def test_layout_and_decoder(sample, monkeypatch):
 
 @pytest.mark.parametrize("sample", sorted(LAYOUTS))
 def test_batches_only_from_the_columnar_decoder(sample, monkeypatch):
-    """Batches come from canonical streams on the compiled path, and hold the rows table_rows
-    gives for the same key groups; every other choice answers None (the caller reads rows)."""
+    """Batches come from every layout on the compiled path (not strict), and hold the rows
+    table_rows / rows give for the same key groups; every other choice answers None (the caller
+    reads rows)."""
     if LAYOUTS[sample] == keyed_state.ROCKSDB:
         pytest.importorskip("rocksdict")
     source = _op(sample).keyed_states()[0]
@@ -57,23 +58,31 @@ def test_batches_only_from_the_columnar_decoder(sample, monkeypatch):
         ids = [i for i, _ in state.meta.value_states]
         names = ["key"] + [state.meta.states[i].name for i in ids]
         batches = state.batches(ids, flatten=False, ns_mode="void", names=names)
-        if state.decoder != keyed_state.COMPILED or not columnar.available():
+        if not (_fastpath.available() and columnar.available()):
             assert batches is None
-        elif batches is not None:
+        else:
+            assert batches is not None
             got = batch_rows(batches)
-            want = list(state.table_rows(ids, flatten=False, ns_mode="void"))
+            if state.decoder == keyed_state.COMPILED:
+                want = list(state.table_rows(ids, flatten=False, ns_mode="void"))
+            else:
+                want = [(key, *values) for _, key, _, values in state.rows(ids)]
             assert got and repr(got) == repr(want)
-    with source.open(strict=True) as strict:
-        assert strict.batches(ids, flatten=False, ns_mode="void", names=names) is None
+    if LAYOUTS[sample] != keyed_state.ROCKSDB:
+        with source.open(strict=True) as strict:
+            assert strict.batches(ids, flatten=False, ns_mode="void", names=names) is None
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     with source.open() as pure:
         assert pure.batches(ids, flatten=False, ns_mode="void", names=names) is None
 
 
-def test_the_canonical_sample_is_read_in_batches():
+@pytest.mark.parametrize("sample", sorted(LAYOUTS))
+def test_every_layout_is_read_in_batches(sample):
     if not (_fastpath.available() and columnar.available()):
         pytest.skip("the compiled extensions are not built")
-    with _op("keyed-hashmap-savepoint").keyed_states()[0].open() as state:
+    if LAYOUTS[sample] == keyed_state.ROCKSDB:
+        pytest.importorskip("rocksdict")
+    with _op(sample).keyed_states()[0].open() as state:
         ids = [i for i, _ in state.meta.value_states]
         names = ["key"] + [state.meta.states[i].name for i in ids]
         assert state.batches(ids, flatten=False, ns_mode="void", names=names) is not None
