@@ -187,8 +187,12 @@ static int
 scan_native(Decoder *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, long kg, Py_ssize_t blocks,
             int continues)
 {
-    if (!continues && start_key_group(self) < 0)
-        return -1;
+    if (!continues) {
+        if (start_key_group(self) < 0)
+            return -1;
+        for (Py_ssize_t i = 0; i < self->nstates; i++)
+            self->plans[i].native_seen = 0;
+    }
     Err e = {NULL, 0};
     for (Py_ssize_t b = 0; b < blocks; b++) {
         if (pos < 0 || pos + 6 > end)
@@ -200,9 +204,12 @@ scan_native(Decoder *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, lon
         if (sid >= self->nstates)
             return raise_corrupt(self, "key group %ld: state id %zd but the backend has %zd states", kg, sid,
                                  self->nstates);
+        Plan *plan = &self->plans[sid];
+        if (plan->native_seen)  /* each state's block once per key group, as the Python decoder checks */
+            return raise_corrupt(self, "key group %ld: a second block of state id %zd", kg, sid);
+        plan->native_seen = 1;
         if (count < 0 || count > end - pos)
             return raise_corrupt(self, "key group %ld: invalid entry count %d", kg, (int)count);
-        Plan *plan = &self->plans[sid];
         if (count && plan->column < 0 && plan->skip == NULL)
             return raise_corrupt(self, "key group %ld: state %zd has entries the columnar decoder cannot skip", kg,
                                  sid);

@@ -28,6 +28,7 @@ typedef struct {
     int32_t last_row;          /* the row of this state's previous entry in the key group */
     SkipPart *skip;            /* heap-native: how an entry is skipped (NULL: it cannot be) */
     Py_ssize_t nskip;
+    int native_seen;           /* heap-native: this state's block was read in the current key group */
 } Plan;
 
 typedef struct {
@@ -423,7 +424,13 @@ entry(Decoder *self, Plan *plan, const uint8_t *kb, Py_ssize_t klen, const uint8
             e.msg = "map value without its null flag";
             return decode_failed(self, kg, &e);
         }
+        if (vb[0] > 1)
+            return raise_corrupt(self, "key group %ld: cannot decode the state bytes (map value null flag %d)", kg,
+                                 (int)vb[0]);
         if (vb[0]) {
+            if (vlen > 2)  /* heap savepoints write a byte after the null flag, nothing more */
+                return raise_corrupt(self, "key group %ld: cannot decode the state bytes (a null map value has %zd "
+                                     "bytes after its null flag)", kg, vlen - 1);
             if (push_null(&col->kids[1]) < 0)
                 return -1;
         } else {
@@ -455,6 +462,9 @@ entry(Decoder *self, Plan *plan, const uint8_t *kb, Py_ssize_t klen, const uint8
                 return raise_corrupt(self, "key group %ld: cannot decode the state bytes (list state element not "
                                      "followed by the ',' delimiter at byte %zd)", kg, q);
             q++;
+            if (q == vlen)
+                return raise_corrupt(self, "key group %ld: cannot decode the state bytes (the list ends with the ',' "
+                                     "delimiter)", kg);
         }
     }
     return 0;

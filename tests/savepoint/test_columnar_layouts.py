@@ -54,13 +54,14 @@ def native_columnar(buf, handle, meta, mp, ids, flatten, ns_mode, max_rows=colum
                                    ns_mode, _names(meta, ids, flatten, ns_mode), max_rows)
 
 
-def native_entries(buf, handle, meta, mp, ids, strict):
-    """The Python decoder's entries (KeyedState._stream_entries for the heap-native layout)."""
-    codecs = state_codecs(meta, mp, strict=strict)
+def native_entries(buf, handle, meta, mp, ids):
+    """The Python decoder's entries (KeyedState._stream_entries for the heap-native layout; always
+    strict)."""
+    codecs = state_codecs(meta, mp)
     out = []
     for kg, start, end in keyed.key_group_regions(handle, len(buf)):
         try:
-            out += keyed.native_key_group(buf, start, end, kg, meta, codecs, set(ids), "the-source", strict)
+            out += keyed.native_key_group(buf, start, end, kg, meta, codecs, set(ids), "the-source")
         except DECODE_ERRORS as e:
             raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", "the-source") from None
     return codecs, out
@@ -88,7 +89,7 @@ def test_generated_native_streams_same_as_the_reference(stream, data, monkeypatc
     batches = native_columnar(buf, handle, meta, mp, ids, flatten, ns_mode, max_rows)
     assert batches is not None  # every generated type is covered
     got = batch_rows(batches)
-    codecs, entries = native_entries(buf, handle, meta, mp, ids, strict=True)
+    codecs, entries = native_entries(buf, handle, meta, mp, ids)
     want = reference_rows(monkeypatch, lambda sids: keyed.rows_from_entries(entries, codecs, sids), meta, ids,
                           flatten, ns_mode)
     assert _same(want, got)
@@ -126,7 +127,7 @@ def test_corrupt_native_streams(stream, data, monkeypatch):
         damaged[at:at] = bytes(data.draw(st.lists(st.integers(0, 255), min_size=1, max_size=3)))
     damaged = bytes(damaged)
     try:
-        codecs, entries = native_entries(damaged, handle, meta, mp, ids, strict=True)
+        codecs, entries = native_entries(damaged, handle, meta, mp, ids)
         want = reference_rows(monkeypatch, lambda sids: keyed.rows_from_entries(entries, codecs, sids), meta, ids,
                               flatten, ns_mode)
     except FStateError as e:
@@ -226,7 +227,7 @@ def _families(meta, mp, values):
 
 
 def _rocksdb_outcomes(monkeypatch, db, meta, mp, ids, flatten, ns_mode, key_groups):
-    codecs = state_codecs(meta, mp, strict=True)
+    codecs = state_codecs(meta, mp)
     try:
         entries = list(rocksdb.iter_entries(db, meta, mp, codecs=codecs, key_groups=key_groups, states=set(ids),
                                             source="the-source"))
