@@ -7,11 +7,15 @@ ListState<String> of 3 elements; hashmap backend, parallelism 2), then measures 
 
 * Flink restoring it: job submission until every subtask has loaded its state (BenchJob restore);
 * a raw read of the state files (bytes from disk, the I/O floor);
-* fstate decoding every entry in one process (the format core alone, no Spark);
-* `fstate read … --out parquet` (Spark, all cores, the whole pipeline);
+* fstate decoding every entry in one process on one core (the format core alone): the row tuples
+  (`read_partition`) and the Arrow batches of the columnar decoder (`KeyedState.batches`);
+* `fstate read … --out parquet` with the embedded engine (pyarrow, a process pool over the
+  partitions) and with Spark `local[*]`, the whole pipeline each;
+* the first-row latency of `fstate read` on a shipped sample (embedded engine);
 
-and prints entries per second for each, the ratios fstate/Flink and fstate/raw, and the peak
-memory of the fstate driver process. An entry is one (key, state) value: 2 per key here.
+and prints entries per second for each, the ratios fstate/Flink and fstate/raw, the peak memory
+of each fstate process (with its children: pool workers, the JVM), and the load averages at the
+start and the end. An entry is one (key, state) value: 2 per key here.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=10_000_000)
     ap.add_argument("--work", default=str(ROOT / ".cache" / "bench"))
     ap.add_argument("--master", default="local[*]")
+    ap.add_argument("--generate-only", action="store_true", help="make the savepoint and stop")
     a = ap.parse_args()
     work = Path(a.work) / f"keyed-{a.records}"
     marker = work / "generated.json"
@@ -87,12 +92,15 @@ def main() -> None:
         gen = run_java(["generate", "--records", str(a.records), "--out", str(work)], work / "generate.log")
         marker.write_text(json.dumps(gen))
     gen = json.loads(marker.read_text())
+    if a.generate_only:
+        return
     sp_dir = gen["savepoint"].replace("file:", "")
     entries = 2 * a.records
     files = [p for p in Path(sp_dir).iterdir()]
     size = sum(p.stat().st_size for p in files)
     print(f"savepoint {sp_dir}: {size / 1e6:.1f} MB, {entries:,} entries")
 
+    load_start = os.getloadavg()
     restore = run_java(["restore", "--savepoint", gen["savepoint"], "--work", str(work)], work / "restore.log")
     flink_s = restore["restore_s"]
 
@@ -105,43 +113,92 @@ def main() -> None:
     raw_s = time.perf_counter() - t
 
     core_cmd = [sys.executable, "-c", (
-        "import sys,time; from fstate.savepoint.loader import Savepoint; from fstate.readers import tables as TB\n"
+        "import sys,time,os; from fstate.savepoint.loader import Savepoint; from fstate.readers import tables as TB\n"
         "from fstate.savepoint import _fastpath\n"
+        "os.sched_setaffinity(0, {0})\n"
         "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter()\n"
         "n = sum(1 for p in TB.keyed_table(op).partitions for _ in TB.read_partition(p))\n"
         "print(n, time.perf_counter() - t, 'compiled' if _fastpath.available() else 'pure-Python')"), sp_dir]
     res = subprocess.run(core_cmd, capture_output=True, text=True, check=True)
     rows, core_s, core_path = res.stdout.split()
     core_s = float(core_s)
+    columnar_cmd = [sys.executable, "-c", (
+        "import sys,time,os; from fstate.savepoint.loader import Savepoint\n"
+        "os.sched_setaffinity(0, {0})\n"
+        "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0\n"
+        "for source in op.keyed_states():\n"
+        "    with source.open() as state:\n"
+        "        ids = [i for i, _ in state.meta.value_states]\n"
+        "        names = ['key'] + [state.meta.states[i].name for i in ids]\n"
+        "        n += sum(b.num_rows for b in state.batches(ids, flatten=False, ns_mode='void', names=names))\n"
+        "print(n, time.perf_counter() - t)"), sp_dir]
+    res = subprocess.run(columnar_cmd, capture_output=True, text=True)
+    columnar_s = float(res.stdout.split()[1]) if res.returncode == 0 else None
 
-    out = work / "parquet"
-    shutil.rmtree(out, ignore_errors=True)
-    stop = threading.Event()
-    peaks: list = []
-    t = time.perf_counter()
-    proc = subprocess.Popen(["fstate", "read", sp_dir, "--uid", "bench-keyed", "--out", str(out),
-                             "--master", a.master], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = threading.Thread(target=peak_rss, args=(proc.pid, stop, peaks))
-    watcher.start()
-    _, err = proc.communicate()
-    fstate_s = time.perf_counter() - t
-    stop.set()
-    watcher.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"fstate read failed:\n{err[-3000:]}")
+    def fstate_read(engine: str) -> tuple[float, int]:
+        out = work / f"parquet-{engine}"
+        shutil.rmtree(out, ignore_errors=True)
+        cmd = ["fstate", "read", sp_dir, "--uid", "bench-keyed", "--out", str(out), "--engine", engine]
+        if engine == "spark":
+            cmd += ["--master", a.master]
+        return _timed(cmd)
+
+    embedded_s, embedded_peak = fstate_read("embedded")
+    spark_s, spark_peak = fstate_read("spark")
+    sample = ROOT / "samples" / "keyed-hashmap-savepoint"
+    first_row_s = _first_line(["fstate", "read", str(sample), "--uid", "keyed", "--engine", "embedded"])
+    load_end = os.getloadavg()
 
     def rate(s):
         return f"{entries / s:>14,.0f} entries/s  ({s:8.2f} s)"
 
     print(f"\nN = {a.records:,} keys, {entries:,} entries, {size / 1e6:.1f} MB, {os.cpu_count()} cores")
-    print(f"  Flink 2.3 restore (submit → all state loaded) {rate(flink_s)}")
-    print(f"  raw read of the state files                   {rate(raw_s)}")
-    print(f"  fstate decode, one process, no Spark          {rate(core_s)}   [{int(rows):,} rows, {core_path}]")
-    print(f"  fstate read --out parquet (Spark {a.master})  {rate(fstate_s)}")
-    print(f"  ratio fstate read / Flink restore speed       {flink_s / fstate_s:.2f}")
-    print(f"  ratio fstate decode / Flink restore speed     {flink_s / core_s:.2f}")
-    print(f"  ratio fstate read / raw read speed            {raw_s / fstate_s:.4f}")
-    print(f"  peak memory of the fstate driver (python + JVM) {peaks[0] / 2**20:,.0f} MiB")
+    print(f"  load averages at start {_load(load_start)}, at end {_load(load_end)}")
+    print(f"  Flink 2.3 restore (submit → all state loaded)     {rate(flink_s)}")
+    print(f"  raw read of the state files                       {rate(raw_s)}")
+    print(f"  fstate decode to row tuples, one core             {rate(core_s)}   [{int(rows):,} rows, {core_path}]")
+    if columnar_s:
+        print(f"  fstate decode to Arrow batches, one core          {rate(columnar_s)}")
+    print(f"  fstate read --out parquet (embedded engine)       {rate(embedded_s)}")
+    print(f"  fstate read --out parquet (Spark {a.master})       {rate(spark_s)}")
+    print(f"  ratio fstate read embedded / Flink restore speed  {flink_s / embedded_s:.2f}")
+    print(f"  ratio fstate read Spark / Flink restore speed     {flink_s / spark_s:.2f}")
+    if columnar_s:
+        print(f"  ratio Arrow decode / raw read speed               {raw_s / columnar_s:.4f}")
+    print(f"  first row of `fstate read` on a sample (embedded) {first_row_s:.2f} s")
+    print(f"  peak memory, embedded (driver + pool)             {embedded_peak / 2**20:,.0f} MiB")
+    print(f"  peak memory, Spark (driver + JVM)                 {spark_peak / 2**20:,.0f} MiB")
+
+
+def _load(avg) -> str:
+    return " / ".join(f"{x:.2f}" for x in avg)
+
+
+def _timed(cmd: list[str]) -> tuple[float, int]:
+    """Seconds and peak RSS (with children) of a command, which must succeed."""
+    stop = threading.Event()
+    peaks: list = []
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = threading.Thread(target=peak_rss, args=(proc.pid, stop, peaks))
+    watcher.start()
+    _, err = proc.communicate()
+    seconds = time.perf_counter() - t
+    stop.set()
+    watcher.join()
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
+    return seconds, peaks[0]
+
+
+def _first_line(cmd: list[str]) -> float:
+    """Seconds until a command prints its first line of output."""
+    t = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc.stdout.readline()
+    seconds = time.perf_counter() - t
+    proc.communicate()
+    return seconds
 
 
 if __name__ == "__main__":
