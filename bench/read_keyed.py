@@ -10,7 +10,9 @@ ListState<String> of 3 elements; hashmap backend, parallelism 2), then measures 
 * fstate decoding every entry in one process on one core (the format core alone): the row tuples
   (`read_partition`) and the Arrow batches of the columnar decoder (`KeyedState.batches`);
 * `fstate read … --out parquet` with the embedded engine (pyarrow, a process pool over the
-  partitions) and with Spark `local[*]`, the whole pipeline each;
+  partitions) and with Spark `local[*]` (one Spark task a partition, writing as the embedded engine
+  does), the whole pipeline each; and the DataFrame API (the `flink-savepoint` data source, rows
+  through Spark into Spark's own Parquet writer);
 * the first-row latency of `fstate read` on a shipped sample (embedded engine);
 
 and prints entries per second for each, the ratios fstate/Flink and fstate/raw, the peak memory
@@ -145,6 +147,14 @@ def main() -> None:
 
     embedded_s, embedded_peak = fstate_read("embedded")
     spark_s, spark_peak = fstate_read("spark")
+    # the DataFrame API: the flink-savepoint data source, rows through Spark, Spark's Parquet writer
+    frame_out = work / "parquet-dataframe"
+    shutil.rmtree(frame_out, ignore_errors=True)
+    frame_s, frame_peak = _timed([sys.executable, "-c", (
+        "import sys; from fstate.readers.session import get_spark; from fstate.cli.read import write_frame\n"
+        "spark = get_spark(sys.argv[3])\n"
+        "frame = spark.read.format('flink-savepoint').option('path', sys.argv[1]).option('uid', 'bench-keyed').load()\n"
+        "write_frame(frame, sys.argv[2], 'parquet')"), sp_dir, str(frame_out), a.master])
     sample = ROOT / "samples" / "keyed-hashmap-savepoint"
     first_row_s = _first_line(["fstate", "read", str(sample), "--uid", "keyed", "--engine", "embedded"])
     load_end = os.getloadavg()
@@ -161,13 +171,16 @@ def main() -> None:
         print(f"  fstate decode to Arrow batches, one core          {rate(columnar_s)}")
     print(f"  fstate read --out parquet (embedded engine)       {rate(embedded_s)}")
     print(f"  fstate read --out parquet (Spark {a.master})       {rate(spark_s)}")
+    print(f"  DataFrame API (data source → Spark's writer)      {rate(frame_s)}")
     print(f"  ratio fstate read embedded / Flink restore speed  {flink_s / embedded_s:.2f}")
     print(f"  ratio fstate read Spark / Flink restore speed     {flink_s / spark_s:.2f}")
+    print(f"  ratio DataFrame API / Flink restore speed         {flink_s / frame_s:.2f}")
     if columnar_s:
         print(f"  ratio Arrow decode / raw read speed               {raw_s / columnar_s:.4f}")
     print(f"  first row of `fstate read` on a sample (embedded) {first_row_s:.2f} s")
     print(f"  peak memory, embedded (driver + pool)             {embedded_peak / 2**20:,.0f} MiB")
     print(f"  peak memory, Spark (driver + JVM)                 {spark_peak / 2**20:,.0f} MiB")
+    print(f"  peak memory, DataFrame API (driver + JVM)         {frame_peak / 2**20:,.0f} MiB")
 
 
 def _load(avg) -> str:

@@ -59,6 +59,7 @@ def read(
         from ..readers.options import source_options
         from ..readers.planning import build_table
         from ..savepoint.errors import InvalidArgumentError
+        from ..savepoint.io import is_remote
 
         if file_format not in FORMATS:
             raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
@@ -77,6 +78,10 @@ def read(
             read_embedded(shown, planned, limit, out_dir, file_format, overwrite=mode == "overwrite")
             return
         spark = start_spark(master, conf_map)
+        if out_dir and not is_remote(out_dir):
+            # one Spark task a partition, each writing its part file as the embedded engine does
+            write_files(shown, planned, out_dir, file_format, overwrite=mode == "overwrite", spark=spark)
+            return
         frame = spark.read.format(SOURCE_FORMAT).options(**options).load()
         if out_dir:
             with progress(f"writing {file_format} to {out_dir}"):
@@ -106,15 +111,25 @@ def read_embedded(shown: Output, planned, limit: int, out_dir: Optional[str], fi
     if not out_dir:
         shown.rows(planned.column_names, embedded.first_rows(planned, limit), title=planned.name, limit=limit)
         return
-    from ..readers.engine_files import write_table
     from ..savepoint.errors import InvalidArgumentError
-    from ..savepoint.io import is_remote, strip_file_scheme
+    from ..savepoint.io import is_remote
 
     if is_remote(out_dir):
         raise InvalidArgumentError(f"--engine embedded writes local directories only, not {out_dir} "
                                    "(--engine spark writes remote ones)")
-    with progress_bar(f"writing {file_format}", embedded.table_bytes(planned)) as advance:
-        write_table(planned, strip_file_scheme(out_dir), file_format, overwrite=overwrite, progress=advance)
+    write_files(shown, planned, out_dir, file_format, overwrite)
+
+
+def write_files(shown: Output, planned, out_dir: str, file_format: str, overwrite: bool, spark=None) -> None:
+    """All rows of ``planned`` as files in the local directory ``out_dir``, with a progress bar: on the
+    embedded engine's process pool, or one Spark task a partition when ``spark`` is given."""
+    from ..readers.engine import table_bytes
+    from ..readers.engine_files import write_table
+    from ..savepoint.io import strip_file_scheme
+
+    with progress_bar(f"writing {file_format}", table_bytes(planned)) as advance:
+        write_table(planned, strip_file_scheme(out_dir), file_format, overwrite=overwrite, progress=advance,
+                    spark=spark)
     shown.message(f"wrote {planned.name} ({', '.join(planned.column_names)}) as {file_format} to {out_dir}")
 
 

@@ -172,9 +172,11 @@ def _csv_header(name: str) -> str:
 
 
 def write_table(table: tables.Table, out_dir: str, file_format: str, overwrite: bool = False,
-                progress: engine.Progress | None = None, workers: int | None = None) -> int:
+                progress: engine.Progress | None = None, workers: int | None = None, spark=None) -> int:
     """Write ``table`` as ``file_format`` files in the local directory ``out_dir`` (staged: nothing is
-    left behind on failure; an overwritten directory stays until the new one is complete). Returns rows."""
+    left behind on failure; an overwritten directory stays until the new one is complete). Returns rows.
+    The part files are written on a process pool here, or, given a SparkSession, one Spark task each
+    (``spark_tasks``): the same files either way."""
     from ..savepoint.atomic import StagedDirectory
 
     staged = StagedDirectory(out_dir, overwrite, create=False, exists_hint="--mode overwrite replaces it")
@@ -182,8 +184,13 @@ def write_table(table: tables.Table, out_dir: str, file_format: str, overwrite: 
         os.makedirs(staged.temp_dir, exist_ok=True)
         paths = [os.path.join(staged.temp_dir, f"part-{index:05d}.{EXTENSIONS[file_format]}")
                  for index in range(len(table.partitions))]
-        rows = sum(engine.map_partitions(table, _write_task, progress, workers,
-                                         arguments=[(path, file_format) for path in paths]))
+        arguments = [(path, file_format) for path in paths]
+        if spark is not None:
+            from . import spark_tasks
+
+            rows = sum(spark_tasks.map_partitions(spark, table, _write_task, progress, arguments))
+        else:
+            rows = sum(engine.map_partitions(table, _write_task, progress, workers, arguments=arguments))
         if not table.partitions:  # an empty table still gets its columns
             _write_empty(engine.table_schema(table), os.path.join(staged.temp_dir, f"part-00000.{file_format}"),
                          file_format)

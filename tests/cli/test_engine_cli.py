@@ -125,3 +125,39 @@ def test_spark_run_prints_no_jvm_start_up_lines():
     assert len(result.stdout.splitlines()) == 2
     for noise in ("Using incubator modules", "Setting default log level", "To adjust logging level"):
         assert noise not in result.stderr
+
+
+@pytest.mark.spark
+def test_spark_tasks_write_with_progress_and_fail_in_one_line(spark, tmp_path):
+    """``read --out`` on Spark: one task a partition reporting every byte and row to the progress bar; a
+    corrupt state file read inside a Spark task is one line naming it, exit 2, and no output directory."""
+    import shutil
+
+    from fstate.readers import engine, planning, spark_tasks
+    from fstate.readers.engine_files import _write_task
+    from fstate.readers.options import source_options
+
+    table = planning.build_table(source_options(KEYED, "keyed"))
+    seen = []
+    paths = [(str(tmp_path / f"part-{index}.json"), "json") for index in range(len(table.partitions))]
+    counts = spark_tasks.map_partitions(spark, table, _write_task, lambda rows, size: seen.append((rows, size)),
+                                        paths)
+    assert len(counts) == len(table.partitions) >= 2
+    assert sum(rows for rows, _ in seen) == sum(counts) > 0
+    assert round(sum(size for _, size in seen)) == engine.table_bytes(table)
+    for (path, _), count in zip(paths, counts):  # results in partition order
+        assert len(Path(path).read_text().splitlines()) == count
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(KEYED, copy)
+    state_file = max((path for path in copy.rglob("*") if path.is_file() and path.name != "_metadata"
+                      and path.suffix != ".json"), key=lambda path: path.stat().st_size)
+    data = bytearray(state_file.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64
+    state_file.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["read", str(copy), "--uid", "keyed", "--out", str(out), "--engine", "spark",
+                                 "--quiet"])
+    assert result.exit_code == 2, result.output
+    assert len(result.output.strip().splitlines()) == 1 and state_file.name in result.output, result.output
+    assert not out.exists() and not [path for path in tmp_path.iterdir() if path.name.startswith(".out")]

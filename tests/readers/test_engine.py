@@ -229,15 +229,20 @@ OUT_TABLES = [
 @pytest.mark.spark
 @pytest.mark.parametrize("file_format", ["parquet", "csv", "json"])
 def test_both_engines_write_the_same_files(spark, tmp_path, file_format):
+    """``read --out`` on each engine, and Spark's own writers given the data source's DataFrame (what
+    ``fstate sql --out`` and remote directories use): the same rows and columns. The CLI's Spark
+    tasks write with the embedded engine's writers: the very same bytes."""
     from typer.testing import CliRunner
 
     from fstate.cli.app import app
+    from fstate.cli.read import write_frame
+    from fstate.readers.options import FORMAT, source_options
 
     runner = CliRunner()
     for index, (name, arguments) in enumerate(OUT_TABLES):
         sample_dir = next(sample for sample in sample_dirs() if sample.name == name)
         arguments = [str(sample_dir / "plan.json") if argument == "PLAN" else argument for argument in arguments]
-        outputs = []
+        outputs, files = [], []
         for engine_name in ("embedded", "spark"):
             out = tmp_path / f"{index}-{engine_name}"
             result = runner.invoke(app, ["read", str(sample_snapshot(sample_dir)), *arguments, "--out", str(out),
@@ -246,4 +251,16 @@ def test_both_engines_write_the_same_files(spark, tmp_path, file_format):
                 pytest.fail(f"{name} {arguments}: {result.output}")
             assert result.exit_code == 0, result.output
             outputs.append(_read_back(out, file_format))
-        assert outputs[0] == outputs[1], (name, arguments)
+            files.append({path.name: path.read_bytes() for path in sorted(out.iterdir())})
+        assert files[0] == files[1], (name, arguments)
+        frame = spark.read.format(FORMAT).options(**_options(source_options, sample_dir, arguments)).load()
+        out = tmp_path / f"{index}-dataframe"
+        write_frame(frame, str(out), file_format)
+        assert _read_back(out, file_format) == outputs[0], (name, arguments)
+
+
+def _options(source_options, sample_dir: Path, arguments: list[str]) -> dict:
+    """The data source options of ``read`` arguments (``--uid``, ``--state``, ``--table``, ``--plan``)."""
+    named = dict(zip(arguments[::2], arguments[1::2]))
+    return source_options(str(sample_snapshot(sample_dir)), named["--uid"], table=named.get("--table"),
+                          state=named.get("--state"), plan=named.get("--plan"))
