@@ -9,6 +9,8 @@ offset intact (inside a long, a double, a string's characters) is not detectable
 
 from __future__ import annotations
 
+import concurrent.futures
+import multiprocessing
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -161,22 +163,62 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
     _guard(r, "keyed state handles", lambda: found.setdefault("s", op.keyed_states()))
     km_holder = {}
     _guard(r, "keyed state header", lambda: km_holder.setdefault("m", op.keyed_meta))
-    km = km_holder.get("m")
-    if km is None or "s" not in found:
+    if km_holder.get("m") is None or "s" not in found:
         return
-    for source in found["s"]:
-        def decode_all(source=source):
-            with source.open(io=op.savepoint.io, strict=True) as state:
-                if source.rocksdb is None:  # a key-group stream: its offsets and header first
-                    verify_structure.check_key_group_offsets(state.handle, state.meta.header_size, len(state.buf),
-                                                             source.label)
-                    _check_header(r, km.states, state.meta.states, source.label, (km.key_type, state.meta.key_type))
-                entries = state.entries(states=_decodable(state.codecs, r))
-                return sum(1 for _ in verify_structure.checking_key_groups(entries, state.meta.key_type,
-                                                                           op.max_parallelism, source.label))
-        what = "RocksDB state" if source.rocksdb is not None else "keyed state"
-        _guard(r, f"{what} of subtask {source.subtask} (key groups {source.start_key_group}-{source.end_key_group})",
-               decode_all)
+    sources = found["s"]
+    workers = _workers(op, len(sources))
+    if workers == 1:
+        for source in sources:
+            _guard(r, _source_label(source), lambda source=source: _decode_source(op, source, r))
+        return
+    # a subtask a process: each re-opens the savepoint (nothing open crosses a process) and reports back
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(_source_task, op.savepoint.path, op.savepoint.fs_options, op.uid_hash, index)
+                   for index in range(len(sources))]
+        for future in futures:
+            done = future.result()
+            r.checked.extend(done.checked)
+            r.problems.extend(done.problems)
+            r.warnings.extend(note for note in done.warnings if note not in r.warnings)
+
+
+#: an operator with more keyed state than this is decoded on a process pool, a subtask a process
+POOL_ABOVE_BYTES = 16 << 20
+
+
+def _workers(op: OperatorView, sources: int) -> int:
+    size = sum(h.size for _, h in op.keyed_handles() if h is not None)
+    if sources <= 1 or size <= POOL_ABOVE_BYTES:
+        return 1
+    return max(1, min(os.cpu_count() or 1, sources))
+
+
+def _source_label(source) -> str:
+    what = "RocksDB state" if source.rocksdb is not None else "keyed state"
+    return f"{what} of subtask {source.subtask} (key groups {source.start_key_group}-{source.end_key_group})"
+
+
+def _decode_source(op: OperatorView, source, r: OperatorReport) -> int:
+    """Every entry of one subtask's keyed state, strictly decoded, each key in its key group."""
+    with source.open(io=op.savepoint.io, strict=True) as state:
+        if source.rocksdb is None:  # a key-group stream: its offsets and header first
+            verify_structure.check_key_group_offsets(state.handle, state.meta.header_size, len(state.buf),
+                                                     source.label)
+            _check_header(r, op.keyed_meta.states, state.meta.states, source.label,
+                          (op.keyed_meta.key_type, state.meta.key_type))
+        entries = state.entries(states=_decodable(state.codecs, r))
+        return sum(1 for _ in verify_structure.checking_key_groups(entries, state.meta.key_type,
+                                                                   op.max_parallelism, source.label))
+
+
+def _source_task(path: str, fs_options, uid_hash: str, index: int) -> OperatorReport:
+    """:func:`_decode_source` of the ``index``-th keyed source of an operator, in a pool process."""
+    with checking_checksums():
+        op = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options).operator(uid_hash)
+        r = OperatorReport(op.display_name, op.uid_hash)
+        source = op.keyed_states()[index]
+        _guard(r, _source_label(source), lambda: _decode_source(op, source, r))
+        return r
 
 
 def _check_operator_stream(op: OperatorView, h, r: OperatorReport) -> None:

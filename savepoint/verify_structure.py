@@ -157,9 +157,21 @@ def checking_key_groups(entries, key_type, max_parallelism: int, source: str | N
     one it is stored in (a changed key byte). Keys of types without a value-based hashCode that
     fstate computes (opaque keys, POJOs) are not checked."""
     hashing = True
+    # String and integer keys of the current key group already checked (each state holds them again);
+    # others (floats: 0.0 == -0.0 with other hashCodes; rows) are checked every time
+    placed: set = set()
+    current = None
     for entry in entries:
         kg, key = entry[1], entry[3]
+        if kg != current:
+            placed.clear()
+            current = kg
         if hashing and key is not None and not isinstance(key, (bytes, bytearray)):
+            if type(key) in (str, int):
+                if key in placed:
+                    yield entry
+                    continue
+                placed.add(key)
             try:
                 expected = key_group_for_hash(key_type.java_hash(key), max_parallelism)
             except UnsupportedSerializerError:

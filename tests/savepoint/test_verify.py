@@ -151,3 +151,29 @@ def test_channel_state_files_are_checked_and_counted(tmp_path):
     (case / "channel-state").unlink()
     problems = _problems(verify(str(case)))
     assert any("channel state" in p and "does not exist" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("sample", [KEYED, "keyed-rocksdb-checkpoint"])
+def test_a_process_pool_reports_what_one_process_does(tmp_path, monkeypatch, sample):
+    """Large keyed state is decoded a subtask a process: the same checks, problems and warnings as in
+    one process, on a clean sample and on one with a damaged key group."""
+    from fstate.savepoint import verify as verify_module
+
+    case = _copy(tmp_path, sample)
+    cases = [case]
+    if sample == KEYED:
+        damaged = _copy(tmp_path / "damaged", KEYED)
+        target, start, _ = _first_key_group(damaged)
+        data = bytearray(target.read_bytes())
+        data[start:start + 4096] = bytes(len(data[start:start + 4096]))
+        target.write_bytes(bytes(data))
+        cases.append(damaged)
+    for path in cases:
+        one = verify(str(path))
+        monkeypatch.setattr(verify_module, "POOL_ABOVE_BYTES", -1)
+        monkeypatch.setattr(verify_module.os, "cpu_count", lambda: 2)
+        pooled = verify(str(path))
+        monkeypatch.undo()
+        assert verify_module._workers(Savepoint.open(str(path)).operator("keyed"), 3) == 1  # small: one process
+        assert [dataclasses.asdict(o) for o in pooled.operators] == [dataclasses.asdict(o) for o in one.operators]
+        assert pooled.ok == (path == case)
