@@ -2,9 +2,9 @@
 
 Only ``jobs/v2`` is kept in git. The 1.x jobs are the v2 jobs with mechanical API substitutions,
 applied by :func:`port` when the harness compiles for a Flink 1.x version: :func:`sources_dir`
-writes them into the harness's cache, keyed by :func:`fingerprint` (see ``harness.job_sources``). Every substitution that must
-apply is checked: when a v2 source no longer holds what it expects, :class:`PortError` names the
-file and the missing text. Differences handled here:
+writes them into the harness's cache, keyed by :func:`fingerprint` (see ``harness.job_sources``).
+Every substitution that must apply is checked: when a v2 source no longer holds what it expects,
+:class:`PortError` names the file and the missing text. Differences handled here:
 
 * legacy SourceFunction package (``...source.legacy`` -> ``...source``)
 * ``sinkTo(new v2 DiscardingSink)`` -> ``addSink(new DiscardingSink)`` (1.15 has no v2 DiscardingSink)
@@ -50,11 +50,10 @@ def _shown(text: str) -> str:
     return repr(lines[0].strip()) + (f" (and {len(lines) - 1} more lines)" if len(lines) > 1 else "")
 
 
-def sub(s: str, old: str, new: str, count: int | None = None) -> str:
-    """``old`` -> ``new``; ``old`` must occur (``count`` times when given)."""
-    n = s.count(old)
-    if n == 0 or (count is not None and n != count):
-        raise _Missing(f"expected {count or 'at least 1'} x {_shown(old)}, found {n}")
+def sub(s: str, old: str, new: str) -> str:
+    """``old`` -> ``new``; ``old`` must occur."""
+    if old not in s:
+        raise _Missing(f"expected {_shown(old)}, found none")
     return s.replace(old, new)
 
 
