@@ -1,17 +1,9 @@
-import java.io.File;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 
-import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.core.execution.JobClient;
-import org.apache.flink.core.execution.SavepointFormatType;
-import org.apache.flink.runtime.util.EnvironmentInformation;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.apache.flink.streaming.api.graph.StreamGraphHasherV2;
@@ -32,6 +24,8 @@ import org.apache.flink.streaming.api.graph.StreamNode;
  * and finish, so the job runs to FINISHED; the driver waits for that (no timing involved), then
  * writes dump.json (kind "restored", snapshot_path = the restored savepoint) with the job's
  * output after the restore. No new savepoint is taken.
+ *
+ * The command line, watchdog, waits, savepoint and dump.json head are {@link Oracle}'s.
  */
 public final class InternalStateOracle {
     private InternalStateOracle() {}
@@ -71,48 +65,7 @@ public final class InternalStateOracle {
     }
 
     public static void run(Job job, String[] args) {
-        Oracle.Params p = new Oracle.Params();
-        for (int i = 0; i < args.length; i++) {
-            if (!args[i].startsWith("--")) {
-                throw new IllegalArgumentException("expected --key value pairs, got " + Arrays.toString(args));
-            }
-            boolean flag = i + 1 >= args.length || args[i + 1].startsWith("--");
-            p.raw.put(args[i].substring(2), flag ? "true" : args[++i]);
-        }
-        int timeoutS = p.getInt("timeout", 100);
-        startWatchdog(timeoutS);
-        int rc = 0;
-        try {
-            execute(job, p, timeoutS);
-        } catch (Throwable t) {
-            System.err.println("ORACLE FAILED: " + t);
-            t.printStackTrace();
-            rc = 1;
-        }
-        System.out.flush();
-        System.err.flush();
-        Runtime.getRuntime().halt(rc);
-    }
-
-    private static void startWatchdog(int timeoutS) {
-        Thread t = new Thread(() -> {
-            try {
-                Thread.sleep(timeoutS * 1000L);
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.err.println("ORACLE WATCHDOG: job did not complete within " + timeoutS + " s");
-            for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
-                System.err.println("Thread " + e.getKey().getName() + " (" + e.getKey().getState() + ")");
-                for (StackTraceElement s : e.getValue()) {
-                    System.err.println("    at " + s);
-                }
-            }
-            System.err.flush();
-            Runtime.getRuntime().halt(3);
-        }, "oracle-watchdog");
-        t.setDaemon(true);
-        t.start();
+        Oracle.main(args, (p, timeoutS) -> execute(job, p, timeoutS));
     }
 
     private static void execute(Job job, Oracle.Params p, int timeoutS) throws Exception {
@@ -124,106 +77,37 @@ public final class InternalStateOracle {
         if (restore && !job.restorable()) {
             throw new IllegalArgumentException("--restore is not supported by " + job.getClass().getSimpleName());
         }
-        File out = p.out();
-        out.mkdirs();
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(Oracle.config(p));
-        env.setMaxParallelism(job.maxParallelism());
-        env.setParallelism(job.parallelism());
+        StreamExecutionEnvironment env = Oracle.environment(p, job.maxParallelism(), job.parallelism());
         job.build(env, p);
         StreamGraph graph = env.getStreamGraph();
         List<Object> operators = describeGraph(job, graph, p);
         JobClient client = env.executeAsync(graph);
-        long deadline = t0 + Math.max(timeoutS * 800L, (timeoutS - 15) * 1000L);
+        long deadline = Oracle.deadline(t0, timeoutS);
 
         Map<String, Object> timing = new LinkedHashMap<>();
-        String snapshotPath = restore ? awaitRestoredRun(job, p, client, deadline)
-                : awaitSavepoint(job, p, client, deadline, timing, t0);
+        String snapshotPath;
+        if (restore) {
+            // The sources finish after their second batch, so the job ends by itself.
+            Oracle.awaitFinished(client, deadline, () -> job.pending(p));
+            String missing = job.pending(p);
+            if (missing != null) {
+                throw new IllegalStateException("the restored job finished, but " + missing);
+            }
+            snapshotPath = Oracle.restoredPath(p);
+        } else {
+            Oracle.await(client, deadline, () -> job.pending(p));
+            timing.put("records_processed_ms", System.currentTimeMillis() - t0);
+            snapshotPath = Oracle.stopWithSavepoint(client, p, deadline);
+        }
+        Oracle.requireMetadata(snapshotPath);
         timing.put(restore ? "job_finished_ms" : "snapshot_done_ms", System.currentTimeMillis() - t0);
 
-        Map<String, Object> dump = new LinkedHashMap<>();
-        dump.put("flink_version", EnvironmentInformation.getVersion());
-        dump.put("job", job.getClass().getSimpleName());
-        dump.put("kind", restore ? "restored" : "savepoint");
-        dump.put("backend", p.backend());
-        java.nio.file.Path snap = new File(snapshotPath).getAbsoluteFile().toPath().normalize();
-        dump.put("snapshot_path", snap.startsWith(out.toPath()) ? out.toPath().relativize(snap).toString() : snap.toString());
-        dump.put("job_id", client.getJobID().toString());
-        Map<String, String> args = new LinkedHashMap<>(p.raw);
-        args.remove("out");
-        args.remove("timeout");
-        dump.put("args", args);
+        Map<String, Object> dump = Oracle.dumpHead(job, restore ? "restored" : "savepoint", null, p, snapshotPath, client);
         dump.put("operators", operators);
         job.finish(dump, p);
         dump.put("timing", timing);
-        Files.write(new File(out, "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
+        Oracle.writeDump(p, dump);
         System.out.println("ORACLE OK snapshot_path=" + snapshotPath);
-    }
-
-    /** Waits until the job has processed every record, then stops it with a savepoint; returns its path. */
-    private static String awaitSavepoint(Job job, Oracle.Params p, JobClient client, long deadline,
-            Map<String, Object> timing, long t0) throws Exception {
-        long lastStatusCheck = 0;
-        String missing;
-        while ((missing = job.pending(p)) != null) {
-            long now = System.currentTimeMillis();
-            if (now > deadline) {
-                throw new IllegalStateException("timed out waiting for the job's records and output: " + missing);
-            }
-            if (now - lastStatusCheck > 500) {
-                lastStatusCheck = now;
-                JobStatus st;
-                try {
-                    st = client.getJobStatus().get(10, TimeUnit.SECONDS);
-                } catch (Exception e) {
-                    st = null;
-                }
-                if (st == null || st.isGloballyTerminalState()) {
-                    Throwable cause = null;
-                    try {
-                        client.getJobExecutionResult().get(10, TimeUnit.SECONDS);
-                    } catch (Exception e) {
-                        cause = e;
-                    }
-                    throw new IllegalStateException("job " + (st == null ? "terminated" : "reached " + st)
-                            + " while waiting for: " + missing, cause);
-                }
-            }
-            Thread.sleep(20);
-        }
-        timing.put("records_processed_ms", System.currentTimeMillis() - t0);
-        String target = new File(p.out(), "savepoint").toURI().toString();
-        SavepointFormatType format = SavepointFormatType.valueOf(
-                p.get("savepoint-format", "canonical").toUpperCase(java.util.Locale.ROOT));
-        String path = client.stopWithSavepoint(false, target, format)
-                .get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
-        client.getJobExecutionResult().get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
-        String snapshotPath = localPath(path);
-        if (!new File(snapshotPath, "_metadata").isFile()) {
-            throw new IllegalStateException("no _metadata at " + snapshotPath);
-        }
-        return snapshotPath;
-    }
-
-    /**
-     * Restore mode: the sources finish after their second batch, so the job ends by itself; waits
-     * for that (a failed restore fails here with Flink's cause) and returns the restored path.
-     */
-    private static String awaitRestoredRun(Job job, Oracle.Params p, JobClient client, long deadline) throws Exception {
-        try {
-            long remaining = Math.max(1, deadline - System.currentTimeMillis());
-            client.getJobExecutionResult().get(remaining, TimeUnit.MILLISECONDS);
-        } catch (java.util.concurrent.TimeoutException e) {
-            throw new IllegalStateException("the restored job did not finish: " + job.pending(p), e);
-        }
-        String missing = job.pending(p);
-        if (missing != null) {
-            throw new IllegalStateException("the restored job finished, but " + missing);
-        }
-        return new File(localPath(p.get("restore", null))).getAbsolutePath();
-    }
-
-    private static String localPath(String uri) {
-        return uri.startsWith("file:") ? new File(java.net.URI.create(uri)).getPath() : uri;
     }
 
     /** Every stream node in id order: name, uid, operator id (Flink's hash), parallelism, extras. */

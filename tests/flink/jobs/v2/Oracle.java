@@ -15,6 +15,7 @@ import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
+import java.util.function.Supplier;
 
 import org.apache.flink.api.common.JobStatus;
 import org.apache.flink.configuration.Configuration;
@@ -32,6 +33,9 @@ import org.apache.flink.streaming.api.graph.StreamGraphHasherV2;
  * snapshotState(ctx) they hand a copy to {@link #record}, keyed by (uid, subtask, checkpoint
  * id). After the savepoint / checkpoint completed, main writes the mirror of that checkpoint id
  * to dump.json and exits the JVM.
+ *
+ * The helpers from {@link #main} on (command line, watchdog, environment, waits, savepoint,
+ * dump.json head) are shared with {@link InternalStateOracle}.
  */
 public final class Oracle {
     private Oracle() {}
@@ -172,6 +176,22 @@ public final class Oracle {
     // ------------------------------------------------------------------ driver
 
     public static void run(JobDef def, String[] args) {
+        main(args, (p, timeoutS) -> {
+            restoring = p.raw.containsKey("restore");
+            execute(def, p, timeoutS);
+        });
+    }
+
+    /** What a driver does with the parsed command line and the --timeout (seconds). */
+    interface Driver {
+        void execute(Params p, int timeoutS) throws Exception;
+    }
+
+    /**
+     * Parses the command line (--key value pairs), starts the watchdog, runs the driver and halts
+     * the JVM: exit code 0, or 1 when the driver failed (its error on stderr).
+     */
+    static void main(String[] args, Driver driver) {
         Params p = new Params();
         for (int i = 0; i < args.length; i++) {
             if (!args[i].startsWith("--")) {
@@ -182,11 +202,10 @@ public final class Oracle {
             p.raw.put(args[i].substring(2), flag ? "true" : args[++i]);
         }
         int timeoutS = p.getInt("timeout", 100);
-        restoring = p.raw.containsKey("restore");
         startWatchdog(timeoutS);
         int rc = 0;
         try {
-            execute(def, p, timeoutS);
+            driver.execute(p, timeoutS);
         } catch (Throwable t) {
             System.err.println("ORACLE FAILED: " + t);
             t.printStackTrace();
@@ -205,8 +224,7 @@ public final class Oracle {
             } catch (InterruptedException e) {
                 return;
             }
-            System.err.println("ORACLE WATCHDOG: job did not complete within " + timeoutS + " s; counters=" + COUNTERS
-                    + " sourceSnapshotMax=" + SOURCE_SNAPSHOT_MAX + " completed=" + COMPLETED);
+            System.err.println("ORACLE WATCHDOG: job did not complete within " + timeoutS + " s" + progress());
             for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
                 System.err.println("Thread " + e.getKey().getName() + " (" + e.getKey().getState() + ")");
                 for (StackTraceElement s : e.getValue()) {
@@ -260,15 +278,11 @@ public final class Oracle {
     private static void execute(JobDef def, Params p, int timeoutS) throws Exception {
         long t0 = System.currentTimeMillis();
         File out = p.out();
-        out.mkdirs();
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(p));
-        env.setMaxParallelism(def.maxParallelism());
-        env.setParallelism(1);
+        StreamExecutionEnvironment env = environment(p, def.maxParallelism(), 1);
         def.build(env, p);
         StreamGraph graph = env.getStreamGraph();
         JobClient client = env.executeAsync(graph);
-        // Own waits give up before the watchdog, so failures carry a readable message.
-        long deadline = t0 + Math.max(timeoutS * 800L, (timeoutS - 15) * 1000L);
+        long deadline = deadline(t0, timeoutS);
 
         Map<String, Long> expected = def.expectedCounts(p);
         waitFor(client, deadline, "all records processed " + expected, () -> {
@@ -292,24 +306,13 @@ public final class Oracle {
         String kind = p.snapshot();
         if (restoring) {
             // Verify mode: the sources finish by themselves; wait for the job to finish.
-            try {
-                client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
-            } catch (java.util.concurrent.TimeoutException e) {
-                throw new IllegalStateException("restored job did not finish; counters=" + COUNTERS, e);
-            }
+            awaitFinished(client, deadline, () -> "counters=" + COUNTERS);
             checkpointId = RESTORED;
             kind = "restored";
-            snapshotPath = new File(localPath(p.get("restore", null))).getAbsolutePath();
+            snapshotPath = restoredPath(p);
         } else if (p.snapshot().equals("savepoint")) {
-            String target = new File(out, "savepoint").toURI().toString();
-            // --savepoint-format canonical|native
-            SavepointFormatType format = SavepointFormatType.valueOf(
-                    p.get("savepoint-format", "canonical").toUpperCase(java.util.Locale.ROOT));
-            String path = client.stopWithSavepoint(false, target, format)
-                    .get(remaining(deadline), TimeUnit.MILLISECONDS);
-            client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
+            snapshotPath = stopWithSavepoint(client, p, deadline);
             checkpointId = SOURCE_SNAPSHOT_MAX.get();
-            snapshotPath = localPath(path);
         } else {
             long before = SOURCE_SNAPSHOT_MAX.get();
             waitFor(client, deadline, "a checkpoint after id " + before + " to complete",
@@ -325,25 +328,10 @@ public final class Oracle {
             });
             snapshotPath = new File(out, "checkpoints/" + client.getJobID() + "/chk-" + checkpointId).getPath();
         }
-        File meta = new File(snapshotPath, "_metadata");
-        if (!meta.isFile()) {
-            throw new IllegalStateException("no _metadata at " + meta);
-        }
+        requireMetadata(snapshotPath);
         long tSnap = System.currentTimeMillis();
 
-        Map<String, Object> dump = new LinkedHashMap<>();
-        dump.put("flink_version", EnvironmentInformation.getVersion());
-        dump.put("job", def.getClass().getSimpleName());
-        dump.put("kind", kind);
-        dump.put("checkpoint_id", checkpointId);
-        dump.put("backend", p.backend());
-        java.nio.file.Path snap = new File(snapshotPath).getAbsoluteFile().toPath().normalize();
-        dump.put("snapshot_path", snap.startsWith(out.toPath()) ? out.toPath().relativize(snap).toString() : snap.toString());
-        dump.put("job_id", client.getJobID().toString());
-        Map<String, String> args = new LinkedHashMap<>(p.raw);
-        args.remove("out");
-        args.remove("timeout");
-        dump.put("args", args);
+        Map<String, Object> dump = dumpHead(def, kind, checkpointId, p, snapshotPath, client);
         List<Object> ops = new ArrayList<>();
         for (Map.Entry<String, Integer> op : def.operators(p).entrySet()) {
             ops.add(operatorDump(op.getKey(), op.getValue(), def.maxParallelism(), checkpointId));
@@ -360,8 +348,90 @@ public final class Oracle {
         timing.put("records_processed_ms", tProcessed - t0);
         timing.put("snapshot_done_ms", tSnap - t0);
         dump.put("timing", timing);
-        Files.write(new File(out, "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
+        writeDump(p, dump);
         System.out.println("ORACLE OK checkpoint_id=" + checkpointId + " snapshot_path=" + snapshotPath);
+    }
+
+    /** The environment of a job: config(p), the given parallelisms; creates the --out directory. */
+    static StreamExecutionEnvironment environment(Params p, int maxParallelism, int parallelism) {
+        p.out().mkdirs();
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(p));
+        env.setMaxParallelism(maxParallelism);
+        env.setParallelism(parallelism);
+        return env;
+    }
+
+    /** When the driver's own waits give up: before the watchdog, so failures carry a readable message. */
+    static long deadline(long t0, int timeoutS) {
+        return t0 + Math.max(timeoutS * 800L, (timeoutS - 15) * 1000L);
+    }
+
+    /** The counters and checkpoint ids so far, for messages ("" when the job counts nothing). */
+    private static String progress() {
+        return COUNTERS.isEmpty() && SOURCE_SNAPSHOT_MAX.get() < 0 ? ""
+                : "; counters=" + COUNTERS + " sourceSnapshotMax=" + SOURCE_SNAPSHOT_MAX + " completed=" + COMPLETED;
+    }
+
+    /** Stops the job with a savepoint into --out/savepoint (--savepoint-format canonical|native); returns its path. */
+    static String stopWithSavepoint(JobClient client, Params p, long deadline) throws Exception {
+        String target = new File(p.out(), "savepoint").toURI().toString();
+        SavepointFormatType format = SavepointFormatType.valueOf(
+                p.get("savepoint-format", "canonical").toUpperCase(java.util.Locale.ROOT));
+        String path = client.stopWithSavepoint(false, target, format)
+                .get(remaining(deadline), TimeUnit.MILLISECONDS);
+        client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
+        return localPath(path);
+    }
+
+    /** Verify mode: waits for the job (whose sources finish) to finish; {@code state} tells how far it got. */
+    static void awaitFinished(JobClient client, long deadline, Supplier<String> state) throws Exception {
+        try {
+            client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            throw new IllegalStateException("the restored job did not finish: " + state.get(), e);
+        }
+    }
+
+    /** The absolute local path of --restore. */
+    static String restoredPath(Params p) {
+        return new File(localPath(p.get("restore", null))).getAbsolutePath();
+    }
+
+    static void requireMetadata(String snapshotPath) {
+        File meta = new File(snapshotPath, "_metadata");
+        if (!meta.isFile()) {
+            throw new IllegalStateException("no _metadata at " + meta);
+        }
+    }
+
+    /**
+     * The head of dump.json: flink_version, job (the class of {@code job}), kind, checkpoint_id
+     * (unless null), backend, snapshot_path (relative to --out when inside it), job_id and the
+     * command line without --out and --timeout.
+     */
+    static Map<String, Object> dumpHead(Object job, String kind, Long checkpointId, Params p, String snapshotPath,
+            JobClient client) {
+        File out = p.out();
+        Map<String, Object> dump = new LinkedHashMap<>();
+        dump.put("flink_version", EnvironmentInformation.getVersion());
+        dump.put("job", job.getClass().getSimpleName());
+        dump.put("kind", kind);
+        if (checkpointId != null) {
+            dump.put("checkpoint_id", checkpointId);
+        }
+        dump.put("backend", p.backend());
+        java.nio.file.Path snap = new File(snapshotPath).getAbsoluteFile().toPath().normalize();
+        dump.put("snapshot_path", snap.startsWith(out.toPath()) ? out.toPath().relativize(snap).toString() : snap.toString());
+        dump.put("job_id", client.getJobID().toString());
+        Map<String, String> args = new LinkedHashMap<>(p.raw);
+        args.remove("out");
+        args.remove("timeout");
+        dump.put("args", args);
+        return dump;
+    }
+
+    static void writeDump(Params p, Map<String, Object> dump) throws IOException {
+        Files.write(new File(p.out(), "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
     }
 
     private static String localPath(String uri) {
@@ -373,12 +443,20 @@ public final class Oracle {
     }
 
     private static void waitFor(JobClient client, long deadline, String what, BooleanSupplier cond) throws Exception {
+        await(client, deadline, () -> cond.getAsBoolean() ? null : what);
+    }
+
+    /**
+     * Waits until {@code pending} returns null (else it names what the job still lacks); fails with
+     * that when the deadline passes or, with a client, when the job terminates first.
+     */
+    static void await(JobClient client, long deadline, Supplier<String> pending) throws Exception {
         long lastStatusCheck = 0;
-        while (!cond.getAsBoolean()) {
+        String what;
+        while ((what = pending.get()) != null) {
             long now = System.currentTimeMillis();
             if (now > deadline) {
-                throw new IllegalStateException("timed out waiting for " + what + "; counters=" + COUNTERS
-                        + " sourceSnapshotMax=" + SOURCE_SNAPSHOT_MAX + " completed=" + COMPLETED);
+                throw new IllegalStateException("timed out waiting for " + what + progress());
             }
             if (client != null && now - lastStatusCheck > 500) {
                 lastStatusCheck = now;
@@ -401,7 +479,7 @@ public final class Oracle {
                         cause = e;
                     }
                     throw new IllegalStateException("job " + (st == null ? "terminated (MiniCluster gone)" : "reached " + st)
-                            + " while waiting for " + what + "; counters=" + COUNTERS, cause);
+                            + " while waiting for " + what + progress(), cause);
                 }
             }
             Thread.sleep(20);
