@@ -54,7 +54,7 @@ except ImportError:  # built without a compiler
 if _columnar is not None and getattr(_columnar, "ABI", None) != ABI:
     _columnar = None  # a stale build of older sources
 
-# type codes and plan modes: the enums at the top of _columnar.c
+# type codes and plan modes: the enums of _wire.h (shared with _speedups.c) and _columnar_values.h
 (STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT, CHAR, ZERO, WINDOW, TUPLE, NULLABLE, TTL,
  RAW) = range(1, 16)
 SKIP, VALUE, LIST, LIST_RAW, MAP = range(5)
