@@ -6,20 +6,24 @@
   value types, state kinds and sizes;
 * ``canonical_pairs`` and ``key_group_stream``: those contents as Flink's canonical stream;
 * ``damage``: one drawn change to a stream's bytes;
-* ``same``, ``key_comes_back`` and ``check_damaged_outcome``: comparing decoded results.
+* ``same``, ``key_comes_back`` and ``check_damaged_outcome``: comparing decoded results;
+* ``keyed_samples``: the shipped samples' operators with keyed state, as test parameters.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+import pytest
 from hypothesis import HealthCheck, settings, strategies as st
 
 from fstate.savepoint import handles, keyed
 from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError
+from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LONG, SHORT, STRING, TIME_WINDOW,
                                     VOID_NAMESPACE, MapType, TupleType)
+from tests.support import sample_dirs, sample_snapshot
 
 GEN = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                        HealthCheck.function_scoped_fixture])
@@ -179,3 +183,15 @@ def check_damaged_outcome(want, got, meta, entries: Callable[[], list], damaged:
         assert damaged and got is CorruptStateError and want is CorruptStateError, (want, got)
     else:
         assert same(want, got)
+
+
+def keyed_samples(skip_layout: str | None = None) -> list:
+    """pytest parameters (sample folder, operator uid hash) of every operator with keyed state in the
+    shipped samples, but those whose keyed layout is skip_layout."""
+    out = []
+    for s in sample_dirs():
+        sp = Savepoint.open(str(sample_snapshot(s)))
+        for op in sp.operators:
+            if op.has_keyed_state and op.keyed_layout != skip_layout:
+                out.append(pytest.param(s, op.uid_hash, id=f"{s.name}-{op.uid or op.uid_hash[:8]}"))
+    return out

@@ -28,7 +28,7 @@ from fstate.savepoint.types import (BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LON
                                     VOID_NAMESPACE, MapType, NullableType, OpaqueType, TtlType, TupleType)
 from tests.savepoint import state_streams
 from tests.savepoint.state_streams import (GEN, canonical_pairs, check_damaged_outcome, damage, key_group_stream,
-                                           same, scalars, texts)
+                                           keyed_samples, same, scalars, texts)
 from tests.support import sample_dirs, sample_snapshot
 
 needs_c = pytest.mark.skipif(columnar._columnar is None, reason="fstate.savepoint._columnar is not built")
@@ -154,18 +154,8 @@ def test_state_column_types_are_sparks():
 # every keyed sample
 
 
-def _keyed_samples():
-    out = []
-    for s in sample_dirs():
-        sp = Savepoint.open(str(sample_snapshot(s)))
-        for op in sp.operators:
-            if op.has_keyed_state and op.keyed_layout != "RocksDB incremental/native":
-                out.append(pytest.param(s, op.uid_hash, id=f"{s.name}-{op.uid or op.uid_hash[:8]}"))
-    return out
-
-
 @needs_c
-@pytest.mark.parametrize("sample,uid_hash", _keyed_samples())
+@pytest.mark.parametrize("sample,uid_hash", keyed_samples(skip_layout="RocksDB incremental/native"))
 def test_samples_same_as_the_reference(sample, uid_hash, monkeypatch):
     sp = Savepoint.open(str(sample_snapshot(sample)))
     op = sp.operator(uid_hash)

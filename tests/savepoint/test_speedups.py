@@ -36,8 +36,9 @@ from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (BIG_DECIMAL, LONG, STRING, TIME_WINDOW, MapType, NullableType, OpaqueType,
                                     RowType, TtlType, TupleType)
 from tests.savepoint import state_streams
-from tests.savepoint.state_streams import GEN, I64, canonical_pairs, key_group_stream, same, scalars, texts
-from tests.support import ROOT, sample_dirs, sample_snapshot
+from tests.savepoint.state_streams import (GEN, I64, canonical_pairs, key_group_stream, keyed_samples, same, scalars,
+                                           texts)
+from tests.support import ROOT, sample_snapshot
 
 speedups = _fastpath._speedups
 needs_c = pytest.mark.skipif(speedups is None, reason="fstate.savepoint._speedups is not built")
@@ -164,18 +165,8 @@ def test_read_flink_string_edges():
 # every keyed sample
 
 
-def _keyed_samples():
-    out = []
-    for s in sample_dirs():
-        sp = Savepoint.open(str(sample_snapshot(s)))
-        for op in sp.operators:
-            if op.has_keyed_state:
-                out.append(pytest.param(s, op.uid_hash, id=f"{s.name}-{op.uid or op.uid_hash[:8]}"))
-    return out
-
-
 @needs_c
-@pytest.mark.parametrize("sample,uid_hash", _keyed_samples())
+@pytest.mark.parametrize("sample,uid_hash", keyed_samples())
 def test_samples_same_with_both_paths(sample, uid_hash, both):
     sp = Savepoint.open(str(sample_snapshot(sample)))
     op = sp.operator(uid_hash)
