@@ -5,7 +5,8 @@ canonical keyed state several times faster than the pure-Python core. It is opti
 compiler is available the build skips it and fstate runs the plain Python decoders, which are the
 reference (set FSTATE_PURE_PYTHON=1 to force them). ``fstate.savepoint._columnar``
 (savepoint/_columnar.c) decodes the same layout straight into Arrow buffers (savepoint/columnar.py);
-it is optional in the same way.
+it is optional in the same way. Both include savepoint/_wire.h (what they share about Flink's
+bytes), so a change there rebuilds both.
 """
 
 from setuptools import Extension, setup
@@ -15,12 +16,18 @@ setup(
         Extension(
             "fstate.savepoint._speedups",
             sources=["savepoint/_speedups.c"],
+            depends=["savepoint/_wire.h"],
             optional=True,
         ),
         Extension(
             "fstate.savepoint._columnar",
             sources=["savepoint/_columnar.c"],
-            depends=["savepoint/_columnar_values.h", "savepoint/_columnar_rows.h", "savepoint/_columnar_native.h"],
+            depends=[
+                "savepoint/_wire.h",
+                "savepoint/_columnar_values.h",
+                "savepoint/_columnar_rows.h",
+                "savepoint/_columnar_native.h",
+            ],
             optional=True,
         ),
     ],

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .operator_state import OperatorStateBackend
 from .state import (AggregatingStateDescriptor, KeyedStateBackend, KeyedStateStore, ListStateDescriptor,
-                    MapStateDescriptor, OperatorStateBackend, ReducingStateDescriptor, ValueStateDescriptor)
+                    MapStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor)
 
 
 @dataclass

@@ -18,7 +18,8 @@ from .context import FunctionInitializationContext, FunctionSnapshotContext, Ope
 from .events import MAX_WATERMARK, MIN_WATERMARK
 from .functions import CheckpointedFunction, CheckpointListener, Function
 from .graph import StreamNode
-from .state import KeyedStateBackend, OperatorStateBackend, StateMigrationError, ValueStateDescriptor
+from .operator_state import OperatorStateBackend
+from .state import KeyedStateBackend, StateMigrationError, ValueStateDescriptor
 
 
 # =============================================================================================

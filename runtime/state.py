@@ -1,6 +1,7 @@
-"""State: descriptors, the heap keyed-state backend (partitioned by key group, as in Flink), the
-operator-state backend (list, union and broadcast state), and how both are snapshotted into
-Flink's canonical state streams with the format core.
+"""Keyed state: the heap keyed-state backend (partitioned by key group, as in Flink), its state
+handles, and how it is snapshotted into Flink's canonical state streams with the format core. The
+descriptors (:mod:`.descriptors`) and the operator-state backend (list, union and broadcast state,
+:mod:`.operator_state`) are importable from here too.
 """
 
 from __future__ import annotations
@@ -10,105 +11,19 @@ from typing import Any, Iterable
 from ..savepoint import handles
 from ..savepoint import keyed
 from ..savepoint import metainfo
-from ..savepoint import operator
 from ..savepoint.builder import write_stream
 from ..savepoint import types as savepoint_types
 from ..savepoint.types.hashing import key_group_for_hash
-from .callables import call_of
 from .clock import SystemClock
 from . import ttl
 from .keyed_state_base import KeyedStateBase
 from .ttl_state import TTL_STATE_CLASSES
-from .types import check_encodable, infer_key_type, or_pickled
+from .types import check_encodable, infer_key_type
 from .errors import StateMigrationError  # noqa: F401 (part of this module's API)
-
-
-# =============================================================================================
-# descriptors
-
-
-class StateDescriptor:
-    kind = "VALUE"
-
-    def __init__(self, name: str, type_info: savepoint_types.TypeInfo | None = None):
-        if not name or not isinstance(name, str):
-            raise ValueError("a state needs a name")
-        self.name = name
-        self.type_info = type_info
-        self.ttl_config: ttl.StateTtlConfig | None = None
-
-    @property
-    def fully_typed(self) -> bool:
-        return self.type_info is not None
-
-    def enable_time_to_live(self, ttl_config: ttl.StateTtlConfig) -> None:
-        """State TTL (see :mod:`.ttl`); a config whose update type is Disabled leaves it off."""
-        if not isinstance(ttl_config, ttl.StateTtlConfig):
-            raise TypeError(f"enable_time_to_live takes a StateTtlConfig, not {ttl_config!r}")
-        self.ttl_config = ttl_config
-
-    def get_ttl_config(self) -> ttl.StateTtlConfig:
-        return self.ttl_config or ttl.StateTtlConfig.DISABLED
-
-    @property
-    def ttl_enabled(self) -> bool:
-        return self.ttl_config is not None and self.ttl_config.is_enabled()
-
-    def user_value_type(self) -> savepoint_types.TypeInfo:
-        """The user's type: element for LIST, MapType for MAP, else the value."""
-        return or_pickled(self.type_info)
-
-    def meta_value_type(self) -> savepoint_types.TypeInfo:
-        """The type ``value_state_meta`` wants: :meth:`user_value_type`, TTL-wrapped with TTL."""
-        return ttl.wrap_meta_value_type(self.kind, self.user_value_type()) if self.ttl_enabled else self.user_value_type()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name!r}, {self.meta_value_type().name})"
-
-
-class ValueStateDescriptor(StateDescriptor):
-    kind = "VALUE"
-
-
-class ListStateDescriptor(StateDescriptor):
-    """List state; ``element_type`` is the type of one element."""
-
-    kind = "LIST"
-
-
-class MapStateDescriptor(StateDescriptor):
-    kind = "MAP"
-
-    def __init__(self, name: str, key_type: savepoint_types.TypeInfo | None = None,
-                 value_type: savepoint_types.TypeInfo | None = None):
-        super().__init__(name, None)
-        self.key_type = key_type
-        self.value_type = value_type
-
-    @property
-    def fully_typed(self) -> bool:
-        return self.key_type is not None and self.value_type is not None
-
-    def user_value_type(self) -> savepoint_types.TypeInfo:
-        return savepoint_types.MapType(or_pickled(self.key_type), or_pickled(self.value_type))
-
-
-class ReducingStateDescriptor(StateDescriptor):
-    kind = "REDUCING"
-
-    def __init__(self, name: str, reduce_function: Any, type_info: savepoint_types.TypeInfo | None = None):
-        super().__init__(name, type_info)
-        self.reduce = call_of(reduce_function, "reduce")
-
-
-class AggregatingStateDescriptor(StateDescriptor):
-    """Aggregating state; ``accumulator_type`` is what is stored (Flink stores the accumulator)."""
-
-    kind = "AGGREGATING"
-
-    def __init__(self, name: str, aggregate_function: Any, accumulator_type: savepoint_types.TypeInfo | None = None):
-        super().__init__(name, accumulator_type)
-        self.function = aggregate_function
+from .descriptors import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+                          ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
+from .operator_state import (BroadcastState, OperatorListState,  # noqa: F401 (part of this module's API)
+                             OperatorStateBackend, resolve_operator_meta)
 
 
 # =============================================================================================
@@ -136,30 +51,6 @@ def resolve_keyed_meta(desc: StateDescriptor, restored: metainfo.StateMetaInfo |
             f"{where}: the new serializer of state '{desc.name}' ({wanted.value_type.name}) is incompatible "
             f"with the restored one ({restored.value_type.name})")
     check_encodable(restored.value_type, f"{where}: state '{desc.name}'")
-    return restored
-
-
-def resolve_operator_meta(name: str, mode: str, element: savepoint_types.TypeInfo | None, key: savepoint_types.TypeInfo | None,
-                          restored: metainfo.StateMetaInfo | None, where: str) -> metainfo.StateMetaInfo:
-    if mode == "BROADCAST":
-        wanted = operator.broadcast_state_meta(name, or_pickled(key), or_pickled(element))
-        typed = key is not None and element is not None
-    else:
-        wanted = operator.list_state_meta(name, or_pickled(element), mode)
-        typed = element is not None
-    if restored is None:
-        for t in wanted.serializers.values():
-            check_encodable(t, f"{where}: operator state '{name}'")
-        return wanted
-    if restored.kind != mode:
-        raise StateMigrationError(f"{where}: operator state '{name}' was restored with distribution mode "
-                                  f"{restored.kind} but is registered as {mode}")
-    if typed and (wanted.value_type != restored.value_type or wanted.key_type != restored.key_type):
-        raise StateMigrationError(
-            f"{where}: the new serializer of operator state '{name}' ({wanted.type_name()}) is incompatible "
-            f"with the restored one ({restored.type_name()})")
-    for t in restored.serializers.values():
-        check_encodable(t, f"{where}: operator state '{name}'")
     return restored
 
 
@@ -470,124 +361,6 @@ class AggregatingState(KeyedStateBase):
 
 _STATE_CLASSES = {"VALUE": ValueState, "LIST": ListState, "MAP": MapState, "REDUCING": ReducingState,
                   "AGGREGATING": AggregatingState}
-
-
-# =============================================================================================
-# operator state
-
-
-class OperatorListState:
-    """Operator list state (SPLIT_DISTRIBUTE or UNION) of one subtask."""
-
-    def __init__(self, name: str, values: list):
-        self.name = name
-        self._values = values
-
-    def get(self) -> list:
-        return list(self._values)
-
-    def add(self, value: Any) -> None:
-        if value is None:
-            raise ValueError(f"operator list state '{self.name}' cannot hold None")
-        self._values.append(value)
-
-    def add_all(self, values: Iterable[Any]) -> None:
-        for v in values:
-            self.add(v)
-
-    def update(self, values: Iterable[Any] | None) -> None:
-        vals = list(values or ())
-        if any(v is None for v in vals):
-            raise ValueError(f"operator list state '{self.name}' cannot hold None")
-        self._values[:] = vals
-
-    def clear(self) -> None:
-        self._values.clear()
-
-
-class BroadcastState:
-    """Broadcast state of one subtask: a map every subtask holds a copy of."""
-
-    def __init__(self, name: str, entries: dict):
-        self.name = name
-        self._d = entries
-
-    def get(self, key: Any) -> Any:
-        return self._d.get(key)
-
-    def put(self, key: Any, value: Any) -> None:
-        self._d[key] = value
-
-    def put_all(self, entries: dict) -> None:
-        self._d.update(entries)
-
-    def remove(self, key: Any) -> None:
-        self._d.pop(key, None)
-
-    def contains(self, key: Any) -> bool:
-        return key in self._d
-
-    def items(self) -> list:
-        return list(self._d.items())
-
-    def keys(self) -> list:
-        return list(self._d)
-
-    def values(self) -> list:
-        return list(self._d.values())
-
-    def clear(self) -> None:
-        self._d.clear()
-
-    def is_empty(self) -> bool:
-        return not self._d
-
-
-class OperatorStateBackend:
-    """List, union and broadcast state of one operator subtask. Restored states a function does
-    not register again are kept and written to the next snapshots unchanged."""
-
-    def __init__(self, where: str, restored: dict[str, tuple[metainfo.StateMetaInfo, Any]] | None = None):
-        self.where = where
-        #: name -> (meta, list or dict)
-        self.states: dict[str, tuple[metainfo.StateMetaInfo, Any]] = dict(restored or {})
-        self._handles: dict[str, Any] = {}
-
-    def _register(self, name: str, mode: str, element: savepoint_types.TypeInfo | None, key: savepoint_types.TypeInfo | None):
-        h = self._handles.get(name)
-        if h is not None:
-            meta = self.states[name][0]
-            if meta.kind != mode:
-                raise StateMigrationError(f"{self.where}: operator state '{name}' is already registered as {meta.kind}")
-            return h
-        restored = self.states.get(name)
-        meta = resolve_operator_meta(name, mode, element, key, restored[0] if restored else None, self.where)
-        container = restored[1] if restored else ({} if mode == "BROADCAST" else [])
-        self.states[name] = (meta, container)
-        h = BroadcastState(name, container) if mode == "BROADCAST" else OperatorListState(name, container)
-        self._handles[name] = h
-        return h
-
-    def get_list_state(self, desc: ListStateDescriptor) -> OperatorListState:
-        return self._register(desc.name, "SPLIT_DISTRIBUTE", desc.type_info, None)
-
-    def get_union_list_state(self, desc: ListStateDescriptor) -> OperatorListState:
-        return self._register(desc.name, "UNION", desc.type_info, None)
-
-    def get_broadcast_state(self, desc: MapStateDescriptor) -> BroadcastState:
-        return self._register(desc.name, "BROADCAST", desc.value_type, desc.key_type)
-
-    def get_registered_state_names(self) -> set[str]:
-        return {n for n, (m, _) in self.states.items() if m.kind != "BROADCAST"}
-
-    def get_registered_broadcast_state_names(self) -> set[str]:
-        return {n for n, (m, _) in self.states.items() if m.kind == "BROADCAST"}
-
-    def snapshot(self, location: str) -> handles.OperatorStreamHandle | None:
-        if not self.states:
-            return None
-        data, offsets = operator.encode_operator_stream(list(self.states.values()))
-        return handles.OperatorStreamHandle(offsets, write_stream(location, data))
 
 
 class KeyedStateStore:

@@ -344,6 +344,27 @@ Decoder_init(Decoder *self, PyObject *args, PyObject *kwds)
     return reset_columns(self);
 }
 
+/* whether Decoder_init has run (else a RuntimeError) */
+static int
+ready(Decoder *self)
+{
+    if (self->plans != NULL)
+        return 1;
+    PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+    return 0;
+}
+
+/* after an add: the rows so far, or NULL when it failed (the batch in progress is dropped) */
+static PyObject *
+added(Decoder *self, int rc)
+{
+    if (rc < 0) {
+        reset_columns(self);
+        return NULL;
+    }
+    return PyLong_FromSsize_t(self->rows);
+}
+
 static PyObject *
 Decoder_add(Decoder *self, PyObject *args)
 {
@@ -352,20 +373,14 @@ Decoder_add(Decoder *self, PyObject *args)
     long kg;
     if (!PyArg_ParseTuple(args, "Onnl:add", &data, &start, &end, &kg))
         return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+    if (!ready(self))
         return NULL;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     int rc = scan(self, view.buf, view.len, start, end, kg);
     PyBuffer_Release(&view);
-    if (rc < 0) {
-        reset_columns(self);   /* the batch in progress is dropped */
-        return NULL;
-    }
-    return PyLong_FromSsize_t(self->rows);
+    return added(self, rc);
 }
 
 static PyObject *
@@ -377,21 +392,15 @@ Decoder_add_native(Decoder *self, PyObject *args)
     int continues;
     if (!PyArg_ParseTuple(args, "Onnlnp:add_native", &data, &start, &end, &kg, &blocks, &continues))
         return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+    if (!ready(self))
         return NULL;
-    }
     Py_buffer view;
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     int rc = end < 0 || end > view.len ? (PyErr_SetString(PyExc_ValueError, "end past the data"), -1)
                                        : scan_native(self, view.buf, start, end, kg, blocks, continues);
     PyBuffer_Release(&view);
-    if (rc < 0) {
-        reset_columns(self);
-        return NULL;
-    }
-    return PyLong_FromSsize_t(self->rows);
+    return added(self, rc);
 }
 
 static PyObject *
@@ -404,24 +413,16 @@ Decoder_add_pairs(Decoder *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!O!nlp:add_pairs", &PyList_Type, &keys, &PyList_Type, &values, &sid, &kg,
                           &continues))
         return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+    if (!ready(self))
         return NULL;
-    }
-    if (scan_pairs(self, keys, values, sid, kg, continues) < 0) {
-        reset_columns(self);
-        return NULL;
-    }
-    return PyLong_FromSsize_t(self->rows);
+    return added(self, scan_pairs(self, keys, values, sid, kg, continues));
 }
 
 static PyObject *
 Decoder_flush(Decoder *self, PyObject *Py_UNUSED(ignored))
 {
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Decoder not initialised");
+    if (!ready(self))
         return NULL;
-    }
     PyObject *cols = PyList_New(self->ncols);
     PyObject *key = NULL, *ns = NULL, *res = NULL;
     if (cols == NULL)
@@ -487,7 +488,7 @@ static PyTypeObject DecoderType = {
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "_columnar",
-    "Canonical keyed state decoded into Arrow columnar buffers.", -1, NULL,
+    "Canonical keyed state decoded into Arrow columnar buffers.", -1, NULL, NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

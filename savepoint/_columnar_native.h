@@ -128,47 +128,22 @@ native_entry(Decoder *self, Plan *plan, const uint8_t *d, Py_ssize_t limit, Py_s
         return decode_failed(self, kg, &e);
     int fresh;
     int32_t row = find_row(self, plan, d + key_start, pos - key_start, d + ns_start, key_start - ns_start, &fresh);
-    if (row == -2)
+    if (row == -2 || (fresh && fill_row(self, row, d, limit, key_start, ns_start, kg) < 0))
         return -1;
-    if (fresh) {
-        Py_ssize_t q = key_start;
-        if (dec(&self->key, d, limit, &q, 1, &e) < 0)
-            return decode_failed(self, kg, &e);
-        q = ns_start;
-        if (self->keep_ns && dec(&self->ns, d, limit, &q, 1, &e) < 0)
-            return decode_failed(self, kg, &e);
-        if (new_row(self, row) < 0)
-            return -1;
-    }
-    int32_t *take = (int32_t *)plan->take.p;
-    int contiguous = plan->last_row == row;
-    plan->last_row = row;
     Node *col = &plan->col;
     if (plan->mode == M_VALUE) {
+        plan->last_row = row;
         if (dec(col, d, limit, &pos, 1, &e) < 0)
             return decode_failed(self, kg, &e);
-        int32_t j = (int32_t)plan->count++;
-        if (j != row)
-            plan->identity = 0;
-        take[row] = j;
+        take_row(plan, row);
         *ppos = pos;
         return 0;
     }
     int32_t n;
     if (read_count(d, limit, &pos, plan->mode == M_MAP, &n, &e) < 0)
         return decode_failed(self, kg, &e);
-    if (!contiguous) {         /* a new list / map (an entry right after one of the same key extends it) */
-        if (take[row] != -1)
-            return raise_corrupt(self, "key group %ld: a key of a %s state comes back after other keys",
-                                 kg, plan->mode == M_MAP ? "map" : "list");
-        int32_t j = (int32_t)plan->count++;
-        if (j != row)
-            plan->identity = 0;
-        take[row] = j;
-        if (col->length > 0 && buf_i32(&col->off, (int32_t)storage(&col->kids[0])->length) < 0)
-            return -1;
-        col->length++;
-    }
+    if (open_collection(self, plan, row, kg) < 0)   /* an entry right after one of the same key extends it */
+        return -1;
     if (plan->mode == M_MAP) {
         if (map_entries(&col->kids[0], &col->kids[1], d, limit, &pos, n, 1, &e) < 0)
             return decode_failed(self, kg, &e);

@@ -62,23 +62,8 @@ typedef struct {
     Py_ssize_t kg_first;       /* the first row of the key group */
 } Decoder;
 
-static int
-raise_corrupt(Decoder *self, const char *fmt, ...)
-{
-    va_list va;
-    va_start(va, fmt);
-    PyObject *msg = PyUnicode_FromFormatV(fmt, va);
-    va_end(va);
-    if (msg == NULL)
-        return -1;
-    PyObject *exc = PyObject_CallFunctionObjArgs(self->corrupt, msg, self->source, NULL);
-    Py_DECREF(msg);
-    if (exc != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        Py_DECREF(exc);
-    }
-    return -1;
-}
+/* raises the CorruptStateError handed to the Decoder; -1 */
+#define raise_corrupt(self, ...) wire_corrupt((self)->corrupt, (self)->source, __VA_ARGS__)
 
 static int
 decode_failed(Decoder *self, long kg, Err *e)
@@ -321,16 +306,49 @@ new_row(Decoder *self, int32_t row)
     return 0;
 }
 
-static inline int
-var_len_size(Py_ssize_t n)
+/* a new row's key and namespace columns: the key's bytes at key_at of d, the namespace's at ns_at */
+static int
+fill_row(Decoder *self, int32_t row, const uint8_t *d, Py_ssize_t limit, Py_ssize_t key_at, Py_ssize_t ns_at, long kg)
 {
-    int size = 1;
-    uint64_t u = (uint64_t)n >> 8;
-    while (u) {
-        size++;
-        u >>= 8;
-    }
-    return size;
+    Err e = {NULL, 0};
+    Py_ssize_t q = key_at;
+    if (dec(&self->key, d, limit, &q, 1, &e) < 0)
+        return decode_failed(self, kg, &e);
+    q = ns_at;
+    if (self->keep_ns && dec(&self->ns, d, limit, &q, 1, &e) < 0)
+        return decode_failed(self, kg, &e);
+    return new_row(self, row);
+}
+
+/* the state's next state row belongs to row */
+static inline void
+take_row(Plan *plan, int32_t row)
+{
+    int32_t j = (int32_t)plan->count++;
+    if (j != row)
+        plan->identity = 0;
+    ((int32_t *)plan->take.p)[row] = j;
+}
+
+/* a list / map entry of row: a new list / map, unless the state's previous entry was of the same
+ * row (it extends that one); a row whose list / map was closed by another row's cannot come back */
+static int
+open_collection(Decoder *self, Plan *plan, int32_t row, long kg)
+{
+    int contiguous = plan->last_row == row;
+    plan->last_row = row;
+    if (contiguous)
+        return 0;
+    if (((int32_t *)plan->take.p)[row] != -1)
+        return raise_corrupt(self, "key group %ld: a key of a %s state comes back after other keys",
+                             kg, plan->mode == M_MAP ? "map" : "list");
+    take_row(plan, row);
+    /* its start offset (the end is the next start, or set at flush) */
+    Node *col = &plan->col;
+    if (col->length > 0 && buf_i32(&col->off, (int32_t)storage(&col->kids[0])->length) < 0)
+        return -1;
+    col->length++;
+    return 0;
 }
 
 /* one entry of a selected state */
@@ -373,47 +391,21 @@ entry(Decoder *self, Plan *plan, const uint8_t *kb, Py_ssize_t klen, const uint8
                        ns_start < ns_end ? ns_end - ns_start : 0, &fresh);
     else
         row = find_row(self, plan, kb + prefix, ns_end - prefix, NULL, 0, &fresh);
-    if (row == -2)
+    if (row == -2 || (fresh && fill_row(self, row, kb, klen, prefix, ns_start, kg) < 0))
         return -1;
-    if (fresh) {
-        Py_ssize_t q = prefix;
-        if (dec(&self->key, kb, klen, &q, 1, &e) < 0)
-            return decode_failed(self, kg, &e);
-        q = ns_start;
-        if (self->keep_ns && dec(&self->ns, kb, klen, &q, 1, &e) < 0)
-            return decode_failed(self, kg, &e);
-        if (new_row(self, row) < 0)
-            return -1;
-    }
-    int32_t *take = (int32_t *)plan->take.p;
-    int contiguous = plan->last_row == row;
-    plan->last_row = row;
     if (plan->mode == M_VALUE) {
+        plan->last_row = row;
         Py_ssize_t q = 0;
         if (dec(col, vb, vlen, &q, 1, &e) < 0)
             return decode_failed(self, kg, &e);
         if (q != vlen)
             return raise_corrupt(self, "key group %ld: cannot decode the state bytes (the value decodes to %zd of its "
                                  "%zd bytes)", kg, q, vlen);
-        int32_t j = (int32_t)plan->count++;
-        if (j != row)
-            plan->identity = 0;
-        take[row] = j;
+        take_row(plan, row);
         return 0;
     }
-    if (!contiguous) {
-        if (take[row] != -1)
-            return raise_corrupt(self, "key group %ld: a key of a %s state comes back after other keys",
-                                 kg, plan->mode == M_MAP ? "map" : "list");
-        int32_t j = (int32_t)plan->count++;
-        if (j != row)
-            plan->identity = 0;
-        take[row] = j;
-        /* a new list / map: its start offset (the end is the next start, or set at flush) */
-        if (col->length > 0 && buf_i32(&col->off, (int32_t)storage(&col->kids[0])->length) < 0)
-            return -1;
-        col->length++;
-    }
+    if (open_collection(self, plan, row, kg) < 0)
+        return -1;
     if (plan->mode == M_MAP) {
         Node *entries = &col->kids[0];  /* (MAPC, (ukey, value)): kids[0] ukey, kids[1] value */
         Py_ssize_t q = ukey_at;
@@ -480,47 +472,38 @@ scan(Decoder *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, Py_ssize
         return raise_corrupt(self, "key group %ld: cannot decode the state bytes (no state id at byte %zd)", kg, pos);
     Py_ssize_t sid = be16(d + pos);
     pos += 2;
-    int prefix = self->prefix;
     for (;;) {
         if (sid >= self->nstates)
             return raise_corrupt(self, "key group %ld: state id %zd but the backend has %zd states", kg, sid,
                                  self->nstates);
-        if (pos + 4 > limit)
+        WireEntry en;
+        switch (wire_entry(d, limit, pos, self->prefix, &en)) {
+        case WIRE_NO_KEY_LENGTH:
             return raise_corrupt(self, "key group %ld: cannot decode the state bytes (no key length at byte %zd)",
                                  kg, pos);
-        Py_ssize_t klen = (int32_t)be32(d + pos);
-        pos += 4;
-        Py_ssize_t kstart = pos;
-        Py_ssize_t kend = pos + klen;
-        if (klen <= 0 || kend > limit)
-            return raise_corrupt(self, "key group %ld: invalid key length %zd at byte %zd", kg, klen, pos - 4);
-        if (kend + 4 > limit)
+        case WIRE_BAD_KEY_LENGTH:
+            return raise_corrupt(self, "key group %ld: invalid key length %zd at byte %zd", kg, en.klen, pos);
+        case WIRE_NO_VALUE_LENGTH:
             return raise_corrupt(self, "key group %ld: cannot decode the state bytes (no value length at byte %zd)",
-                                 kg, kend);
-        Py_ssize_t vlen = (int32_t)be32(d + kend);
-        Py_ssize_t vstart = kend + 4;
-        pos = vstart + vlen;
-        if (vlen < 0 || pos > limit)
-            return raise_corrupt(self, "key group %ld: invalid value length %zd at byte %zd", kg, vlen, kend);
-        int first = d[kstart];
-        int flag = first & META_FOLLOWS;
-        long stored;
-        if (prefix == 1) {
-            stored = first & 0x7F;
-        } else {
-            if (klen < 2)
-                return raise_corrupt(self, "key group %ld: cannot decode the state bytes (a key shorter than its "
-                                     "key-group prefix)", kg);
-            stored = ((long)(first & 0x7F) << 8) | d[kstart + 1];
+                                 kg, en.kstart + en.klen);
+        case WIRE_BAD_VALUE_LENGTH:
+            return raise_corrupt(self, "key group %ld: invalid value length %zd at byte %zd", kg, en.vlen,
+                                 en.kstart + en.klen);
+        case WIRE_SHORT_PREFIX:
+            return raise_corrupt(self, "key group %ld: cannot decode the state bytes (a key shorter than its "
+                                 "key-group prefix)", kg);
+        default:
+            break;
         }
-        if (stored != kg)
-            return raise_corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, stored);
+        pos = en.vstart + en.vlen;
+        if (en.stored != kg)
+            return raise_corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, en.stored);
         Plan *plan = &self->plans[sid];
         if (plan->mode != M_SKIP && plan->column >= 0) {
-            if (entry(self, plan, d + kstart, klen, d + vstart, vlen, kg) < 0)
+            if (entry(self, plan, d + en.kstart, en.klen, d + en.vstart, en.vlen, kg) < 0)
                 return -1;
         }
-        if (flag) {
+        if (en.flag) {
             if (pos + 2 > limit)
                 return raise_corrupt(self, "key group %ld: cannot decode the state bytes (no state id at byte %zd)",
                                      kg, pos);

@@ -4,23 +4,10 @@
 #ifndef FSTATE_COLUMNAR_VALUES_H
 #define FSTATE_COLUMNAR_VALUES_H
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <string.h>
+#include "_wire.h"
 
-
-/* type codes (must match savepoint/columnar.py) */
-enum {
-    T_STRING = 1, T_LONG, T_INT, T_SHORT, T_BYTE, T_BOOL, T_DOUBLE, T_FLOAT, T_CHAR,
-    T_ZERO, T_WINDOW, T_TUPLE, T_NULLABLE, T_TTL, T_RAW,
-    T_LISTC, T_MAPC                   /* internal: a state's list / map column */
-};
-enum { M_SKIP = 0, M_VALUE, M_LIST, M_LIST_RAW, M_MAP };
-
-#define LIST_DELIMITER 0x2C
-#define END_OF_KEY_GROUP 0xFFFF
-#define META_FOLLOWS 0x80
+/* internal type codes beyond the shared ones of _wire.h: a state's list / map column */
+enum { T_LISTC = T_RAW + 1, T_MAPC };
 
 /* ------------------------------------------------------------------------------------------ */
 /* growable buffers */
@@ -225,16 +212,6 @@ typedef struct {
 
 #define FAIL(e, text) do { (e)->msg = (text); return -1; } while (0)
 
-static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
-
-static inline uint32_t
-be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
-static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
-
 static inline uint8_t *
 put_utf8(uint8_t *o, uint32_t c)
 {
@@ -258,94 +235,21 @@ put_utf8(uint8_t *o, uint32_t c)
     return o;
 }
 
-/* one UTF-16 unit: a 7-bit varint that must fit 16 bits (binary.read_flink_string) */
-static inline int
-read_unit(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, uint32_t *unit, Err *e)
-{
-    Py_ssize_t pos = *ppos;
-    if (pos >= len)
-        FAIL(e, "truncated string");
-    uint32_t c = b[pos++];
-    if (c >= 0x80) {
-        uint64_t u = c & 0x7F;
-        int shift = 7, big = 0;
-        for (;;) {
-            if (pos >= len)
-                FAIL(e, "truncated string");
-            uint8_t x = b[pos++];
-            if (shift <= 56)
-                u |= (uint64_t)(x & 0x7F) << shift;
-            else if (x & 0x7F)
-                big = 1;
-            if (x < 0x80)
-                break;
-            shift += 7;
-        }
-        if (big || u > 0xFFFF)
-            FAIL(e, "a string's UTF-16 unit is above 0xFFFF");
-        c = (uint32_t)u;
-    }
-    *unit = c;
-    *ppos = pos;
-    return 0;
-}
-
-/* whether n bytes are all below 0x80: word reads, the last one overlapping */
-static inline int
-is_ascii(const uint8_t *p, Py_ssize_t n)
-{
-    uint64_t acc = 0, w;
-    if (n >= 8) {
-        Py_ssize_t i = 0;
-        for (; i + 8 <= n; i += 8) {
-            memcpy(&w, p + i, 8);
-            acc |= w;
-        }
-        memcpy(&w, p + n - 8, 8);
-        return ((acc | w) & 0x8080808080808080ULL) == 0;
-    }
-    if (n >= 4) {
-        uint32_t a, z;
-        memcpy(&a, p, 4);
-        memcpy(&z, p + n - 4, 4);
-        return ((a | z) & 0x80808080u) == 0;
-    }
-    for (Py_ssize_t i = 0; i < n; i++)
-        acc |= p[i];
-    return (acc & 0x80) == 0;
-}
-
 static int
 dec_string(Node *c, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int store, Err *e)
 {
-    Py_ssize_t pos = *ppos;
-    if (pos < 0 || pos >= len)
-        FAIL(e, "string length past the end");
-    uint64_t length = b[pos++];
-    int huge = 0;
-    if (length >= 0x80) {
-        length &= 0x7F;
-        int shift = 7;
-        for (;;) {
-            if (pos >= len)
-                FAIL(e, "string length past the end");
-            uint8_t x = b[pos++];
-            if (shift <= 56)
-                length |= (uint64_t)(x & 0x7F) << shift;
-            else if (x & 0x7F)
-                huge = 1;
-            if (x < 0x80)
-                break;
-            shift += 7;
-        }
-    }
-    if (!huge && length == 0) {
+    Py_ssize_t pos = *ppos, n;
+    switch (wire_string_length(b, len, &pos, &n)) {
+    case WIRE_STRING_NULL:
         *ppos = pos;
         return store ? push_null(c) : 0;
-    }
-    if (huge || length - 1 > (uint64_t)(len - pos))
+    case WIRE_NO_LENGTH:
+        FAIL(e, "string length past the end");
+    case WIRE_TRUNCATED:
         FAIL(e, "truncated string");
-    Py_ssize_t n = (Py_ssize_t)(length - 1);
+    default:
+        break;
+    }
     const uint8_t *p = b + pos;
     if (is_ascii(p, n)) {      /* ASCII: the units are the bytes */
         if (store) {
@@ -366,8 +270,11 @@ dec_string(Node *c, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int stor
         uint32_t pending = 0;  /* a high surrogate waiting for its low half */
         for (Py_ssize_t k = 0; k < n; k++) {
             uint32_t u;
-            if (read_unit(b, len, &pos, &u, e) < 0)
-                return -1;
+            int rc = wire_unit(b, len, &pos, &u);
+            if (rc < 0)
+                FAIL(e, "truncated string");
+            if (rc > 0)
+                FAIL(e, "a string's UTF-16 unit is above 0xFFFF");
             if (!store)
                 continue;
             if (pending) {
@@ -552,18 +459,11 @@ static int
 parse_node(PyObject *spec, Node *t, int depth)
 {
     memset(t, 0, sizeof(*t));
-    if (depth > 32) {
-        PyErr_SetString(PyExc_ValueError, "type spec nested too deeply");
+    long c;
+    int composite = wire_spec_head(spec, depth, &c, &t->padding);
+    if (composite < 0)
         return -1;
-    }
-    if (PyLong_Check(spec)) {
-        long c = PyLong_AsLong(spec);
-        if (c == -1 && PyErr_Occurred())
-            return -1;
-        if (c < T_STRING || c > T_RAW || c == T_TUPLE || c == T_NULLABLE || c == T_TTL) {
-            PyErr_Format(PyExc_ValueError, "bad type code %ld", c);
-            return -1;
-        }
+    if (!composite) {
         t->code = (int)c;
         if (c == T_WINDOW) {
             t->n = 2;
@@ -576,24 +476,10 @@ parse_node(PyObject *spec, Node *t, int depth)
         }
         return 0;
     }
-    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 2) {
-        PyErr_SetString(PyExc_TypeError, "type spec must be an int or a tuple");
-        return -1;
-    }
-    long c = PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
-    if (c == -1 && PyErr_Occurred())
-        return -1;
     PyObject *kids;
     if (c == T_TUPLE || c == T_LISTC || c == T_MAPC) {
         kids = PyTuple_GET_ITEM(spec, 1);
-    } else if (c == T_NULLABLE && PyTuple_GET_SIZE(spec) == 3) {
-        t->padding = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
-        if (t->padding == -1 && PyErr_Occurred())
-            return -1;
-        if (t->padding < 0 || t->padding > (1 << 20)) {
-            PyErr_SetString(PyExc_ValueError, "bad nullable padding");
-            return -1;
-        }
+    } else if (c == T_NULLABLE) {
         kids = PyTuple_Pack(1, PyTuple_GET_ITEM(spec, 2));
     } else if (c == T_TTL) {
         kids = PyTuple_Pack(1, PyTuple_GET_ITEM(spec, 1));

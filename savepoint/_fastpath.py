@@ -39,7 +39,8 @@ except ImportError:  # built without a compiler: the Python path is the whole st
 if _speedups is not None and getattr(_speedups, "ABI", None) != ABI:
     _speedups = None  # a stale build of older sources (rebuild: pip install -e .)
 
-# type codes and plan modes: the enums at the top of _speedups.c
+# type codes and plan modes: the enums of _wire.h (both compiled decoders; columnar.py imports them from here)
+# and _speedups.c
 (STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT, CHAR, ZERO, WINDOW, TUPLE, NULLABLE, TTL,
  RAW) = range(1, 16)
 SKIP, VALUE, LIST, LIST_RAW, MAP, TIMER, PY = range(7)

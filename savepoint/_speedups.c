@@ -38,27 +38,13 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include "_wire.h"
 
-/* type codes (must match savepoint/_fastpath.py) */
-enum {
-    T_STRING = 1, T_LONG, T_INT, T_SHORT, T_BYTE, T_BOOL, T_DOUBLE, T_FLOAT, T_CHAR,
-    T_ZERO,       /* VoidNamespace, GlobalWindow, Void, Tuple0: None, one byte, not read */
-    T_WINDOW,     /* TimeWindow: (start, end) */
-    T_TUPLE,      /* Tuple: a tuple of its fields */
-    T_NULLABLE,   /* NullableSerializer: null flag (+ padding) or the value */
-    T_TTL,        /* TTL wrapper: 8-byte timestamp skipped, then the value */
-    T_RAW         /* an opaque value: the rest of the buffer as bytes */
-};
-
-/* plan modes (must match savepoint/_fastpath.py) */
-enum { M_SKIP = 0, M_VALUE, M_LIST, M_LIST_RAW, M_MAP, M_TIMER, M_PY };
+/* plan modes beyond the shared ones of _wire.h (must match savepoint/_fastpath.py) */
+enum { M_TIMER = M_MAP + 1, M_PY };
 
 /* column kinds for rows() */
 enum { C_PLAIN = 0, C_LIST, C_MAP };
-
-#define LIST_DELIMITER 0x2C
-#define END_OF_KEY_GROUP 0xFFFF
-#define META_FOLLOWS 0x80
 
 static PyObject *StructError = NULL;   /* struct.error */
 
@@ -107,39 +93,12 @@ err_struct(Py_ssize_t need, Py_ssize_t pos, Py_ssize_t len)
     return NULL;
 }
 
-static int
-corrupt(Scanner *self, const char *fmt, ...)
-{
-    va_list va;
-    va_start(va, fmt);
-    PyObject *msg = PyUnicode_FromFormatV(fmt, va);
-    va_end(va);
-    if (msg == NULL)
-        return -1;
-    PyObject *exc = PyObject_CallFunctionObjArgs(self->corrupt, msg, self->source, NULL);
-    Py_DECREF(msg);
-    if (exc != NULL) {
-        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
-        Py_DECREF(exc);
-    }
-    return -1;
-}
+/* raises the CorruptStateError handed to the Scanner; -1 */
+#define corrupt(self, ...) wire_corrupt((self)->corrupt, (self)->source, __VA_ARGS__)
 
 /* ------------------------------------------------------------------------------------------ */
-/* big-endian primitives */
-
-static inline uint16_t be16(const uint8_t *p) { return (uint16_t)((p[0] << 8) | p[1]); }
-
-static inline uint32_t be32(const uint8_t *p)
-{
-    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
-}
-
-static inline uint64_t be64(const uint8_t *p) { return ((uint64_t)be32(p) << 32) | be32(p + 4); }
-
-/* ------------------------------------------------------------------------------------------ */
-/* Flink StringValue strings: a 7-bit varint of (length + 1), then every UTF-16 code unit as a
- * 7-bit varint. 0 is null. Mirrors binary.read_flink_string, including which inputs fail. */
+/* Flink StringValue strings (_wire.h reads the varints); mirrors binary.read_flink_string,
+ * including which inputs fail and with which exception */
 
 static PyObject *
 decode_string_units(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, Py_ssize_t n)
@@ -148,35 +107,17 @@ decode_string_units(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, Py_ssize
     Py_UCS4 *cps = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(Py_UCS4));
     if (cps == NULL)
         return PyErr_NoMemory();
-    /* first every unit (a unit above 0xFFFF is an error, as struct.pack('>H') makes it in Python) */
+    /* first every unit (a unit above 0xFFFF is an error, as struct.pack('>H') makes it in Python,
+     * after all units are read) */
     int bad_unit = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (pos >= len) {
+        uint32_t c;
+        int rc = wire_unit(b, len, &pos, &c);
+        if (rc < 0) {
             PyMem_Free(cps);
             return err_index("truncated string");
         }
-        uint32_t c = b[pos++];
-        if (c >= 0x80) {
-            uint64_t u = c & 0x7F;
-            int shift = 7;
-            for (;;) {
-                if (pos >= len) {
-                    PyMem_Free(cps);
-                    return err_index("truncated string");
-                }
-                uint8_t x = b[pos++];
-                if (shift <= 56)
-                    u |= (uint64_t)(x & 0x7F) << shift;
-                else if (x & 0x7F)
-                    bad_unit = 1;
-                if (x < 0x80)
-                    break;
-                shift += 7;
-            }
-            if (u > 0xFFFF)
-                bad_unit = 1;
-            c = (uint32_t)u;
-        }
+        bad_unit |= rc;
         cps[i] = c;
     }
     if (bad_unit) {
@@ -205,55 +146,26 @@ decode_string_units(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, Py_ssize
 static PyObject *
 decode_string(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos)
 {
-    Py_ssize_t pos = *ppos;
-    if (pos < 0 || pos >= len)
-        return err_index("string length");
-    uint64_t length = b[pos++];
-    int huge = 0;
-    if (length >= 0x80) {
-        length &= 0x7F;
-        int shift = 7;
-        for (;;) {
-            if (pos >= len)
-                return err_index("string length");
-            uint8_t x = b[pos++];
-            if (shift <= 56)
-                length |= (uint64_t)(x & 0x7F) << shift;
-            else if (x & 0x7F)
-                huge = 1;
-            if (x < 0x80)
-                break;
-            shift += 7;
-        }
-    }
-    if (!huge && length == 0) {
-        *ppos = pos;
+    Py_ssize_t n;
+    switch (wire_string_length(b, len, ppos, &n)) {
+    case WIRE_STRING_NULL:
         Py_RETURN_NONE;
-    }
-    /* every unit takes at least one byte: more units than bytes left cannot decode */
-    if (huge || length - 1 > (uint64_t)(len - pos))
+    case WIRE_NO_LENGTH:
+        return err_index("string length");
+    case WIRE_TRUNCATED:
         return err_index("truncated string");
-    Py_ssize_t n = (Py_ssize_t)(length - 1);
-    const uint8_t *p = b + pos;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        if (w & 0x8080808080808080ULL)
-            break;
+    default:
+        break;
     }
-    for (; i < n; i++)
-        if (p[i] & 0x80)
-            break;
-    if (i == n) {
+    const uint8_t *p = b + *ppos;
+    if (is_ascii(p, n)) {
         PyObject *s = PyUnicode_New(n, 127);
         if (s == NULL)
             return NULL;
         memcpy(PyUnicode_DATA(s), p, (size_t)n);
-        *ppos = pos + n;
+        *ppos += n;
         return s;
     }
-    *ppos = pos;
     return decode_string_units(b, len, ppos, n);
 }
 
@@ -389,18 +301,6 @@ slice(const uint8_t *b, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end)
     return PyBytes_FromStringAndSize((const char *)b + start, end - start);
 }
 
-static Py_ssize_t
-var_len_size(Py_ssize_t n)
-{
-    Py_ssize_t size = 1;
-    uint64_t u = (uint64_t)n >> 8;
-    while (u) {
-        size++;
-        u >>= 8;
-    }
-    return size;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 /* where decoded entries go */
 
@@ -413,6 +313,15 @@ typedef struct {
     int flatten;        /* table(): the key's fields as columns */
     int ns_mode;        /* table(): 0 no namespace columns, 1 window start and end, 2 the namespace */
 } Sink;
+
+/* obj.name(arg), its result dropped; -1 when it raised */
+static int
+call_method(PyObject *obj, const char *name, PyObject *arg)
+{
+    PyObject *r = PyObject_CallMethod(obj, name, "O", arg);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
 
 /* One state's value into its column slot, as keyed.rows_from_entries does: maps collect entries,
  * lists are extended, anything else replaces. Takes the reference of value. */
@@ -440,9 +349,7 @@ merge(PyObject **slot, int kind, PyObject *value)
                 rc = PyObject_SetItem(cur, PyTuple_GET_ITEM(value, 0), PyTuple_GET_ITEM(value, 1));
             }
         } else {
-            PyObject *r = PyObject_CallMethod(cur, "update", "O", value);
-            rc = r == NULL ? -1 : 0;
-            Py_XDECREF(r);
+            rc = call_method(cur, "update", value);
         }
         Py_DECREF(value);
         return rc;
@@ -452,9 +359,7 @@ merge(PyObject **slot, int kind, PyObject *value)
             Py_ssize_t n = PyList_GET_SIZE(cur);
             rc = PyList_SetSlice(cur, n, n, value);
         } else {
-            PyObject *r = PyObject_CallMethod(cur, "extend", "O", value);
-            rc = r == NULL ? -1 : 0;
-            Py_XDECREF(r);
+            rc = call_method(cur, "extend", value);
         }
         Py_DECREF(value);
         return rc;
@@ -504,6 +409,17 @@ done:
     Py_DECREF(key);
     Py_DECREF(ns);
     return tup;
+}
+
+/* an entry that fails: releases what was decoded of it (any may be NULL); -1 */
+static int
+drop_entry(PyObject *ident, PyObject *key, PyObject *ns, PyObject *value)
+{
+    Py_XDECREF(ident);
+    Py_XDECREF(key);
+    Py_XDECREF(ns);
+    Py_XDECREF(value);
+    return -1;
 }
 
 /* Takes the references of ident, key, ns and value. */
@@ -589,11 +505,7 @@ emit(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *ns, PyObj
     return merge(&((PyListObject *)vals)->ob_item[c], plan->column_kind, value);
 
 fail:
-    Py_XDECREF(ident);
-    Py_XDECREF(key);
-    Py_XDECREF(ns);
-    Py_XDECREF(value);
-    return -1;
+    return drop_entry(ident, key, ns, value);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -826,11 +738,7 @@ decode_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_
     }
 
 fail:
-    Py_XDECREF(ident);
-    Py_XDECREF(key);
-    Py_XDECREF(ns);
-    Py_XDECREF(value);
-    return -1;
+    return drop_entry(ident, key, ns, value);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -850,44 +758,34 @@ scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg,
         return truncated(self, kg, limit);
     Py_ssize_t sid = be16(d + pos);
     pos += 2;
-    int prefix = self->prefix;
     for (;;) {
         if (sid >= self->nstates)
             return corrupt(self, "key group %ld: state id %zd but the backend has %zd states", kg, sid,
                            self->nstates);
-        if (pos + 4 > limit)
+        WireEntry en;
+        switch (wire_entry(d, limit, pos, self->prefix, &en)) {
+        case WIRE_NO_KEY_LENGTH:
+        case WIRE_NO_VALUE_LENGTH:
             return truncated(self, kg, limit);
-        Py_ssize_t klen = (int32_t)be32(d + pos);
-        pos += 4;
-        Py_ssize_t kstart = pos;
-        Py_ssize_t kend = pos + klen;
-        if (klen <= 0 || kend > limit)
-            return corrupt(self, "key group %ld: invalid key length %zd at byte %zd", kg, klen, pos - 4);
-        if (kend + 4 > limit)
-            return truncated(self, kg, limit);
-        Py_ssize_t vlen = (int32_t)be32(d + kend);
-        Py_ssize_t vstart = kend + 4;
-        pos = vstart + vlen;
-        if (vlen < 0 || pos > limit)
-            return corrupt(self, "key group %ld: invalid value length %zd at byte %zd", kg, vlen, kend);
-        int first = d[kstart];
-        int flag = first & META_FOLLOWS;
-        long stored;
-        if (prefix == 1) {
-            stored = first & 0x7F;
-        } else {
-            if (klen < 2)
-                return err_index("key-group prefix"), -1;
-            stored = ((long)(first & 0x7F) << 8) | d[kstart + 1];
+        case WIRE_BAD_KEY_LENGTH:
+            return corrupt(self, "key group %ld: invalid key length %zd at byte %zd", kg, en.klen, pos);
+        case WIRE_BAD_VALUE_LENGTH:
+            return corrupt(self, "key group %ld: invalid value length %zd at byte %zd", kg, en.vlen,
+                           en.kstart + en.klen);
+        case WIRE_SHORT_PREFIX:
+            return err_index("key-group prefix"), -1;
+        default:
+            break;
         }
-        if (stored != kg)
-            return corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, stored);
+        pos = en.vstart + en.vlen;
+        if (en.stored != kg)
+            return corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, en.stored);
         Plan *plan = &self->plans[sid];
         if (plan->mode != M_SKIP) {
-            if (decode_entry(self, plan, sink, d + kstart, klen, flag, d + vstart, vlen) < 0)
+            if (decode_entry(self, plan, sink, d + en.kstart, en.klen, en.flag, d + en.vstart, en.vlen) < 0)
                 return -1;
         }
-        if (flag) {
+        if (en.flag) {
             if (pos + 2 > limit)
                 return truncated(self, kg, limit);
             Py_ssize_t nxt = be16(d + pos);
@@ -922,47 +820,23 @@ static int
 parse_node(PyObject *spec, TNode *t, int depth)
 {
     memset(t, 0, sizeof(*t));
-    if (depth > 32) {
-        PyErr_SetString(PyExc_ValueError, "type spec nested too deeply");
-        return -1;
-    }
     if (spec == Py_None)
         return 0;                       /* unused slot */
-    if (PyLong_Check(spec)) {
-        long c = PyLong_AsLong(spec);
-        if (c == -1 && PyErr_Occurred())
-            return -1;
-        if (c < T_STRING || c > T_RAW || c == T_TUPLE || c == T_NULLABLE || c == T_TTL) {
-            PyErr_Format(PyExc_ValueError, "bad type code %ld", c);
-            return -1;
-        }
+    long c;
+    int composite = wire_spec_head(spec, depth, &c, &t->padding);
+    if (composite < 0)
+        return -1;
+    if (!composite) {
         t->code = (int)c;
         return 0;
     }
-    if (!PyTuple_Check(spec) || PyTuple_GET_SIZE(spec) < 2) {
-        PyErr_SetString(PyExc_TypeError, "type spec must be an int or a tuple");
-        return -1;
-    }
-    long c = PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));
-    if (c == -1 && PyErr_Occurred())
-        return -1;
-    PyObject *kids = NULL;
-    if (c == T_TUPLE) {
-        kids = PyTuple_GET_ITEM(spec, 1);
-    } else if (c == T_NULLABLE && PyTuple_GET_SIZE(spec) == 3) {
-        t->padding = PyLong_AsSsize_t(PyTuple_GET_ITEM(spec, 1));
-        if (t->padding == -1 && PyErr_Occurred())
-            return -1;
-        if (t->padding < 0 || t->padding > (1 << 20)) {
-            PyErr_SetString(PyExc_ValueError, "bad nullable padding");
-            return -1;
-        }
-    } else if (c != T_TTL) {
+    if (c != T_TUPLE && c != T_NULLABLE && c != T_TTL) {
         PyErr_Format(PyExc_ValueError, "bad composite type code %ld", c);
         return -1;
     }
     t->code = (int)c;
     if (c == T_TUPLE) {
+        PyObject *kids = PyTuple_GET_ITEM(spec, 1);
         if (!PyTuple_Check(kids)) {
             PyErr_SetString(PyExc_TypeError, "tuple fields must be a tuple");
             return -1;
@@ -1136,6 +1010,26 @@ get_data(PyObject *data, Py_buffer *view, Py_ssize_t end)
     return 0;
 }
 
+/* one key group of data[pos:end] into sink (its kg set here) */
+static PyObject *
+run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Sink *sink)
+{
+    Py_buffer view;
+    if (get_data(data, &view, end) < 0)
+        return NULL;
+    sink->kg = PyLong_FromLong(kg);
+    /* no cycles can form while scanning: spare the collector's passes over the growing rows */
+    int gc_was_enabled = PyGC_Disable();
+    int rc = sink->kg == NULL ? -1 : scan(self, view.buf, end, pos, kg, sink);
+    if (gc_was_enabled)
+        PyGC_Enable();
+    Py_CLEAR(sink->kg);
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 Scanner_entries(Scanner *self, PyObject *args)
 {
@@ -1148,20 +1042,8 @@ Scanner_entries(Scanner *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
         return NULL;
     }
-    Py_buffer view;
-    if (get_data(data, &view, end) < 0)
-        return NULL;
-    Sink sink = {out, NULL, 0, PyLong_FromLong(kg), 0, 0, 0};
-    /* no cycles can form while scanning: spare the collector's passes over the growing rows */
-    int gc_was_enabled = PyGC_Disable();
-    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, end, pos, kg, &sink);
-    if (gc_was_enabled)
-        PyGC_Enable();
-    Py_XDECREF(sink.kg);
-    PyBuffer_Release(&view);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    Sink sink = {out, NULL, 0, NULL, 0, 0, 0};
+    return run_scan(self, data, pos, end, kg, &sink);
 }
 
 static PyObject *
@@ -1183,19 +1065,8 @@ grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, 
             return NULL;
         }
     }
-    Py_buffer view;
-    if (get_data(data, &view, end) < 0)
-        return NULL;
-    Sink sink = {NULL, rows, width, PyLong_FromLong(kg), table, flatten, ns_mode};
-    int gc_was_enabled = PyGC_Disable();
-    int rc = sink.kg == NULL ? -1 : scan(self, view.buf, end, pos, kg, &sink);
-    if (gc_was_enabled)
-        PyGC_Enable();
-    Py_XDECREF(sink.kg);
-    PyBuffer_Release(&view);
-    if (rc < 0)
-        return NULL;
-    Py_RETURN_NONE;
+    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode};
+    return run_scan(self, data, pos, end, kg, &sink);
 }
 
 static PyObject *
@@ -1249,7 +1120,7 @@ static PyTypeObject ScannerType = {
 /* module */
 
 static PyObject *
-py_read_flink_string(PyObject *mod, PyObject *args)
+py_read_flink_string(PyObject *Py_UNUSED(mod), PyObject *args)
 {
     PyObject *data;
     Py_ssize_t pos;
@@ -1275,6 +1146,7 @@ static PyMethodDef module_methods[] = {
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "_speedups",
     "Compiled decoders for fstate's hot loops (canonical keyed state, Flink strings).", -1, module_methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

@@ -39,6 +39,9 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow
 
 from . import keyed, metainfo
+# type codes and plan modes: the enums of _wire.h, which both compiled decoders share
+from ._fastpath import (BOOL, BYTE, CHAR, DOUBLE, FLOAT, INT, LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SHORT, SKIP,
+                        STRING, TTL, TUPLE, VALUE, WINDOW, ZERO)
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError
 from .keyed_codecs import key_group_prefix_size
@@ -54,10 +57,6 @@ except ImportError:  # built without a compiler
 if _columnar is not None and getattr(_columnar, "ABI", None) != ABI:
     _columnar = None  # a stale build of older sources
 
-# type codes and plan modes: the enums at the top of _columnar.c
-(STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT, CHAR, ZERO, WINDOW, TUPLE, NULLABLE, TTL,
- RAW) = range(1, 16)
-SKIP, VALUE, LIST, LIST_RAW, MAP = range(5)
 SKIP_PLAIN, SKIP_LIST, SKIP_MAP = range(3)  # how a heap-native entry of a state without a column is skipped
 
 #: rows per record batch (a batch ends after the key group that reaches it)

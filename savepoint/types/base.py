@@ -114,6 +114,17 @@ class TypeInfo:
         return all(n.decodable for n in self.walk())
 
 
+def read_count(buf, pos: int, what: str, slack: int = 0, width: int = 1) -> tuple[int, int]:
+    """The i32 count (or byte length) at pos and the position after it. It must not be negative,
+    and its items (at least width bytes each; slack of them may take none, as the null at the end
+    of a list) must fit the bytes left; else ValueError("invalid <what> <n>")."""
+    n = I32.unpack_from(buf, pos)[0]
+    pos += 4
+    if n < 0 or width * n > len(buf) - pos + slack:
+        raise ValueError(f"invalid {what} {n}")
+    return n, pos
+
+
 def as_fields(v: Any, names: tuple[str, ...]) -> tuple:
     """A struct-like value (tuple, dict by field name, or a Spark Row) as a tuple in field order."""
     if isinstance(v, dict):

@@ -37,7 +37,7 @@ from __future__ import annotations
 import struct
 
 from ..binary import DataOutput, read_flink_string, write_flink_string
-from .base import I32, I64, Decoder, Encoder, TypeInfo, as_fields
+from .base import I32, I64, Decoder, Encoder, TypeInfo, as_fields, read_count
 from .composites import Composite, ListType, RowType
 from .scalars import INT, LONG, STRING
 
@@ -162,10 +162,7 @@ class CepType(Composite):
 
     def _decoder_deweynumber(self) -> Decoder:
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or 4 * n > len(buf) - pos:
-                raise ValueError(f"invalid Dewey number length {n}")
+            n, pos = read_count(buf, pos, "Dewey number length", width=4)
             return list(struct.unpack_from(f">{n}i", buf, pos)), pos + 4 * n
 
         return dec
@@ -230,10 +227,7 @@ class CepType(Composite):
         edge = self.children[0].decoder()
 
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or n > len(buf) - pos:
-                raise ValueError(f"invalid shared buffer edge count {n}")
+            n, pos = read_count(buf, pos, "shared buffer edge count")
             edges = []
             for _ in range(n):
                 lock_count = I32.unpack_from(buf, pos)[0]
@@ -283,10 +277,7 @@ class CepType(Composite):
         previous = self.supports_previous_timestamp
 
         def states(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or n > len(buf) - pos:
-                raise ValueError(f"invalid computation state count {n}")
+            n, pos = read_count(buf, pos, "computation state count")
             out = []
             for _ in range(n):
                 state_name, pos = read_flink_string(buf, pos)

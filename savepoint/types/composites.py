@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 from ..binary import DataOutput
 from . import hashing
 from .base import (BASE, COMPOSITE_MAGIC, I32, I64, LONG_MIN, NESTED_MAGIC, RUNTIME, Decoder, Encoder, TypeInfo,
-                   as_fields)
+                   as_fields, read_count)
 
 
 class Composite(TypeInfo):
@@ -193,10 +193,7 @@ class ListType(Composite):
         d = self.element.decoder()
 
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or n > len(buf) - pos + 1:
-                raise ValueError(f"invalid list size {n}")
+            n, pos = read_count(buf, pos, "list size", slack=1)
             out = []
             for _ in range(n):
                 v, pos = d(buf, pos)
@@ -253,10 +250,7 @@ class MapType(Composite):
         dv = self.value.decoder()
 
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or n > len(buf) - pos:
-                raise ValueError(f"invalid map size {n}")
+            n, pos = read_count(buf, pos, "map size")
             out = {}
             for _ in range(n):
                 k, pos = dk(buf, pos)
@@ -401,10 +395,7 @@ class GenericArrayType(Composite):
         d = self.children[0].decoder()
 
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or n > len(buf) - pos:
-                raise ValueError(f"invalid array length {n}")
+            n, pos = read_count(buf, pos, "array length")
             out = []
             for _ in range(n):
                 if buf[pos]:

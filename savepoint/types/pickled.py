@@ -11,7 +11,7 @@ from typing import Any
 
 from ..binary import DataOutput
 from . import hashing
-from .base import I32, Decoder, Encoder, TypeInfo
+from .base import I32, Decoder, Encoder, TypeInfo, read_count
 
 
 class OpaquePickle(bytes):
@@ -84,11 +84,8 @@ class PickledType(TypeInfo):
         loads = pickle.loads if _PICKLE_TRUST.get() else _loads_data_only
 
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
+            n, pos = read_count(buf, pos, "pickled value length")
             end = pos + n
-            if n < 0 or end > len(buf):
-                raise ValueError(f"invalid pickled value length {n}")
             return loads(bytes(buf[pos:end])), end
 
         return dec

@@ -15,7 +15,7 @@ from typing import Any, Callable
 from ..binary import read_flink_string, write_flink_string
 from . import hashing
 from .base import (ARRAYS, BASE, EPOCH, EPOCH_UTC, I8, I16, I32, I64, INT_MIN, LONG_MIN, RUNTIME, SHORT_MIN, U16,
-                   Decoder, Encoder, TypeInfo)
+                   Decoder, Encoder, TypeInfo, read_count)
 
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
@@ -292,11 +292,8 @@ def _enc_instant(out, v):
 
 
 def _dec_bytes(buf, pos):
-    n = I32.unpack_from(buf, pos)[0]
-    pos += 4
+    n, pos = read_count(buf, pos, "byte array length")
     end = pos + n
-    if n < 0 or end > len(buf):
-        raise ValueError(f"invalid byte array length {n}")
     return bytes(buf[pos:end]), end
 
 
@@ -307,10 +304,7 @@ def _enc_bytes(out, v):
 
 def _prim_array(code: str, size: int) -> tuple[Decoder, Encoder]:
     def dec(buf, pos):
-        n = I32.unpack_from(buf, pos)[0]
-        pos += 4
-        if n < 0 or pos + n * size > len(buf):
-            raise ValueError(f"invalid array length {n}")
+        n, pos = read_count(buf, pos, "array length", width=size)
         vals = list(struct.unpack_from(f">{n}{code}", buf, pos))
         return vals, pos + n * size
 
@@ -334,10 +328,7 @@ _CHAR_ARR = _prim_array("H", 2)
 
 
 def _dec_bool_array(buf, pos):
-    n = I32.unpack_from(buf, pos)[0]
-    pos += 4
-    if n < 0 or pos + n > len(buf):
-        raise ValueError(f"invalid array length {n}")
+    n, pos = read_count(buf, pos, "array length")
     return [b != 0 for b in buf[pos:pos + n]], pos + n
 
 
@@ -347,10 +338,7 @@ def _enc_bool_array(out, v):
 
 
 def _dec_string_array(buf, pos):
-    n = I32.unpack_from(buf, pos)[0]
-    pos += 4
-    if n < 0 or n > len(buf) - pos:
-        raise ValueError(f"invalid array length {n}")
+    n, pos = read_count(buf, pos, "array length")
     out = []
     for _ in range(n):
         s, pos = read_flink_string(buf, pos)

@@ -26,7 +26,7 @@ from typing import Any
 from ..binary import DataOutput
 from ..errors import UnsupportedSerializerError
 from . import hashing
-from .base import I32, NESTED_MAGIC, Decoder, Encoder, TypeInfo
+from .base import I32, NESTED_MAGIC, Decoder, Encoder, TypeInfo, read_count
 from .composites import Composite
 from .logical import TIMESTAMP_ROOTS, LogicalType
 from .logical_java import java_logical_type
@@ -113,10 +113,7 @@ class RowDataType(TypeInfo):
         decode = row_decoder(self.types)
 
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or pos + n > len(buf):
-                raise ValueError(f"invalid binary row length {n}")
+            n, pos = read_count(buf, pos, "binary row length")
             return decode(buf, pos, n), pos + n
 
         return dec
@@ -214,10 +211,7 @@ class RawValueDataType(Composite):
 
     def decoder(self) -> Decoder:
         def dec(buf, pos):
-            n = I32.unpack_from(buf, pos)[0]
-            pos += 4
-            if n < 0 or pos + n > len(buf):
-                raise ValueError(f"invalid raw value length {n}")
+            n, pos = read_count(buf, pos, "raw value length")
             return bytes(buf[pos:pos + n]), pos + n
 
         return dec

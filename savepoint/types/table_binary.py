@@ -34,7 +34,7 @@ import struct
 from decimal import Decimal
 from typing import Any, Callable
 
-from .base import EPOCH, EPOCH_DATE, EPOCH_UTC, I32, I64
+from .base import EPOCH, EPOCH_DATE, EPOCH_UTC, I32, I64, read_count
 from .logical import BINARY_ROOTS, ROW_ROOTS, STRING_ROOTS, TIMESTAMP_ROOTS, LogicalType
 
 ROW_KINDS = ("INSERT", "UPDATE_BEFORE", "UPDATE_AFTER", "DELETE")
@@ -480,10 +480,7 @@ def _array_encoder(element: LogicalType) -> Callable[[list], bytes]:
 
 
 def _framed(buf: bytes, pos: int) -> tuple[int, int]:
-    n = I32.unpack_from(buf, pos)[0]
-    pos += 4
-    if n < 0 or pos + n > len(buf):
-        raise ValueError(f"invalid length {n}")
+    n, pos = read_count(buf, pos, "length")
     return pos, pos + n
 
 

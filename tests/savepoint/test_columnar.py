@@ -16,17 +16,19 @@ from types import SimpleNamespace
 
 import pyarrow
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import assume, given, strategies as st
 
 from fstate.readers import tables
 from fstate.savepoint import columnar, handles, keyed
-from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError, FStateError
 from fstate.savepoint.keyed_codecs import state_codecs
 from fstate.savepoint.keyed_state import CANONICAL, KeyedState
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import (BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LONG, SHORT, STRING, TIME_WINDOW,
                                     VOID_NAMESPACE, MapType, NullableType, OpaqueType, TtlType, TupleType)
+from tests.savepoint import state_streams
+from tests.savepoint.state_streams import (GEN, canonical_pairs, check_damaged_outcome, damage, key_group_stream,
+                                           keyed_samples, same, scalars, texts)
 from tests.support import sample_dirs, sample_snapshot
 
 needs_c = pytest.mark.skipif(columnar._columnar is None, reason="fstate.savepoint._columnar is not built")
@@ -68,11 +70,6 @@ def batch_rows(batches) -> list[tuple]:
         columns = [[_python(c.type, v) for v in c.to_pylist()] for c in batch.columns]
         out.extend(zip(*columns))
     return out
-
-
-def _same(a, b):
-    """Equality where -0.0 != 0.0 (the bytes differ) and NaN never appears."""
-    return repr(a) == repr(b)
 
 
 def _regions(buf, handle, meta, mp):
@@ -157,18 +154,8 @@ def test_state_column_types_are_sparks():
 # every keyed sample
 
 
-def _keyed_samples():
-    out = []
-    for s in sample_dirs():
-        sp = Savepoint.open(str(sample_snapshot(s)))
-        for op in sp.operators:
-            if op.has_keyed_state and op.keyed_layout != "RocksDB incremental/native":
-                out.append(pytest.param(s, op.uid_hash, id=f"{s.name}-{op.uid or op.uid_hash[:8]}"))
-    return out
-
-
 @needs_c
-@pytest.mark.parametrize("sample,uid_hash", _keyed_samples())
+@pytest.mark.parametrize("sample,uid_hash", keyed_samples(skip_layout="RocksDB incremental/native"))
 def test_samples_same_as_the_reference(sample, uid_hash, monkeypatch):
     sp = Savepoint.open(str(sample_snapshot(sample)))
     op = sp.operator(uid_hash)
@@ -188,7 +175,7 @@ def test_samples_same_as_the_reference(sample, uid_hash, monkeypatch):
                     got = batch_rows(batches)
                     want = reference_rows(monkeypatch, lambda sids: KeyedState.of_stream(buf, h, meta, mp).rows(sids), meta,
                                           ids, False, ns_mode)
-                    assert _same(want, got), (ids, ns_mode)
+                    assert same(want, got), (ids, ns_mode)
 
 
 def test_some_samples_are_covered():
@@ -210,24 +197,9 @@ def test_some_samples_are_covered():
 # ---------------------------------------------------------------------------------------------
 # generated canonical streams over the covered TypeInfo tree
 
-_I64 = st.integers(-(2 ** 63), 2 ** 63 - 1)
-_TEXT = (st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12)
-         | st.sampled_from(["", "a", "\x00", "a\x00b", "\ud800", "\udc00x", "a\ud800\ud800b", "\U0001f600",
-                            "ÿ€\x00", "k" * 200, "abcdefghij\u00e9klmnop", "\udbff\udfff"]))
-
-SCALARS = {
-    "String": (STRING, _TEXT),
-    "Long": (LONG, _I64 | st.sampled_from([-(2 ** 63), 2 ** 63 - 1, 0, -1])),
-    "Integer": (INT, st.integers(-(2 ** 31), 2 ** 31 - 1)),
-    "Short": (SHORT, st.integers(-(2 ** 15), 2 ** 15 - 1)),
-    "Byte": (BYTE, st.integers(-128, 127)),
-    "Boolean": (BOOLEAN, st.booleans()),
-    "Double": (DOUBLE, st.floats(allow_nan=False)),
-    "Float": (FLOAT, st.floats(allow_nan=False, width=32)),
-    "Character": (CHAR, st.characters(max_codepoint=0xFFFF, codec=None, exclude_categories=())),
-    "TimeWindow": (TIME_WINDOW, st.tuples(_I64, _I64)),
-}
-KEY_TYPES = ["String", "Long", "Integer", "Short", "Byte", "Boolean", "Double", "Float", "Character"]
+_TEXT = texts("", "a", "\x00", "a\x00b", "\ud800", "\udc00x", "a\ud800\ud800b", "\U0001f600", "ÿ€\x00", "k" * 200,
+              "abcdefghij\u00e9klmnop", "\udbff\udfff")
+SCALARS = scalars(_TEXT, windows=True)
 
 
 @st.composite
@@ -247,78 +219,21 @@ def value_types(draw, depth=0):
     return TtlType(LONG, t), s
 
 
-@st.composite
-def keyed_streams(draw):
-    key_name = draw(st.sampled_from(KEY_TYPES + ["Tuple"]))
-    if key_name == "Tuple":
-        (a, sa), (b, sb) = SCALARS[draw(st.sampled_from(KEY_TYPES))], SCALARS[draw(st.sampled_from(KEY_TYPES))]
-        key_t, key_s = TupleType((a, b)), st.tuples(sa, sb)
-    else:
-        key_t, key_s = SCALARS[key_name]
-    mp = draw(st.sampled_from([128, 4096]))
-    compressed = draw(st.booleans())
-    ns_choice = draw(st.sampled_from(["void", "void", "window", "string"]))
-    ns_t = {"void": VOID_NAMESPACE, "window": TIME_WINDOW, "string": STRING}[ns_choice]
-    ns_s = {"void": st.none(), "window": st.tuples(_I64, _I64), "string": _TEXT}[ns_choice]
-    states, strategies = [], []
-    for i in range(draw(st.integers(1, 4))):
-        kind = draw(st.sampled_from(["VALUE", "LIST", "MAP", "REDUCING", "TIMER"]))
-        if kind == "TIMER":  # not a column: skipped by the framing
-            states.append(keyed.timer_state_meta(draw(st.sampled_from(["event", "processing"])), key_t, ns_t,
-                                                 service=f"s{i}"))
-            strategies.append(_I64)
-        elif kind == "LIST":
-            t, s = draw(value_types(1))
-            states.append(keyed.value_state_meta(f"s{i}", kind, t, ns_t))
-            strategies.append(st.lists(s.filter(lambda v: v is not None), max_size=4))
-        elif kind == "MAP":
-            (kt, ks), (vt, vs) = SCALARS[draw(st.sampled_from(KEY_TYPES))], draw(value_types())
-            states.append(keyed.value_state_meta(f"s{i}", kind, MapType(kt, vt), ns_t))
-            strategies.append(st.dictionaries(ks, st.none() | vs, max_size=3))
-        else:
-            t, s = draw(value_types())
-            states.append(keyed.value_state_meta(f"s{i}", kind, t, ns_t))
-            strategies.append(st.none() | s)
-    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, compressed, key_t, states)
-    meta.header_size = len(keyed.proxy_bytes(meta))
-    kgs = draw(st.lists(st.integers(0, min(mp, 300) - 1), min_size=1, max_size=4, unique=True))
-    data: dict = {}
-    for kg in kgs:
-        keys = draw(st.lists(key_s, max_size=5, unique_by=lambda k: repr(k)))
-        for key in keys:
-            ns = draw(ns_s)
-            for sid, s in enumerate(strategies):
-                v = draw(s)
-                if v is not None:
-                    data.setdefault(kg, {}).setdefault(sid, []).append((key, ns, v))
-    return meta, mp, data, min(kgs), max(kgs)
+def keyed_streams():
+    """Generated contents over the covered types (timer states are not a column: the framing skips
+    them; list elements are never null)."""
+    kinds = ["VALUE", "LIST", "MAP", "REDUCING", "TIMER"]
+    return state_streams.keyed_streams(SCALARS, value_types, _list_element, kinds, max_states=4, max_keys=5,
+                                       text=_TEXT)
+
+
+def _list_element(draw):
+    t, s = draw(value_types(1))
+    return t, s.filter(lambda v: v is not None)
 
 
 def encode(meta, mp, data, lo, hi):
-    encoders = [keyed.PairEncoder(meta, sid, mp) for sid in range(len(meta.states))]
-    pairs: dict = {}
-    for kg, by_state in data.items():
-        for sid, items in by_state.items():
-            seen = {}
-            for key, ns, v in items:
-                for k, b in encoders[sid].pairs(kg, key, v, ns):
-                    seen[k] = b
-            pairs.setdefault(kg, {})[sid] = sorted(seen.items())
-    return _stream(meta, pairs, lo, hi)
-
-
-def _stream(meta, pairs, lo, hi):
-    out = bytearray(keyed.proxy_bytes(meta))
-    offsets = []
-    for kg in range(lo, hi + 1):
-        block = keyed.encode_key_group(kg, pairs.get(kg) or {})
-        offsets.append(len(out) if block else 0)
-        out += (frame_chunks(block) if meta.compressed else block) if block else b""
-    return bytes(out), handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), None)
-
-
-GEN = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.function_scoped_fixture])
+    return key_group_stream(meta, canonical_pairs(meta, mp, data), lo, hi)
 
 
 def _choose(data, meta):
@@ -344,7 +259,7 @@ def test_generated_streams_same_as_the_reference(stream, data, monkeypatch):
     got = batch_rows(batches)
     want = reference_rows(monkeypatch, lambda sids: KeyedState.of_stream(buf, handle, meta, mp).rows(sids), meta, ids,
                           flatten, ns_mode)
-    assert _same(want, got)
+    assert same(want, got)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,19 +273,6 @@ def _strict_entries(monkeypatch, buf, handle, meta, mp, ids):
         return list(KeyedState.of_stream(buf, handle, meta, mp, codecs=codecs, strict=True).entries(set(ids)))
     finally:
         monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
-
-
-def _key_comes_back(entries, meta) -> bool:
-    """A list or map state whose entries of one key are not next to each other."""
-    runs: dict = {}
-    previous: dict = {}
-    for sid, kg, ident, *_ in entries:
-        if meta.states[sid].kind in ("LIST", "MAP") and previous.get(sid) != (kg, ident):
-            if (sid, kg, ident) in runs:
-                return True
-            runs[(sid, kg, ident)] = True
-            previous[sid] = (kg, ident)
-    return False
 
 
 def _strict_reference(monkeypatch, buf, handle, meta, mp, ids, flatten, ns_mode):
@@ -403,27 +305,10 @@ def test_corrupt_streams(stream, data, monkeypatch):
     buf, handle = encode(meta, mp, values, lo, hi)
     assume(len(buf) > meta.header_size)
     ids, ns_mode, flatten = _choose(data, meta)
-    damaged = bytearray(buf)
-    at = data.draw(st.integers(meta.header_size, len(buf) - 1))
-    how = data.draw(st.sampled_from(["flip", "set", "cut", "insert"]))
-    if how == "flip":
-        damaged[at] ^= data.draw(st.integers(1, 255))
-    elif how == "set":
-        damaged[at] = data.draw(st.sampled_from([0x00, 0x2C, 0x7F, 0x80, 0xFF]))
-    elif how == "cut":
-        del damaged[at:at + data.draw(st.integers(1, 4))]
-    else:
-        damaged[at:at] = bytes(data.draw(st.lists(st.integers(0, 255), min_size=1, max_size=3)))
-    damaged = bytes(damaged)
+    damaged = damage(data, buf, meta.header_size, [0x00, 0x2C, 0x7F, 0x80, 0xFF])
     want = _strict_reference(monkeypatch, damaged, handle, meta, mp, ids, flatten, ns_mode)
     got = _columnar_outcome(damaged, handle, meta, mp, ids, flatten, ns_mode)
-    if got is CorruptStateError and want is not CorruptStateError:
-        # the one documented difference: the reference merges such a key's entries
-        assert _key_comes_back(_strict_entries(monkeypatch, damaged, handle, meta, mp, ids), meta), want
-    elif want is CorruptStateError or got is CorruptStateError:
-        assert got is CorruptStateError and want is CorruptStateError, (want, got)
-    else:
-        assert _same(want, got)
+    check_damaged_outcome(want, got, meta, lambda: _strict_entries(monkeypatch, damaged, handle, meta, mp, ids))
 
 
 # ---------------------------------------------------------------------------------------------

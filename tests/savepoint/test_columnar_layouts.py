@@ -18,8 +18,8 @@ from fstate.savepoint.keyed_codecs import state_codecs
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metainfo import PRIORITY_QUEUE
 from fstate.savepoint.types import MapType
-from tests.savepoint.test_columnar import (GEN, _choose, _names, _same, batch_rows, keyed_streams, needs_c,
-                                           reference_rows)
+from tests.savepoint.state_streams import GEN, check_damaged_outcome, damage, same
+from tests.savepoint.test_columnar import _choose, _names, batch_rows, keyed_streams, needs_c, reference_rows
 from tests.support import ROOT, sample_snapshot
 
 
@@ -92,19 +92,7 @@ def test_generated_native_streams_same_as_the_reference(stream, data, monkeypatc
     codecs, entries = native_entries(buf, handle, meta, mp, ids)
     want = reference_rows(monkeypatch, lambda sids: keyed.rows_from_entries(entries, codecs, sids), meta, ids,
                           flatten, ns_mode)
-    assert _same(want, got)
-
-
-def _key_comes_back(entries, meta) -> bool:
-    """A list or map state whose entries of one key are not next to each other in a key group."""
-    seen, previous = set(), {}
-    for sid, kg, ident, *_ in entries:
-        if meta.states[sid].kind in ("LIST", "MAP") and previous.get(sid) != (kg, ident):
-            if (sid, kg, ident) in seen:
-                return True
-            seen.add((sid, kg, ident))
-            previous[sid] = (kg, ident)
-    return False
+    assert same(want, got)
 
 
 @needs_c
@@ -114,18 +102,7 @@ def test_corrupt_native_streams(stream, data, monkeypatch):
     meta, mp, values, lo, hi = stream
     buf, handle = encode_native(meta, values, lo, hi)
     ids, ns_mode, flatten = _choose(data, meta)
-    damaged = bytearray(buf)
-    at = data.draw(st.integers(meta.header_size, len(buf) - 1))
-    how = data.draw(st.sampled_from(["flip", "set", "cut", "insert"]))
-    if how == "flip":
-        damaged[at] ^= data.draw(st.integers(1, 255))
-    elif how == "set":
-        damaged[at] = data.draw(st.sampled_from([0x00, 0x01, 0x7F, 0x80, 0xFF]))
-    elif how == "cut":
-        del damaged[at:at + data.draw(st.integers(1, 4))]
-    else:
-        damaged[at:at] = bytes(data.draw(st.lists(st.integers(0, 255), min_size=1, max_size=3)))
-    damaged = bytes(damaged)
+    damaged = damage(data, buf, meta.header_size, [0x00, 0x01, 0x7F, 0x80, 0xFF])
     try:
         codecs, entries = native_entries(damaged, handle, meta, mp, ids)
         want = reference_rows(monkeypatch, lambda sids: keyed.rows_from_entries(entries, codecs, sids), meta, ids,
@@ -137,13 +114,7 @@ def test_corrupt_native_streams(stream, data, monkeypatch):
     except CorruptStateError as e:
         assert e.path == "the-source"
         got = CorruptStateError
-    if got is CorruptStateError and want is not CorruptStateError:
-        # the one documented difference: the reference merges such a key's entries
-        assert _key_comes_back(entries, meta), want
-    elif want is CorruptStateError or got is CorruptStateError:
-        assert got is CorruptStateError and want is CorruptStateError, (want, got)
-    else:
-        assert _same(want, got)
+    check_damaged_outcome(want, got, meta, lambda: entries)
 
 
 @needs_c
@@ -184,7 +155,7 @@ def test_samples_same_as_the_reference(sample, layout, monkeypatch):
                             assert batches is not None, (ids, ns_mode)
                             got = batch_rows(batches)
                             want = reference_rows(monkeypatch, state.rows, meta, ids, False, ns_mode)
-                            assert got and _same(want, got), (ids, ns_mode, max_rows)
+                            assert got and same(want, got), (ids, ns_mode, max_rows)
 
 
 def _small_batches(state, ids, ns_mode, names):
@@ -254,8 +225,8 @@ def test_generated_rocksdb_same_as_the_reference(stream, data, monkeypatch):
     ids, ns_mode, flatten = _choose(data, meta)
     families = _families(meta, mp, values)
     key_groups = data.draw(st.none() | st.none() | st.lists(st.integers(lo, hi), max_size=3))
-    damage = data.draw(st.booleans())
-    if damage:
+    damaged = data.draw(st.booleans())
+    if damaged:
         name = data.draw(st.sampled_from(sorted(families)))
         pairs = families[name]
         assume(pairs)
@@ -273,9 +244,4 @@ def test_generated_rocksdb_same_as_the_reference(stream, data, monkeypatch):
         pairs[i] = (bytes(raw), pairs[i][1]) if which == 0 else (pairs[i][0], bytes(raw))
     db = FakeSnapshot(families, lo, hi)
     entries, want, got = _rocksdb_outcomes(monkeypatch, db, meta, mp, ids, flatten, ns_mode, key_groups)
-    if got is CorruptStateError and want is not CorruptStateError:
-        assert damage and _key_comes_back(entries, meta), want
-    elif want is CorruptStateError or got is CorruptStateError:
-        assert damage and got is CorruptStateError and want is CorruptStateError, (want, got)
-    else:
-        assert _same(want, got)
+    check_damaged_outcome(want, got, meta, lambda: entries, damaged)

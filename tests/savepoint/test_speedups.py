@@ -31,13 +31,14 @@ from fstate.savepoint import binary
 from fstate.savepoint import handles
 from fstate.savepoint import keyed
 from fstate.savepoint.keyed_state import KeyedState
-from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import CorruptStateError, FStateError, UnsupportedSerializerError
 from fstate.savepoint.loader import Savepoint
-from fstate.savepoint.types import (BIG_DECIMAL, BOOLEAN, BYTE, CHAR, DOUBLE, FLOAT, INT, LONG, SHORT, STRING,
-                                    TIME_WINDOW, VOID_NAMESPACE, MapType, NullableType, OpaqueType, RowType,
-                                    TtlType, TupleType)
-from tests.support import ROOT, sample_dirs, sample_snapshot
+from fstate.savepoint.types import (BIG_DECIMAL, LONG, STRING, TIME_WINDOW, MapType, NullableType, OpaqueType,
+                                    RowType, TtlType, TupleType)
+from tests.savepoint import state_streams
+from tests.savepoint.state_streams import (GEN, I64, canonical_pairs, key_group_stream, keyed_samples, same, scalars,
+                                           texts)
+from tests.support import ROOT, sample_snapshot
 
 speedups = _fastpath._speedups
 needs_c = pytest.mark.skipif(speedups is None, reason="fstate.savepoint._speedups is not built")
@@ -164,18 +165,8 @@ def test_read_flink_string_edges():
 # every keyed sample
 
 
-def _keyed_samples():
-    out = []
-    for s in sample_dirs():
-        sp = Savepoint.open(str(sample_snapshot(s)))
-        for op in sp.operators:
-            if op.has_keyed_state:
-                out.append(pytest.param(s, op.uid_hash, id=f"{s.name}-{op.uid or op.uid_hash[:8]}"))
-    return out
-
-
 @needs_c
-@pytest.mark.parametrize("sample,uid_hash", _keyed_samples())
+@pytest.mark.parametrize("sample,uid_hash", keyed_samples())
 def test_samples_same_with_both_paths(sample, uid_hash, both):
     sp = Savepoint.open(str(sample_snapshot(sample)))
     op = sp.operator(uid_hash)
@@ -217,22 +208,8 @@ def test_samples_same_with_both_paths(sample, uid_hash, both):
 # ---------------------------------------------------------------------------------------------
 # generated canonical streams
 
-_I64 = st.integers(-(2 ** 63), 2 ** 63 - 1)
-_TEXT = (st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12)
-         | st.sampled_from(["", "a", "\ud800", "\udc00x", "\U0001f600", "ÿ€\x00", "k" * 200]))
-
-SCALARS = {
-    "String": (STRING, _TEXT),
-    "Long": (LONG, _I64 | st.sampled_from([-(2 ** 63), 2 ** 63 - 1, 0, -1])),
-    "Integer": (INT, st.integers(-(2 ** 31), 2 ** 31 - 1)),
-    "Short": (SHORT, st.integers(-(2 ** 15), 2 ** 15 - 1)),
-    "Byte": (BYTE, st.integers(-128, 127)),
-    "Boolean": (BOOLEAN, st.booleans()),
-    "Double": (DOUBLE, st.floats(allow_nan=False)),
-    "Float": (FLOAT, st.floats(allow_nan=False, width=32)),
-    "Character": (CHAR, st.characters(max_codepoint=0xFFFF, codec=None, exclude_categories=())),
-}
-KEY_TYPES = ["String", "Long", "Integer", "Short", "Byte", "Boolean", "Double", "Float", "Character"]
+_TEXT = texts("", "a", "\ud800", "\udc00x", "\U0001f600", "ÿ€\x00", "k" * 200)
+SCALARS = scalars(_TEXT)
 
 
 @st.composite
@@ -257,82 +234,27 @@ def value_types(draw, depth=0):
         return BIG_DECIMAL, st.decimals(allow_nan=False, allow_infinity=False, places=3,
                                           min_value=Decimal("-1e9"), max_value=Decimal("1e9"))
     row = RowType((LONG, STRING))  # Python decoder as well
-    return row, st.tuples(st.none() | _I64, st.none() | _TEXT)
+    return row, st.tuples(st.none() | I64, st.none() | _TEXT)
 
 
-@st.composite
-def keyed_streams(draw):
-    key_name = draw(st.sampled_from(KEY_TYPES + ["Tuple"]))
-    if key_name == "Tuple":
-        (a, sa), (b, sb) = SCALARS[draw(st.sampled_from(KEY_TYPES))], SCALARS[draw(st.sampled_from(KEY_TYPES))]
-        key_t, key_s = TupleType((a, b)), st.tuples(sa, sb)
-    else:
-        key_t, key_s = SCALARS[key_name]
-    mp = draw(st.sampled_from([128, 4096]))
-    compressed = draw(st.booleans())
-    ns_choice = draw(st.sampled_from(["void", "void", "window", "string"]))
-    ns_t = {"void": VOID_NAMESPACE, "window": TIME_WINDOW, "string": STRING}[ns_choice]
-    ns_s = {"void": st.none(), "window": st.tuples(_I64, _I64), "string": _TEXT}[ns_choice]
-    states, strategies = [], []
-    for i in range(draw(st.integers(1, 5))):
-        kind = draw(st.sampled_from(["VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMER"]))
-        if kind == "TIMER":
-            states.append(keyed.timer_state_meta(draw(st.sampled_from(["event", "processing"])), key_t, ns_t,
-                                             service=f"s{i}"))
-            strategies.append(_I64)
-        elif kind == "LIST":
-            t, s = SCALARS[draw(st.sampled_from(sorted(SCALARS)))]
-            states.append(keyed.value_state_meta(f"s{i}", kind, t, ns_t))
-            strategies.append(st.lists(s, max_size=4))
-        elif kind == "MAP":
-            (kt, ks), (vt, vs) = SCALARS[draw(st.sampled_from(KEY_TYPES))], draw(value_types())
-            states.append(keyed.value_state_meta(f"s{i}", kind, MapType(kt, vt), ns_t))
-            strategies.append(st.dictionaries(ks, st.none() | vs, max_size=3))
-        else:
-            t, s = draw(value_types())
-            states.append(keyed.value_state_meta(f"s{i}", kind, t, ns_t))
-            strategies.append(st.none() | s)
-    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, compressed, key_t, states)
-    meta.header_size = len(keyed.proxy_bytes(meta))
-    kgs = draw(st.lists(st.integers(0, min(mp, 300) - 1), min_size=1, max_size=4, unique=True))
-    data: dict = {}
-    for kg in kgs:
-        keys = draw(st.lists(key_s, max_size=4, unique_by=lambda k: repr(k)))
-        for key in keys:
-            ns = draw(ns_s)
-            for sid, s in enumerate(strategies):
-                v = draw(s)
-                if v is not None:
-                    data.setdefault(kg, {}).setdefault(sid, []).append((key, ns, v))
-    return meta, mp, data, min(kgs), max(kgs)
+def keyed_streams():
+    """Generated contents over every supported type, some decoded by their Python decoders."""
+    kinds = ["VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMER"]
+    return state_streams.keyed_streams(SCALARS, value_types, _list_element, kinds, max_states=5, max_keys=4,
+                                       text=_TEXT)
+
+
+def _list_element(draw):
+    return SCALARS[draw(st.sampled_from(sorted(SCALARS)))]
 
 
 def encode(meta, mp, data, lo, hi):
-    encoders = [keyed.PairEncoder(meta, sid, mp) for sid in range(len(meta.states))]
-    pairs: dict = {}
-    for kg, by_state in data.items():
-        for sid, items in by_state.items():
-            seen = {}
-            for key, ns, v in items:
-                for k, b in encoders[sid].pairs(kg, key, v, ns):
-                    seen[k] = b  # a float key of -0.0 and 0.0 are different bytes; same bytes: last wins
-            pairs.setdefault(kg, {})[sid] = sorted(seen.items())
-    if not meta.compressed:
-        buf, offsets = keyed.encode_canonical_stream(meta, lo, hi, pairs)
-    else:
-        out = bytearray(keyed.proxy_bytes(meta))
-        offsets = []
-        for kg in range(lo, hi + 1):
-            block = keyed.encode_key_group(kg, pairs.get(kg) or {})
-            offsets.append(len(out) if block else 0)
-            out += frame_chunks(block) if block else b""
-        buf, offsets = bytes(out), tuple(offsets)
+    """The canonical stream (keyed.encode_canonical_stream when not compressed)."""
+    pairs = canonical_pairs(meta, mp, data)
+    if meta.compressed:
+        return key_group_stream(meta, pairs, lo, hi)
+    buf, offsets = keyed.encode_canonical_stream(meta, lo, hi, pairs)
     return buf, handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), None)
-
-
-def _same(a, b):
-    """Equality where -0.0 != 0.0 (the bytes differ) and NaN never appears."""
-    return repr(a) == repr(b)
 
 
 def _reads(buf, handle, meta, mp, states=None, key_groups=None):
@@ -345,10 +267,6 @@ def _reads(buf, handle, meta, mp, states=None, key_groups=None):
     ]
 
 
-GEN = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                       HealthCheck.function_scoped_fixture])
-
-
 @needs_c
 @GEN
 @given(stream=keyed_streams(), data=st.data())
@@ -358,7 +276,7 @@ def test_generated_streams_same_with_both_paths(stream, data, both):
     states = data.draw(st.none() | st.sets(st.integers(0, len(meta.states) - 1)))
     kgs = data.draw(st.none() | st.lists(st.integers(lo, hi)))
     py, c = both(lambda: _reads(buf, handle, meta, mp, states, kgs))
-    assert _same(py, c)
+    assert same(py, c)
     assert all(err is None for _, err in py), py
 
 
@@ -371,7 +289,7 @@ def test_generated_rows_hold_the_values(stream, both):
     buf, handle = encode(meta, mp, values, lo, hi)
     value_ids = [i for i, _ in meta.value_states]
     py, c = both(lambda: list(KeyedState.of_stream(buf, handle, meta, mp).rows(value_ids)))
-    assert _same(py, c)
+    assert same(py, c)
     expected = 0
     for kg, by_state in values.items():
         idents = set()
@@ -413,11 +331,22 @@ def test_generated_table_rows(stream, data, monkeypatch):
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
     decoder, got = table()
     assert decoder == "compiled"
-    assert _same(want, got)
+    assert same(want, got)
 
 
 # ---------------------------------------------------------------------------------------------
 # corrupt streams: same kind of error (or the same result) on both paths, never a crash
+
+
+def _same_reads(py, c):
+    """The _reads of both paths on damaged input: the same entries up to the same kind of error;
+    the same rows when both succeed, the same kind of error otherwise (a failing key group may hold
+    back rows of the key group before it on the Python path)."""
+    assert same(py[0], c[0])
+    for (prows, perr), (crows, cerr) in zip(py[1:], c[1:]):
+        assert perr == cerr
+        if perr is None:
+            assert same(prows, crows)
 
 
 def corrupt_stream(buf: bytes, header: int, kind: str, pos: int, arg: int) -> bytes:
@@ -440,13 +369,14 @@ def corrupt_stream(buf: bytes, header: int, kind: str, pos: int, arg: int) -> by
     return bytes(b)
 
 
+CORRUPT = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                           HealthCheck.function_scoped_fixture])
 CORRUPTIONS = st.lists(st.tuples(st.sampled_from(["flip", "truncate", "byte", "int32", "delete", "dup"]),
                                  st.integers(0, 2 ** 20), st.integers(0, 255)), min_size=1, max_size=3)
 
 
 @needs_c
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@CORRUPT
 @given(stream=keyed_streams(), corruptions=CORRUPTIONS)
 def test_corrupt_streams_same_errors(stream, corruptions, both):
     meta, mp, values, lo, hi = stream
@@ -454,15 +384,7 @@ def test_corrupt_streams_same_errors(stream, corruptions, both):
     assume(len(buf) > meta.header_size)
     for kind, pos, arg in corruptions:
         buf = corrupt_stream(buf, meta.header_size, kind, pos, arg)
-    py, c = both(lambda: _reads(buf, handle, meta, mp))
-    # iter_entries: the same entries up to the same kind of error
-    assert _same(py[0], c[0])
-    # rows: the same rows when both succeed, the same kind of error otherwise (a failing key group
-    # may hold back rows of the key group before it on the Python path)
-    for (prows, perr), (crows, cerr) in zip(py[1:], c[1:]):
-        assert perr == cerr
-        if perr is None:
-            assert _same(prows, crows)
+    _same_reads(*both(lambda: _reads(buf, handle, meta, mp)))
 
 
 SAMPLE_STREAMS = []
@@ -479,20 +401,14 @@ def _sample_streams():
 
 
 @needs_c
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                  HealthCheck.function_scoped_fixture])
+@CORRUPT
 @given(data=st.data(), corruptions=CORRUPTIONS)
 def test_corrupt_samples_same_errors(data, corruptions, both):
     streams = _sample_streams()
     buf, handle, meta, mp = streams[data.draw(st.integers(0, len(streams) - 1))]
     for kind, pos, arg in corruptions:
         buf = corrupt_stream(buf, meta.header_size, kind, pos, arg)
-    py, c = both(lambda: _reads(buf, handle, meta, mp))
-    assert _same(py[0], c[0])
-    for (prows, perr), (crows, cerr) in zip(py[1:], c[1:]):
-        assert perr == cerr
-        if perr is None:
-            assert _same(prows, crows)
+    _same_reads(*both(lambda: _reads(buf, handle, meta, mp)))
 
 
 @needs_c
@@ -571,7 +487,7 @@ def test_opaque_values_same_with_both_paths(items, both):
     buf, offsets = keyed.encode_canonical_stream(meta, 3, 3, {3: pairs})
     handle = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 3, offsets, None)
     py, c = both(lambda: _reads(buf, handle, meta, 128))
-    assert _same(py, c)
+    assert same(py, c)
     assert all(err is None for _, err in py)
 
 
