@@ -506,8 +506,8 @@ def generate(
     """Run ``job`` once per (version, variant, job source hash) and cache the outputs.
 
     A second call (or pytest run) reuses ``.cache/oracle/...``; editing the job's Java source (or
-    Oracle/Json, or anything else it uses; see :func:`job_hash`) changes the hash, so the job runs
-    again. ``force`` always re-runs.
+    Oracle/Driver/Json, or anything else it uses; see :func:`job_hash`) changes the hash, so the
+    job runs again. ``force`` always re-runs.
     """
     args = variant_args(backend, snapshot, extra_args)
     if job in INTERNAL_STATE_JOBS and (snapshot != "savepoint" or version not in INTERNAL_STATE_VERSIONS):

@@ -37,7 +37,7 @@ public class BroadcastJob implements Oracle.JobDef {
         Oracle.run(new BroadcastJob(), args);
     }
 
-    static int records(Oracle.Params p) {
+    static int records(Driver.Params p) {
         return p.getInt("records", 300);
     }
 
@@ -47,7 +47,7 @@ public class BroadcastJob implements Oracle.JobDef {
     }
 
     @Override
-    public LinkedHashMap<String, Integer> operators(Oracle.Params p) {
+    public LinkedHashMap<String, Integer> operators(Driver.Params p) {
         LinkedHashMap<String, Integer> m = new LinkedHashMap<>();
         m.put("src", 1);
         m.put("rules-totals", P);
@@ -55,7 +55,7 @@ public class BroadcastJob implements Oracle.JobDef {
     }
 
     @Override
-    public Map<String, Long> expectedCounts(Oracle.Params p) {
+    public Map<String, Long> expectedCounts(Driver.Params p) {
         long n = records(p);
         Map<String, Long> m = new LinkedHashMap<>();
         m.put("src", n);
@@ -65,7 +65,7 @@ public class BroadcastJob implements Oracle.JobDef {
     }
 
     @Override
-    public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+    public void build(StreamExecutionEnvironment env, Driver.Params p) {
         DataStream<Long> src = env.addSource(new OperatorStateJob.Source(records(p))).uid("src").name("src")
                 .setParallelism(1);
         BroadcastStream<Long> rules = src.broadcast(RULES);

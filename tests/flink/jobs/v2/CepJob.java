@@ -93,7 +93,7 @@ public class CepJob implements InternalStateOracle.Job {
         return out;
     }
 
-    static List<Tuple3<String, String, Long>> emitted(Oracle.Params p) {
+    static List<Tuple3<String, String, Long>> emitted(Driver.Params p) {
         return InternalStateOracle.restoring(p) ? eventsAfterRestore() : events();
     }
 
@@ -187,7 +187,7 @@ public class CepJob implements InternalStateOracle.Job {
     }
 
     @Override
-    public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+    public void build(StreamExecutionEnvironment env, Driver.Params p) {
         DataStream<Tuple3<String, String, Long>> src = env.addSource(
                 new EventSource(emitted(p), InternalStateOracle.restoring(p)), "cep-source",
                 Types.TUPLE(Types.STRING, Types.STRING, Types.LONG)).uid("cep-source").setParallelism(1);
@@ -224,7 +224,7 @@ public class CepJob implements InternalStateOracle.Job {
     }
 
     @Override
-    public String pending(Oracle.Params p) {
+    public String pending(Driver.Params p) {
         int n = emitted(p).size();
         if (Oracle.counter("cep-events") < n) {
             return "source emitted " + Oracle.counter("cep-events") + "/" + n;
@@ -238,7 +238,7 @@ public class CepJob implements InternalStateOracle.Job {
     }
 
     @Override
-    public Map<String, Object> describe(StreamNode node, Oracle.Params p) {
+    public Map<String, Object> describe(StreamNode node, Driver.Params p) {
         if (!"cep".equals(node.getTransformationUID())) {
             return null;
         }
@@ -262,7 +262,7 @@ public class CepJob implements InternalStateOracle.Job {
     }
 
     @Override
-    public void finish(Map<String, Object> dump, Oracle.Params p) {
+    public void finish(Map<String, Object> dump, Driver.Params p) {
         List<Object> events = new ArrayList<>();
         for (Tuple3<String, String, Long> e : emitted(p)) {
             events.add(event(e));

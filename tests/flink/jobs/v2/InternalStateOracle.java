@@ -25,7 +25,8 @@ import org.apache.flink.streaming.api.graph.StreamNode;
  * writes dump.json (kind "restored", snapshot_path = the restored savepoint) with the job's
  * output after the restore. No new savepoint is taken.
  *
- * The command line, watchdog, waits, savepoint and dump.json head are {@link Oracle}'s.
+ * The command line, watchdog, waits, savepoint and dump.json head are {@link Driver}'s; the
+ * progress in its messages is {@link Oracle}'s (what the jobs count with Oracle.count).
  */
 public final class InternalStateOracle {
     private InternalStateOracle() {}
@@ -36,19 +37,19 @@ public final class InternalStateOracle {
         int parallelism();
 
         /** Adds the job to env (may write files such as plan.json into p.out()). */
-        void build(StreamExecutionEnvironment env, Oracle.Params p) throws Exception;
+        void build(StreamExecutionEnvironment env, Driver.Params p) throws Exception;
 
         /** null once every record has been processed and the output checked, else what is missing. */
-        String pending(Oracle.Params p);
+        String pending(Driver.Params p);
 
         /**
          * Classifies a stream node: returns its dump entry extras (e.g. "kind", "expected",
          * "state_names") or null for a node without state worth describing.
          */
-        Map<String, Object> describe(StreamNode node, Oracle.Params p);
+        Map<String, Object> describe(StreamNode node, Driver.Params p);
 
         /** Adds job-level entries (e.g. "output") to the dump. */
-        void finish(Map<String, Object> dump, Oracle.Params p);
+        void finish(Map<String, Object> dump, Driver.Params p);
 
         /**
          * Whether the job supports restore mode: started with --restore, its sources emit their
@@ -60,15 +61,15 @@ public final class InternalStateOracle {
     }
 
     /** Restore mode: the job was started with --restore SAVEPOINT. */
-    public static boolean restoring(Oracle.Params p) {
+    public static boolean restoring(Driver.Params p) {
         return p.raw.containsKey("restore");
     }
 
     public static void run(Job job, String[] args) {
-        Oracle.main(args, (p, timeoutS) -> execute(job, p, timeoutS));
+        Driver.main(args, "ORACLE", Oracle::progress, (p, timeoutS) -> execute(job, p, timeoutS));
     }
 
-    private static void execute(Job job, Oracle.Params p, int timeoutS) throws Exception {
+    private static void execute(Job job, Driver.Params p, int timeoutS) throws Exception {
         long t0 = System.currentTimeMillis();
         if (!p.snapshot().equals("savepoint")) {
             throw new IllegalArgumentException("only --snapshot savepoint is supported by this job");
@@ -77,41 +78,41 @@ public final class InternalStateOracle {
         if (restore && !job.restorable()) {
             throw new IllegalArgumentException("--restore is not supported by " + job.getClass().getSimpleName());
         }
-        StreamExecutionEnvironment env = Oracle.environment(p, job.maxParallelism(), job.parallelism());
+        StreamExecutionEnvironment env = Driver.environment(p, job.maxParallelism(), job.parallelism());
         job.build(env, p);
         StreamGraph graph = env.getStreamGraph();
         List<Object> operators = describeGraph(job, graph, p);
         JobClient client = env.executeAsync(graph);
-        long deadline = Oracle.deadline(t0, timeoutS);
+        long deadline = Driver.deadline(t0, timeoutS);
 
         Map<String, Object> timing = new LinkedHashMap<>();
         String snapshotPath;
         if (restore) {
             // The sources finish after their second batch, so the job ends by itself.
-            Oracle.awaitFinished(client, deadline, () -> job.pending(p));
+            Driver.awaitFinished(client, deadline, () -> job.pending(p));
             String missing = job.pending(p);
             if (missing != null) {
                 throw new IllegalStateException("the restored job finished, but " + missing);
             }
-            snapshotPath = Oracle.restoredPath(p);
+            snapshotPath = Driver.restoredPath(p);
         } else {
-            Oracle.await(client, deadline, () -> job.pending(p));
+            Driver.await(client, deadline, () -> job.pending(p));
             timing.put("records_processed_ms", System.currentTimeMillis() - t0);
-            snapshotPath = Oracle.stopWithSavepoint(client, p, deadline);
+            snapshotPath = Driver.stopWithSavepoint(client, p, deadline);
         }
-        Oracle.requireMetadata(snapshotPath);
+        Driver.requireMetadata(snapshotPath);
         timing.put(restore ? "job_finished_ms" : "snapshot_done_ms", System.currentTimeMillis() - t0);
 
-        Map<String, Object> dump = Oracle.dumpHead(job, restore ? "restored" : "savepoint", null, p, snapshotPath, client);
+        Map<String, Object> dump = Driver.dumpHead(job, restore ? "restored" : "savepoint", null, p, snapshotPath, client);
         dump.put("operators", operators);
         job.finish(dump, p);
         dump.put("timing", timing);
-        Oracle.writeDump(p, dump);
+        Driver.writeDump(p, dump);
         System.out.println("ORACLE OK snapshot_path=" + snapshotPath);
     }
 
     /** Every stream node in id order: name, uid, operator id (Flink's hash), parallelism, extras. */
-    private static List<Object> describeGraph(Job job, StreamGraph graph, Oracle.Params p) {
+    private static List<Object> describeGraph(Job job, StreamGraph graph, Driver.Params p) {
         Map<Integer, byte[]> hashes = new StreamGraphHasherV2().traverseStreamGraphAndGenerateHashes(graph);
         List<StreamNode> nodes = new ArrayList<>(graph.getStreamNodes());
         nodes.sort((a, b) -> Integer.compare(a.getId(), b.getId()));
@@ -120,7 +121,7 @@ public final class InternalStateOracle {
             Map<String, Object> o = new LinkedHashMap<>();
             o.put("name", node.getOperatorName());
             o.put("uid", node.getTransformationUID());
-            o.put("operator_id", Oracle.hex(hashes.get(node.getId())));
+            o.put("operator_id", Driver.hex(hashes.get(node.getId())));
             o.put("parallelism", node.getParallelism());
             o.put("max_parallelism", node.getMaxParallelism() > 0 ? node.getMaxParallelism() : job.maxParallelism());
             Map<String, Object> extras = job.describe(node, p);

@@ -83,11 +83,11 @@ public class KeyedStateJob implements Oracle.JobDef {
         Oracle.run(new KeyedStateJob(), args);
     }
 
-    static int records(Oracle.Params p) {
+    static int records(Driver.Params p) {
         return p.getInt("records", 2000);
     }
 
-    static int keys(Oracle.Params p) {
+    static int keys(Driver.Params p) {
         return p.getInt("keys", KEYS);
     }
 
@@ -101,7 +101,7 @@ public class KeyedStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public LinkedHashMap<String, Integer> operators(Oracle.Params p) {
+    public LinkedHashMap<String, Integer> operators(Driver.Params p) {
         LinkedHashMap<String, Integer> m = new LinkedHashMap<>();
         m.put("src", 1);
         m.put("keyed", P);
@@ -111,7 +111,7 @@ public class KeyedStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public Map<String, Long> expectedCounts(Oracle.Params p) {
+    public Map<String, Long> expectedCounts(Driver.Params p) {
         if (Oracle.restoring()) {
             return new LinkedHashMap<>();
         }
@@ -134,7 +134,7 @@ public class KeyedStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+    public void build(StreamExecutionEnvironment env, Driver.Params p) {
         final int keys = keys(p);
         int pauseAt = p.getInt("pause-at", -1);
         if (pauseAt >= 0 && !p.snapshot().equals("checkpoint")) {

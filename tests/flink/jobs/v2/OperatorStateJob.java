@@ -44,7 +44,7 @@ public class OperatorStateJob implements Oracle.JobDef {
         Oracle.run(new OperatorStateJob(), args);
     }
 
-    static int records(Oracle.Params p) {
+    static int records(Driver.Params p) {
         return p.getInt("records", 60);
     }
 
@@ -54,7 +54,7 @@ public class OperatorStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public LinkedHashMap<String, Integer> operators(Oracle.Params p) {
+    public LinkedHashMap<String, Integer> operators(Driver.Params p) {
         LinkedHashMap<String, Integer> m = new LinkedHashMap<>();
         m.put("src", 1);
         m.put("lists", LISTS_P);
@@ -65,7 +65,7 @@ public class OperatorStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public Map<String, Long> expectedCounts(Oracle.Params p) {
+    public Map<String, Long> expectedCounts(Driver.Params p) {
         if (Oracle.restoring()) {
             return new LinkedHashMap<>();
         }
@@ -81,7 +81,7 @@ public class OperatorStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+    public void build(StreamExecutionEnvironment env, Driver.Params p) {
         DataStream<Long> src = env.addSource(new Source(records(p))).uid("src").name("src").setParallelism(1);
 
         src.partitionCustom((Long key, int n) -> (int) (key % n), (Long v) -> v)

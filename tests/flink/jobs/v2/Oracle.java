@@ -1,7 +1,4 @@
 import java.io.File;
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
@@ -15,27 +12,22 @@ import java.util.concurrent.ConcurrentSkipListSet;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.BooleanSupplier;
-import java.util.function.Supplier;
 
-import org.apache.flink.api.common.JobStatus;
-import org.apache.flink.configuration.Configuration;
 import org.apache.flink.core.execution.JobClient;
-import org.apache.flink.core.execution.SavepointFormatType;
-import org.apache.flink.runtime.util.EnvironmentInformation;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.graph.StreamGraph;
 import org.apache.flink.streaming.api.graph.StreamGraphHasherV2;
 
 /**
- * Shared driver for the oracle jobs (Flink 2.x API flavour).
+ * Driver for the oracle jobs whose functions mirror their state (Flink 2.x API flavour).
  *
  * Stateful functions record a "mirror" of exactly what they put into Flink state. In
  * snapshotState(ctx) they hand a copy to {@link #record}, keyed by (uid, subtask, checkpoint
  * id). After the savepoint / checkpoint completed, main writes the mirror of that checkpoint id
  * to dump.json and exits the JVM.
  *
- * The helpers from {@link #main} on (command line, watchdog, environment, waits, savepoint,
- * dump.json head) are shared with {@link InternalStateOracle}.
+ * The command line, watchdog, environment, waits, savepoint and dump.json head are
+ * {@link Driver}'s; {@link InternalStateOracle} shares them and {@link #progress}.
  */
 public final class Oracle {
     private Oracle() {}
@@ -136,153 +128,35 @@ public final class Oracle {
 
     // ------------------------------------------------------------------ job definition
 
-    /** Parsed command line: --backend, --snapshot, --out, --timeout and job-specific extras. */
-    public static final class Params {
-        public final Map<String, String> raw = new LinkedHashMap<>();
-
-        public String get(String k, String def) {
-            return raw.getOrDefault(k, def);
-        }
-
-        public int getInt(String k, int def) {
-            return raw.containsKey(k) ? Integer.parseInt(raw.get(k)) : def;
-        }
-
-        public String backend() {
-            return get("backend", "hashmap");
-        }
-
-        public String snapshot() {
-            return get("snapshot", "savepoint");
-        }
-
-        public File out() {
-            return new File(get("out", "out")).getAbsoluteFile();
-        }
-    }
-
     public interface JobDef {
         int maxParallelism();
 
-        void build(StreamExecutionEnvironment env, Params p);
+        void build(StreamExecutionEnvironment env, Driver.Params p);
 
         /** counter name -> value it must reach before the snapshot is taken. */
-        Map<String, Long> expectedCounts(Params p);
+        Map<String, Long> expectedCounts(Driver.Params p);
 
         /** stateful operators in dump order: uid -> parallelism. */
-        LinkedHashMap<String, Integer> operators(Params p);
+        LinkedHashMap<String, Integer> operators(Driver.Params p);
     }
 
     // ------------------------------------------------------------------ driver
 
     public static void run(JobDef def, String[] args) {
-        main(args, (p, timeoutS) -> {
+        Driver.main(args, "ORACLE", Oracle::progress, (p, timeoutS) -> {
             restoring = p.raw.containsKey("restore");
             execute(def, p, timeoutS);
         });
     }
 
-    /** What a driver does with the parsed command line and the --timeout (seconds). */
-    interface Driver {
-        void execute(Params p, int timeoutS) throws Exception;
-    }
-
-    /**
-     * Parses the command line (--key value pairs), starts the watchdog, runs the driver and halts
-     * the JVM: exit code 0, or 1 when the driver failed (its error on stderr).
-     */
-    static void main(String[] args, Driver driver) {
-        Params p = new Params();
-        for (int i = 0; i < args.length; i++) {
-            if (!args[i].startsWith("--")) {
-                throw new IllegalArgumentException("expected --key value pairs, got " + Arrays.toString(args));
-            }
-            // A bare flag (--compression) followed by another --key or nothing means "true".
-            boolean flag = i + 1 >= args.length || args[i + 1].startsWith("--");
-            p.raw.put(args[i].substring(2), flag ? "true" : args[++i]);
-        }
-        int timeoutS = p.getInt("timeout", 100);
-        startWatchdog(timeoutS);
-        int rc = 0;
-        try {
-            driver.execute(p, timeoutS);
-        } catch (Throwable t) {
-            System.err.println("ORACLE FAILED: " + t);
-            t.printStackTrace();
-            rc = 1;
-        }
-        System.out.flush();
-        System.err.flush();
-        // Do not wait for MiniCluster shutdown hooks/threads.
-        Runtime.getRuntime().halt(rc);
-    }
-
-    private static void startWatchdog(int timeoutS) {
-        Thread t = new Thread(() -> {
-            try {
-                Thread.sleep(timeoutS * 1000L);
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.err.println("ORACLE WATCHDOG: job did not complete within " + timeoutS + " s" + progress());
-            for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
-                System.err.println("Thread " + e.getKey().getName() + " (" + e.getKey().getState() + ")");
-                for (StackTraceElement s : e.getValue()) {
-                    System.err.println("    at " + s);
-                }
-            }
-            System.err.flush();
-            Runtime.getRuntime().halt(3);
-        }, "oracle-watchdog");
-        t.setDaemon(true);
-        t.start();
-    }
-
-    static Configuration config(Params p) {
-        File out = p.out();
-        Map<String, String> m = new HashMap<>();
-        m.put("state.backend.type", p.backend());
-        m.put("execution.checkpointing.storage", "filesystem");
-        m.put("execution.checkpointing.dir", new File(out, "checkpoints").toURI().toString());
-        m.put("execution.checkpointing.savepoint-dir", new File(out, "savepoint").toURI().toString());
-        m.put("execution.checkpointing.incremental", p.get("incremental", "false"));
-        // RocksDB flushes only at checkpoints: with managed memory its write buffer manager flushes
-        // (and then compacts) whenever the slot's small budget fills, at moments that depend on the
-        // machine's speed (seen on Flink 1.20), so the SST layout of a snapshot would vary between
-        // machines. Unmanaged, every column family has its own 64 MB memtable, far above what these
-        // jobs write.
-        m.put("state.backend.rocksdb.memory.managed", "false");
-        // Fail fast: with checkpointing on, the default would restart the job forever.
-        m.put("restart-strategy.type", "none");
-        m.put("restart-strategy", "none");
-        m.put("rest.bind-port", "0");
-        m.put("rest.port", "0");
-        m.put("execution.checkpointing.unaligned.enabled", "false");
-        m.put("pipeline.auto-watermark-interval", "0 ms");
-        if (p.snapshot().equals("checkpoint")) {
-            m.put("execution.checkpointing.interval", p.get("interval", "300 ms"));
-            m.put("execution.checkpointing.mode", "EXACTLY_ONCE");
-            m.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
-            m.put("execution.checkpointing.num-retained", "1000");
-            m.put("execution.checkpointing.max-concurrent-checkpoints", "1");
-        } else if (!p.snapshot().equals("savepoint")) {
-            throw new IllegalArgumentException("--snapshot must be savepoint or checkpoint");
-        }
-        if (p.raw.containsKey("restore")) {
-            m.put("execution.state-recovery.path", p.get("restore", null));
-            m.put("execution.state-recovery.ignore-unclaimed-state", "false");
-        }
-        return Configuration.fromMap(m);
-    }
-
-    private static void execute(JobDef def, Params p, int timeoutS) throws Exception {
+    private static void execute(JobDef def, Driver.Params p, int timeoutS) throws Exception {
         long t0 = System.currentTimeMillis();
         File out = p.out();
-        StreamExecutionEnvironment env = environment(p, def.maxParallelism(), 1);
+        StreamExecutionEnvironment env = Driver.environment(p, def.maxParallelism(), 1);
         def.build(env, p);
         StreamGraph graph = env.getStreamGraph();
         JobClient client = env.executeAsync(graph);
-        long deadline = deadline(t0, timeoutS);
+        long deadline = Driver.deadline(t0, timeoutS);
 
         Map<String, Long> expected = def.expectedCounts(p);
         waitFor(client, deadline, "all records processed " + expected, () -> {
@@ -306,19 +180,19 @@ public final class Oracle {
         String kind = p.snapshot();
         if (restoring) {
             // Verify mode: the sources finish by themselves; wait for the job to finish.
-            awaitFinished(client, deadline, () -> "counters=" + COUNTERS);
+            Driver.awaitFinished(client, deadline, () -> "counters=" + COUNTERS);
             checkpointId = RESTORED;
             kind = "restored";
-            snapshotPath = restoredPath(p);
+            snapshotPath = Driver.restoredPath(p);
         } else if (p.snapshot().equals("savepoint")) {
-            snapshotPath = stopWithSavepoint(client, p, deadline);
+            snapshotPath = Driver.stopWithSavepoint(client, p, deadline);
             checkpointId = SOURCE_SNAPSHOT_MAX.get();
         } else {
             long before = SOURCE_SNAPSHOT_MAX.get();
             waitFor(client, deadline, "a checkpoint after id " + before + " to complete",
                     () -> COMPLETED.higher(before) != null);
             checkpointId = COMPLETED.higher(before);
-            client.cancel().get(remaining(deadline), TimeUnit.MILLISECONDS);
+            client.cancel().get(Driver.remaining(deadline), TimeUnit.MILLISECONDS);
             waitFor(null, deadline, "job cancellation", () -> {
                 try {
                     return client.getJobStatus().get(5, TimeUnit.SECONDS).isGloballyTerminalState();
@@ -328,10 +202,10 @@ public final class Oracle {
             });
             snapshotPath = new File(out, "checkpoints/" + client.getJobID() + "/chk-" + checkpointId).getPath();
         }
-        requireMetadata(snapshotPath);
+        Driver.requireMetadata(snapshotPath);
         long tSnap = System.currentTimeMillis();
 
-        Map<String, Object> dump = dumpHead(def, kind, checkpointId, p, snapshotPath, client);
+        Map<String, Object> dump = Driver.dumpHead(def, kind, checkpointId, p, snapshotPath, client);
         List<Object> ops = new ArrayList<>();
         for (Map.Entry<String, Integer> op : def.operators(p).entrySet()) {
             ops.add(operatorDump(op.getKey(), op.getValue(), def.maxParallelism(), checkpointId));
@@ -348,142 +222,18 @@ public final class Oracle {
         timing.put("records_processed_ms", tProcessed - t0);
         timing.put("snapshot_done_ms", tSnap - t0);
         dump.put("timing", timing);
-        writeDump(p, dump);
+        Driver.writeDump(p, dump);
         System.out.println("ORACLE OK checkpoint_id=" + checkpointId + " snapshot_path=" + snapshotPath);
     }
 
-    /** The environment of a job: config(p), the given parallelisms; creates the --out directory. */
-    static StreamExecutionEnvironment environment(Params p, int maxParallelism, int parallelism) {
-        p.out().mkdirs();
-        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(config(p));
-        env.setMaxParallelism(maxParallelism);
-        env.setParallelism(parallelism);
-        return env;
-    }
-
-    /** When the driver's own waits give up: before the watchdog, so failures carry a readable message. */
-    static long deadline(long t0, int timeoutS) {
-        return t0 + Math.max(timeoutS * 800L, (timeoutS - 15) * 1000L);
-    }
-
     /** The counters and checkpoint ids so far, for messages ("" when the job counts nothing). */
-    private static String progress() {
+    static String progress() {
         return COUNTERS.isEmpty() && SOURCE_SNAPSHOT_MAX.get() < 0 ? ""
                 : "; counters=" + COUNTERS + " sourceSnapshotMax=" + SOURCE_SNAPSHOT_MAX + " completed=" + COMPLETED;
     }
 
-    /** Stops the job with a savepoint into --out/savepoint (--savepoint-format canonical|native); returns its path. */
-    static String stopWithSavepoint(JobClient client, Params p, long deadline) throws Exception {
-        String target = new File(p.out(), "savepoint").toURI().toString();
-        SavepointFormatType format = SavepointFormatType.valueOf(
-                p.get("savepoint-format", "canonical").toUpperCase(java.util.Locale.ROOT));
-        String path = client.stopWithSavepoint(false, target, format)
-                .get(remaining(deadline), TimeUnit.MILLISECONDS);
-        client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
-        return localPath(path);
-    }
-
-    /** Verify mode: waits for the job (whose sources finish) to finish; {@code state} tells how far it got. */
-    static void awaitFinished(JobClient client, long deadline, Supplier<String> state) throws Exception {
-        try {
-            client.getJobExecutionResult().get(remaining(deadline), TimeUnit.MILLISECONDS);
-        } catch (java.util.concurrent.TimeoutException e) {
-            throw new IllegalStateException("the restored job did not finish: " + state.get(), e);
-        }
-    }
-
-    /** The absolute local path of --restore. */
-    static String restoredPath(Params p) {
-        return new File(localPath(p.get("restore", null))).getAbsolutePath();
-    }
-
-    static void requireMetadata(String snapshotPath) {
-        File meta = new File(snapshotPath, "_metadata");
-        if (!meta.isFile()) {
-            throw new IllegalStateException("no _metadata at " + meta);
-        }
-    }
-
-    /**
-     * The head of dump.json: flink_version, job (the class of {@code job}), kind, checkpoint_id
-     * (unless null), backend, snapshot_path (relative to --out when inside it), job_id and the
-     * command line without --out and --timeout.
-     */
-    static Map<String, Object> dumpHead(Object job, String kind, Long checkpointId, Params p, String snapshotPath,
-            JobClient client) {
-        File out = p.out();
-        Map<String, Object> dump = new LinkedHashMap<>();
-        dump.put("flink_version", EnvironmentInformation.getVersion());
-        dump.put("job", job.getClass().getSimpleName());
-        dump.put("kind", kind);
-        if (checkpointId != null) {
-            dump.put("checkpoint_id", checkpointId);
-        }
-        dump.put("backend", p.backend());
-        java.nio.file.Path snap = new File(snapshotPath).getAbsoluteFile().toPath().normalize();
-        dump.put("snapshot_path", snap.startsWith(out.toPath()) ? out.toPath().relativize(snap).toString() : snap.toString());
-        dump.put("job_id", client.getJobID().toString());
-        Map<String, String> args = new LinkedHashMap<>(p.raw);
-        args.remove("out");
-        args.remove("timeout");
-        dump.put("args", args);
-        return dump;
-    }
-
-    static void writeDump(Params p, Map<String, Object> dump) throws IOException {
-        Files.write(new File(p.out(), "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
-    }
-
-    private static String localPath(String uri) {
-        return uri.startsWith("file:") ? new File(java.net.URI.create(uri)).getPath() : uri;
-    }
-
-    private static long remaining(long deadline) {
-        return Math.max(1, deadline - System.currentTimeMillis());
-    }
-
     private static void waitFor(JobClient client, long deadline, String what, BooleanSupplier cond) throws Exception {
-        await(client, deadline, () -> cond.getAsBoolean() ? null : what);
-    }
-
-    /**
-     * Waits until {@code pending} returns null (else it names what the job still lacks); fails with
-     * that when the deadline passes or, with a client, when the job terminates first.
-     */
-    static void await(JobClient client, long deadline, Supplier<String> pending) throws Exception {
-        long lastStatusCheck = 0;
-        String what;
-        while ((what = pending.get()) != null) {
-            long now = System.currentTimeMillis();
-            if (now > deadline) {
-                throw new IllegalStateException("timed out waiting for " + what + progress());
-            }
-            if (client != null && now - lastStatusCheck > 500) {
-                lastStatusCheck = now;
-                JobStatus st;
-                try {
-                    st = client.getJobStatus().get(10, TimeUnit.SECONDS);
-                } catch (java.util.concurrent.TimeoutException e) {
-                    continue; // a slow answer (a loaded machine) says nothing about the job
-                } catch (Exception e) {
-                    st = null; // the per-job MiniCluster shuts down as soon as the job terminates
-                }
-                if (st == null && !client.getJobExecutionResult().isDone()) {
-                    continue; // the status call failed while the job still runs
-                }
-                if (st == null || st.isGloballyTerminalState()) {
-                    Throwable cause = null;
-                    try {
-                        client.getJobExecutionResult().get(10, TimeUnit.SECONDS);
-                    } catch (Exception e) {
-                        cause = e;
-                    }
-                    throw new IllegalStateException("job " + (st == null ? "terminated (MiniCluster gone)" : "reached " + st)
-                            + " while waiting for " + what + progress(), cause);
-                }
-            }
-            Thread.sleep(20);
-        }
+        Driver.await(client, deadline, () -> cond.getAsBoolean() ? null : what);
     }
 
     private static Map<String, Object> operatorDump(String uid, int parallelism, int maxParallelism, long cp) {
@@ -497,7 +247,7 @@ public final class Oracle {
         }
         Map<String, Object> o = new LinkedHashMap<>();
         o.put("uid", uid);
-        o.put("operator_id", hex(StreamGraphHasherV2.generateUserSpecifiedHash(uid)));
+        o.put("operator_id", Driver.hex(StreamGraphHasherV2.generateUserSpecifiedHash(uid)));
         o.put("parallelism", parallelism);
         o.put("max_parallelism", maxParallelism);
 
@@ -584,14 +334,6 @@ public final class Oracle {
             l.add(Arrays.asList(e.getKey(), e.getValue()));
         }
         return l;
-    }
-
-    static String hex(byte[] b) {
-        StringBuilder sb = new StringBuilder();
-        for (byte x : b) {
-            sb.append(String.format("%02x", x & 0xff));
-        }
-        return sb.toString();
     }
 
     /** Total order over the values used as keys: numbers, strings, booleans, lists. */

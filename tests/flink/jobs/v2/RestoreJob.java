@@ -11,7 +11,6 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.apache.flink.api.common.functions.AggregateFunction;
@@ -529,53 +528,16 @@ public class RestoreJob {
     // ------------------------------------------------------------------ driver
 
     public static void main(String[] args) {
-        Map<String, String> p = new LinkedHashMap<>();
-        for (int i = 0; i + 1 < args.length; i += 2) {
-            if (!args[i].startsWith("--")) {
-                throw new IllegalArgumentException("expected --key value pairs, got " + Arrays.toString(args));
-            }
-            p.put(args[i].substring(2), args[i + 1]);
-        }
-        int timeoutS = Integer.parseInt(p.getOrDefault("timeout", "100"));
-        startWatchdog(timeoutS);
-        int rc = 0;
-        try {
-            execute(p, timeoutS);
-        } catch (Throwable t) {
-            System.err.println("RESTORE FAILED: " + t);
-            t.printStackTrace();
-            // The cause chain last, so that the tail of stderr shows Flink's reason.
-            java.util.Set<Throwable> seen = new java.util.HashSet<>();
-            for (Throwable c = t; c != null && seen.add(c); c = c.getCause()) {
-                System.err.println("RESTORE CAUSE: " + c.getClass().getName() + ": " + c.getMessage());
-            }
-            rc = 1;
-        }
-        System.out.flush();
-        System.err.flush();
-        Runtime.getRuntime().halt(rc);
+        Driver.main(args, "RESTORE", () -> "; keyed dumps " + KEYED_DUMPS.get() + "/" + expectedKeyedDumps,
+                RestoreJob::execute, RestoreJob::printCauses);
     }
 
-    private static void startWatchdog(int timeoutS) {
-        Thread t = new Thread(() -> {
-            try {
-                Thread.sleep(timeoutS * 1000L);
-            } catch (InterruptedException e) {
-                return;
-            }
-            System.err.println("RESTORE WATCHDOG: job did not finish within " + timeoutS + " s; keyed dumps "
-                    + KEYED_DUMPS.get() + "/" + expectedKeyedDumps);
-            for (Map.Entry<Thread, StackTraceElement[]> e : Thread.getAllStackTraces().entrySet()) {
-                System.err.println("Thread " + e.getKey().getName() + " (" + e.getKey().getState() + ")");
-                for (StackTraceElement s : e.getValue()) {
-                    System.err.println("    at " + s);
-                }
-            }
-            System.err.flush();
-            Runtime.getRuntime().halt(3);
-        }, "restore-watchdog");
-        t.setDaemon(true);
-        t.start();
+    /** After the stack trace, the cause chain, so that the tail of stderr shows Flink's reason. */
+    private static void printCauses(Throwable t) {
+        java.util.Set<Throwable> seen = new java.util.HashSet<>();
+        for (Throwable c = t; c != null && seen.add(c); c = c.getCause()) {
+            System.err.println("RESTORE CAUSE: " + c.getClass().getName() + ": " + c.getMessage());
+        }
     }
 
     static Configuration flinkConfig(Conf c, String backend) {
@@ -612,15 +574,14 @@ public class RestoreJob {
         }
     }
 
-    private static void execute(Map<String, String> p, int timeoutS) throws Exception {
+    private static void execute(Driver.Params p, int timeoutS) throws Exception {
         long t0 = System.currentTimeMillis();
-        String configPath = p.get("config");
-        if (configPath == null || !p.containsKey("out")) {
+        String configPath = p.get("config", null);
+        if (configPath == null || !p.raw.containsKey("out")) {
             throw new IllegalArgumentException("usage: RestoreJob --config FILE --out DIR [--backend hashmap|rocksdb]");
         }
-        File out = new File(p.get("out")).getAbsoluteFile();
-        out.mkdirs();
-        String backend = p.getOrDefault("backend", "hashmap");
+        p.out().mkdirs();
+        String backend = p.backend();
         Conf c = parseConf(new String(Files.readAllBytes(new File(configPath).toPath()), StandardCharsets.UTF_8));
 
         int keyedSubtasks = 0;
@@ -633,7 +594,7 @@ public class RestoreJob {
         }
         expectedKeyedDumps = keyedSubtasks;
         procTimerWaitMs = anyTimers ? c.procTimerWaitMs : 0;
-        long deadline = t0 + Math.max(timeoutS * 800L, (timeoutS - 15) * 1000L);
+        long deadline = Driver.deadline(t0, timeoutS);
         sourceDeadline = deadline;
 
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(flinkConfig(c, backend));
@@ -641,12 +602,7 @@ public class RestoreJob {
         env.setParallelism(1);
         build(env, c);
         JobClient client = env.executeAsync("fstate-restore");
-        try {
-            client.getJobExecutionResult().get(Math.max(1, deadline - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
-        } catch (java.util.concurrent.TimeoutException e) {
-            throw new IllegalStateException("restored job did not finish; keyed dumps " + KEYED_DUMPS.get() + "/"
-                    + expectedKeyedDumps, e);
-        }
+        Driver.awaitFinished(client, deadline, () -> "keyed dumps " + KEYED_DUMPS.get() + "/" + expectedKeyedDumps);
         long tDone = System.currentTimeMillis();
 
         Map<String, Object> dump = new LinkedHashMap<>();
@@ -654,8 +610,7 @@ public class RestoreJob {
         dump.put("job", "RestoreJob");
         dump.put("kind", "restore");
         dump.put("backend", backend);
-        String local = c.savepoint.startsWith("file:") ? new File(java.net.URI.create(c.savepoint)).getPath() : c.savepoint;
-        dump.put("snapshot_path", new File(local).getAbsolutePath());
+        dump.put("snapshot_path", new File(Driver.localPath(c.savepoint)).getAbsolutePath());
         dump.put("job_id", client.getJobID().toString());
         List<Object> ops = new ArrayList<>();
         boolean allRestored = true;
@@ -670,7 +625,7 @@ public class RestoreJob {
         Map<String, Object> timing = new LinkedHashMap<>();
         timing.put("job_ms", tDone - t0);
         dump.put("timing", timing);
-        Files.write(new File(out, "dump.json").toPath(), Json.write(dump).getBytes(StandardCharsets.UTF_8));
+        Driver.writeDump(p, dump);
         System.out.println("RESTORE OK operators=" + c.operators.size() + " warnings=" + WARNINGS.size());
     }
 
@@ -688,11 +643,7 @@ public class RestoreJob {
         }
         Map<String, Object> o = new LinkedHashMap<>();
         o.put("uid", op.uid);
-        StringBuilder hex = new StringBuilder();
-        for (byte b : StreamGraphHasherV2.generateUserSpecifiedHash(op.uid)) {
-            hex.append(String.format("%02x", b & 0xff));
-        }
-        o.put("operator_id", hex.toString());
+        o.put("operator_id", Driver.hex(StreamGraphHasherV2.generateUserSpecifiedHash(op.uid)));
         o.put("kind", op.kind);
         o.put("parallelism", op.parallelism);
         o.put("max_parallelism", op.maxParallelism != null ? op.maxParallelism : c.maxParallelism);

@@ -75,7 +75,7 @@ public class SqlJob implements InternalStateOracle.Job {
         InternalStateOracle.run(new SqlJob(), args);
     }
 
-    static int records(Oracle.Params p) {
+    static int records(Driver.Params p) {
         return p.getInt("records", 120);
     }
 
@@ -108,7 +108,7 @@ public class SqlJob implements InternalStateOracle.Job {
     // ------------------------------------------------------------------ job
 
     @Override
-    public void build(StreamExecutionEnvironment env, Oracle.Params p) throws Exception {
+    public void build(StreamExecutionEnvironment env, Driver.Params p) throws Exception {
         boolean restore = InternalStateOracle.restoring(p);
         PrintCapture.install(restore);
         StreamTableEnvironment tenv = StreamTableEnvironment.create(env);
@@ -411,7 +411,7 @@ public class SqlJob implements InternalStateOracle.Job {
     }
 
     @Override
-    public String pending(Oracle.Params p) {
+    public String pending(Driver.Params p) {
         int n = records(p);
         if (Oracle.counter("events") < n || Oracle.counter("dims") < DIMS.length) {
             return "sources emitted events=" + Oracle.counter("events") + "/" + n + " dims="
@@ -432,12 +432,12 @@ public class SqlJob implements InternalStateOracle.Job {
     }
 
     @Override
-    public Map<String, Object> describe(StreamNode node, Oracle.Params p) {
+    public Map<String, Object> describe(StreamNode node, Driver.Params p) {
         return SqlJobState.describe(node.getOperatorName(), String.valueOf(node.getOperatorDescription()), records(p));
     }
 
     @Override
-    public void finish(Map<String, Object> dump, Oracle.Params p) {
+    public void finish(Map<String, Object> dump, Driver.Params p) {
         Map<String, Object> output = new LinkedHashMap<>();
         for (Map.Entry<String, List<String>> e : PrintCapture.materialised().entrySet()) {
             output.put(e.getKey(), e.getValue());

@@ -44,7 +44,7 @@ public class TtlStateJob implements Oracle.JobDef {
         Oracle.run(new TtlStateJob(), args);
     }
 
-    static int records(Oracle.Params p) {
+    static int records(Driver.Params p) {
         return p.getInt("records", 100);
     }
 
@@ -54,7 +54,7 @@ public class TtlStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public LinkedHashMap<String, Integer> operators(Oracle.Params p) {
+    public LinkedHashMap<String, Integer> operators(Driver.Params p) {
         LinkedHashMap<String, Integer> m = new LinkedHashMap<>();
         m.put("src", 1);
         m.put("ttl", P);
@@ -62,7 +62,7 @@ public class TtlStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public Map<String, Long> expectedCounts(Oracle.Params p) {
+    public Map<String, Long> expectedCounts(Driver.Params p) {
         Map<String, Long> m = new LinkedHashMap<>();
         m.put("src", (long) records(p));
         m.put("ttl", (long) records(p));
@@ -70,7 +70,7 @@ public class TtlStateJob implements Oracle.JobDef {
     }
 
     @Override
-    public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+    public void build(StreamExecutionEnvironment env, Driver.Params p) {
         env.addSource(new Src(records(p)), Types.LONG).uid("src").name("src").setParallelism(1)
                 .map(i -> Tuple2.of("k-" + (i % KEYS), i), Types.TUPLE(Types.STRING, Types.LONG)).uid("to-keyed")
                 .keyBy(t -> t.f0, Types.STRING)

@@ -102,7 +102,7 @@ public class TypesJob implements Oracle.JobDef {
     }
 
     @Override
-    public LinkedHashMap<String, Integer> operators(Oracle.Params p) {
+    public LinkedHashMap<String, Integer> operators(Driver.Params p) {
         LinkedHashMap<String, Integer> m = new LinkedHashMap<>();
         for (String uid : new String[] {"types-string-key", "types-long-key", "types-int-key", "types-tuple-key",
                 "types-pojo-key", "types-ops"}) {
@@ -112,7 +112,7 @@ public class TypesJob implements Oracle.JobDef {
     }
 
     @Override
-    public Map<String, Long> expectedCounts(Oracle.Params p) {
+    public Map<String, Long> expectedCounts(Driver.Params p) {
         if (Oracle.restoring()) {
             throw new IllegalArgumentException("TypesJob has no verify (--restore) mode");
         }
@@ -128,7 +128,7 @@ public class TypesJob implements Oracle.JobDef {
     }
 
     @Override
-    public void build(StreamExecutionEnvironment env, Oracle.Params p) {
+    public void build(StreamExecutionEnvironment env, Driver.Params p) {
         Configuration c = new Configuration();
         if (Boolean.parseBoolean(p.get("compression", "false"))) {
             c.set(ExecutionOptions.SNAPSHOT_COMPRESSION, true);
