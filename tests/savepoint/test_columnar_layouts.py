@@ -171,19 +171,51 @@ def _small_batches(state, ids, ns_mode, names):
 # RocksDB: generated column families (canonical pairs, sorted as RocksDB keeps them)
 
 
+class FakeCursor:
+    """A rocksdict iterator (RocksDBSnapshot.cursor) over sorted pairs; ``fail``: status() raises
+    it once the pairs are read (as RocksDB reports a corrupt block)."""
+
+    def __init__(self, pairs, fail: str | None = None):
+        self.pairs, self.at, self.fail = pairs, 0, fail
+
+    def key(self):
+        return self.pairs[self.at][0] if self.at < len(self.pairs) else None
+
+    def value(self):
+        return self.pairs[self.at][1] if self.at < len(self.pairs) else None
+
+    def next(self):
+        self.at += 1
+
+    def valid(self):
+        return self.at < len(self.pairs)
+
+    def status(self):
+        if self.fail:
+            raise OSError(self.fail)
+
+
 class FakeSnapshot:
     """What columnar.rocksdb_batches and rocksdb.iter_entries read of a RocksDBSnapshot."""
 
-    def __init__(self, families: dict[str, list[tuple[bytes, bytes]]], lo: int, hi: int):
+    def __init__(self, families: dict[str, list[tuple[bytes, bytes]]], lo: int, hi: int,
+                 failing: dict[str, str] | None = None):
         self.families = {name: sorted(pairs) for name, pairs in families.items()}
+        self.failing = failing or {}
         self.source = SimpleNamespace(start_key_group=lo, end_key_group=hi, label="the-source")
+        self._db = self
 
     @property
     def column_families(self):
         return list(self.families)
 
-    def items(self, name, start=b""):
-        return iter([pair for pair in self.families.get(name, []) if pair[0] >= start])
+    def cursor(self, name, start=b""):
+        if name not in self.families:
+            return None
+        return FakeCursor([pair for pair in self.families[name] if pair[0] >= start], self.failing.get(name))
+
+    read_error = rocksdb.RocksDBSnapshot.read_error
+    items = rocksdb.RocksDBSnapshot.items
 
 
 def _families(meta, mp, values):
