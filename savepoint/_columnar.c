@@ -20,7 +20,10 @@
  *     keep_namespace: whether the namespace column is filled (else it stays empty).
  *   .add(data, start, end, key_group) -> rows so far     decodes one key group's region
  *   .add_native(data, start, end, key_group, blocks, continues)   heap-native state blocks
- *   .add_pairs(keys, values, state_id, key_group, continues)       RocksDB pairs of one state
+ *   .add_pairs_from(cursors, last_key_group, max_rows) -> more    RocksDB pairs pulled from rocksdict
+ *     iterators, one per state: ((state id, cursor), ...) in state id order; they stop after the key
+ *     group that brings the batch to max_rows rows (more: call again after the flush). A cursor call
+ *     that raises leaves its exception, and .failed_cursor its index.
  *   .flush() -> (rows, key column, namespace column, [(state column, take or None), ...])
  *     a column: (length, null count, validity bytes or None, (buffers...), (children...));
  *     take: (int32 indices bytes, validity bytes or None) giving the state row of each row (None: the
@@ -284,6 +287,7 @@ Decoder_init(Decoder *self, PyObject *args, PyObject *kwds)
     Py_XSETREF(self->source, source);
     self->prefix = prefix;
     self->keep_ns = keep_ns;
+    self->failed_cursor = -1;
     Py_ssize_t n = PyTuple_GET_SIZE(plans);
     self->plans = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Plan));
     Py_ssize_t nc = PyTuple_GET_SIZE(selected);
@@ -404,18 +408,21 @@ Decoder_add_native(Decoder *self, PyObject *args)
 }
 
 static PyObject *
-Decoder_add_pairs(Decoder *self, PyObject *args)
+Decoder_add_pairs_from(Decoder *self, PyObject *args)
 {
-    PyObject *keys, *values;
-    Py_ssize_t sid;
-    long kg;
-    int continues;
-    if (!PyArg_ParseTuple(args, "O!O!nlp:add_pairs", &PyList_Type, &keys, &PyList_Type, &values, &sid, &kg,
-                          &continues))
+    PyObject *cursors;
+    long last_kg;
+    Py_ssize_t max_rows;
+    if (!PyArg_ParseTuple(args, "O!ln:add_pairs_from", &PyTuple_Type, &cursors, &last_kg, &max_rows))
         return NULL;
     if (!ready(self))
         return NULL;
-    return added(self, scan_pairs(self, keys, values, sid, kg, continues));
+    int more;
+    if (pairs_from(self, cursors, last_kg, max_rows, &more) < 0) {
+        reset_columns(self);   /* the batch in progress is dropped */
+        return NULL;
+    }
+    return PyBool_FromLong(more);
 }
 
 static PyObject *
@@ -454,8 +461,16 @@ Decoder_get_rows(Decoder *self, void *Py_UNUSED(closure))
     return PyLong_FromSsize_t(self->rows);
 }
 
+static PyObject *
+Decoder_get_failed_cursor(Decoder *self, void *Py_UNUSED(closure))
+{
+    return PyLong_FromSsize_t(self->failed_cursor);
+}
+
 static PyGetSetDef Decoder_getset[] = {
     {"rows", (getter)Decoder_get_rows, NULL, "rows decoded since the last flush", NULL},
+    {"failed_cursor", (getter)Decoder_get_failed_cursor, NULL,
+     "the index of the cursor whose call raised in the last add_pairs_from, or -1", NULL},
     {NULL, NULL, NULL, NULL, NULL}
 };
 
@@ -465,9 +480,10 @@ static PyMethodDef Decoder_methods[] = {
     {"add_native", (PyCFunction)Decoder_add_native, METH_VARARGS,
      "add_native(data, start, end, key_group, blocks, continues) -> rows: heap-native state blocks filling "
      "data[start:end] (continues: of the key group last added)"},
-    {"add_pairs", (PyCFunction)Decoder_add_pairs, METH_VARARGS,
-     "add_pairs(keys, values, state_id, key_group, continues) -> rows: RocksDB (key, value) pairs of one state "
-     "(continues: of the key group last added)"},
+    {"add_pairs_from", (PyCFunction)Decoder_add_pairs_from, METH_VARARGS,
+     "add_pairs_from(cursors, last_key_group, max_rows) -> more: RocksDB pairs up to last_key_group pulled from "
+     "((state id, cursor), ...), key group by key group; stops after the key group that reaches max_rows rows "
+     "(more: the cursors have pairs left)"},
     {"flush", (PyCFunction)Decoder_flush, METH_NOARGS,
      "flush() -> (rows, key column, namespace column, [(state column, take), ...]); starts a new batch"},
     {NULL, NULL, 0, NULL}
@@ -505,7 +521,7 @@ PyInit__columnar(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -7,8 +7,9 @@
  * without a column are decoded and dropped (their SkipParts). Rows join by (key bytes +
  * namespace bytes) as in the canonical layout.
  *
- * RocksDB (rocksdb.iter_entries is the reference): the pairs of one state in one key group, each
- * exactly a canonical entry (key-group prefix, no flag bit). */
+ * RocksDB (rocksdb.iter_entries is the reference): (key, value) pairs pulled from one rocksdict
+ * iterator per column family (no Python code runs per pair), each pair exactly a canonical entry
+ * (key-group prefix, no flag bit). */
 
 #ifndef FSTATE_COLUMNAR_NATIVE_H
 #define FSTATE_COLUMNAR_NATIVE_H
@@ -203,41 +204,186 @@ scan_native(Decoder *self, const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, lon
     return 0;
 }
 
-/* RocksDB: the (key, value) pairs (two lists of bytes) of state sid in key group kg */
-static int
-scan_pairs(Decoder *self, PyObject *keys, PyObject *values, Py_ssize_t sid, long kg, int continues)
+/* ------------------------------------------------------------------------------------------ */
+/* RocksDB: pairs pulled from the column families' cursors */
+
+/* One column family being read: a rocksdict iterator (RdictIter) with key() (bytes, or None past
+ * the end), value(), next() and status(), positioned at its next pair. */
+typedef struct {
+    Py_ssize_t index;                     /* in the call's tuple of cursors */
+    Plan *plan;
+    PyObject *cursor;
+    PyObject *key_m, *value_m, *next_m;   /* its bound methods */
+    PyObject *at;                         /* the key it is at, NULL when done (ended or past the range) */
+    long kg;                              /* at's key group */
+} Cursor;
+
+/* the key group of a RocksDB key: its prefix; a key shorter than the prefix (only a 1-byte key of a
+ * 2-byte prefix can come after the first key group's prefix) gets the first key group it sorts in */
+static inline long
+pair_key_group(const uint8_t *kb, Py_ssize_t klen, int prefix)
 {
-    if (!continues && start_key_group(self) < 0)
+    if (klen >= prefix)
+        return prefix == 1 ? (long)kb[0] : ((long)kb[0] << 8) | kb[1];
+    return klen ? (long)kb[0] << 8 : 0;
+}
+
+/* a call of one of cursor i's methods; on an error, failed_cursor names it */
+static PyObject *
+cursor_call(Decoder *self, Cursor *c, PyObject *method)
+{
+    PyObject *res = PyObject_CallNoArgs(method);
+    if (res == NULL)
+        self->failed_cursor = c->index;
+    return res;
+}
+
+/* moves cursor c to the key it is at (after next()): c->at and c->kg, or done (NULL) at the end
+ * (its status checked) or past last_kg */
+static int
+cursor_read(Decoder *self, Cursor *c, long last_kg)
+{
+    Py_CLEAR(c->at);
+    PyObject *k = cursor_call(self, c, c->key_m);
+    if (k == NULL)
         return -1;
-    if (sid < 0 || sid >= self->nstates) {
-        PyErr_Format(PyExc_ValueError, "bad state id %zd", sid);
-        return -1;
-    }
-    Plan *plan = &self->plans[sid];
-    Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (plan->column < 0 || PyList_GET_SIZE(values) != n) {
-        PyErr_SetString(PyExc_ValueError, "pairs of a state without a column, or keys and values differ in number");
-        return -1;
-    }
-    int prefix = self->prefix;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *k = PyList_GET_ITEM(keys, i), *v = PyList_GET_ITEM(values, i);
-        if (!PyBytes_Check(k) || !PyBytes_Check(v)) {
-            PyErr_SetString(PyExc_TypeError, "keys and values must be bytes");
+    if (k == Py_None) {
+        Py_DECREF(k);
+        PyObject *st = PyObject_CallMethod(c->cursor, "status", NULL);   /* an error ends an iteration too */
+        if (st == NULL) {
+            self->failed_cursor = c->index;
             return -1;
         }
-        const uint8_t *kb = (const uint8_t *)PyBytes_AS_STRING(k);
-        Py_ssize_t klen = PyBytes_GET_SIZE(k);
-        if (klen < prefix)
-            return raise_corrupt(self, "key group %ld: cannot decode the state bytes (a key shorter than its "
-                                 "key-group prefix)", kg);
-        long stored = prefix == 1 ? kb[0] : ((long)kb[0] << 8) | kb[1];
-        if (stored != kg)
-            return raise_corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, stored);
-        if (entry(self, plan, kb, klen, (const uint8_t *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), kg) < 0)
+        Py_DECREF(st);
+        return 0;
+    }
+    if (!PyBytes_Check(k)) {
+        Py_DECREF(k);
+        PyErr_SetString(PyExc_TypeError, "a cursor's keys and values must be bytes");
+        return -1;
+    }
+    const uint8_t *kb = (const uint8_t *)PyBytes_AS_STRING(k);
+    Py_ssize_t klen = PyBytes_GET_SIZE(k);
+    long kg = pair_key_group(kb, klen, self->prefix);
+    if (kg > last_kg) {
+        Py_DECREF(k);
+        return 0;
+    }
+    if (klen < self->prefix) {
+        Py_DECREF(k);
+        return raise_corrupt(self, "key group %ld: cannot decode the state bytes (a key shorter than its "
+                             "key-group prefix)", kg);
+    }
+    c->at = k;
+    c->kg = kg;
+    return 0;
+}
+
+/* the pairs of cursor c in key group c->kg (c->at is the first); it stops at the next key group's */
+static int
+cursor_key_group(Decoder *self, Cursor *c, long last_kg)
+{
+    long kg = c->kg;
+    while (c->at != NULL && c->kg == kg) {
+        PyObject *v = cursor_call(self, c, c->value_m);
+        if (v == NULL)
+            return -1;
+        if (!PyBytes_Check(v)) {
+            Py_DECREF(v);
+            PyErr_SetString(PyExc_TypeError, "a cursor's keys and values must be bytes");
+            return -1;
+        }
+        int rc = entry(self, c->plan, (const uint8_t *)PyBytes_AS_STRING(c->at), PyBytes_GET_SIZE(c->at),
+                       (const uint8_t *)PyBytes_AS_STRING(v), PyBytes_GET_SIZE(v), kg);
+        Py_DECREF(v);
+        if (rc < 0)
+            return -1;
+        PyObject *done = cursor_call(self, c, c->next_m);
+        if (done == NULL)
+            return -1;
+        Py_DECREF(done);
+        if (cursor_read(self, c, last_kg) < 0)
             return -1;
     }
     return 0;
+}
+
+static void
+cursors_free(Cursor *cs, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_XDECREF(cs[i].key_m);
+        Py_XDECREF(cs[i].value_m);
+        Py_XDECREF(cs[i].next_m);
+        Py_XDECREF(cs[i].at);
+    }
+    PyMem_Free(cs);
+}
+
+/* cs[i] from cursors[i], a (state id, cursor) */
+static int
+cursors_open(Decoder *self, Cursor *cs, PyObject *cursors, long last_kg)
+{
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(cursors); i++) {
+        Cursor *c = &cs[i];
+        c->index = i;
+        Py_ssize_t sid;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(cursors, i), "nO:cursor", &sid, &c->cursor))
+            return -1;
+        if (sid < 0 || sid >= self->nstates || self->plans[sid].column < 0) {
+            PyErr_Format(PyExc_ValueError, "pairs of state %zd, which has no column", sid);
+            return -1;
+        }
+        c->plan = &self->plans[sid];
+        c->key_m = PyObject_GetAttrString(c->cursor, "key");
+        c->value_m = c->key_m ? PyObject_GetAttrString(c->cursor, "value") : NULL;
+        c->next_m = c->value_m ? PyObject_GetAttrString(c->cursor, "next") : NULL;
+        if (c->next_m == NULL || cursor_read(self, c, last_kg) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* RocksDB (rocksdb.iter_entries is the reference): the pairs of the cursors up to key group last_kg,
+ * key group by key group, each cursor's pairs of a key group in turn (state id order). It stops
+ * after a key group that brings the batch to max_rows rows: *more = 1 (the cursors stay at the
+ * first pair not read). */
+static int
+pairs_from(Decoder *self, PyObject *cursors, long last_kg, Py_ssize_t max_rows, int *more)
+{
+    self->failed_cursor = -1;
+    *more = 0;
+    Py_ssize_t n = PyTuple_GET_SIZE(cursors);
+    Cursor *cs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Cursor));
+    if (cs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = cursors_open(self, cs, cursors, last_kg);
+    while (rc == 0) {
+        long kg = -1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Cursor *c = &cs[i];
+            if (c->at != NULL && (kg < 0 || c->kg < kg))
+                kg = c->kg;
+        }
+        if (kg < 0)
+            break;
+        if ((rc = start_key_group(self)) < 0)
+            break;
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+            Cursor *c = &cs[i];
+            if (c->at != NULL && c->kg == kg)
+                rc = cursor_key_group(self, c, last_kg);
+        }
+        if (rc == 0 && self->rows >= max_rows) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                *more |= cs[i].at != NULL;
+            break;
+        }
+    }
+    cursors_free(cs, n);
+    return rc;
 }
 
 #endif

@@ -60,6 +60,7 @@ typedef struct {
     Plan *creator;
     Buf scratch;
     Py_ssize_t kg_first;       /* the first row of the key group */
+    Py_ssize_t failed_cursor;  /* RocksDB: the cursor whose call raised in the last add_pairs_from, or -1 */
 } Decoder;
 
 /* raises the CorruptStateError handed to the Decoder; -1 */

@@ -1,7 +1,7 @@
 """Keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``), in every
 layout: canonical key groups (:func:`keyed_batches`), the heap backend's native key groups
-(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`, the pairs handed
-to C as lists of bytes, key group by key group).
+(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`, the pairs pulled
+from rocksdict's iterators in C).
 
 The compiled decoder reads the key groups straight into Arrow buffers (validity bitmaps, offsets
 and data; lists, maps and structs as child arrays) and makes no Python object per row or value.
@@ -30,10 +30,8 @@ that decodes to fewer bytes than stored there).
 
 from __future__ import annotations
 
-import heapq
 import os
 import struct
-from operator import itemgetter
 from typing import Iterable, Iterator, Sequence
 
 import pyarrow
@@ -43,12 +41,12 @@ from . import keyed, metainfo
 from ._fastpath import (BOOL, BYTE, CHAR, DOUBLE, FLOAT, INT, LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SHORT, SKIP,
                         STRING, TTL, TUPLE, VALUE, WINDOW, ZERO)
 from .compression import decompress_framed
-from .errors import DECODE_ERRORS, CorruptStateError
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .keyed_codecs import key_group_prefix_size
 from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
                     TupleType, TypeInfo, TypeInfoVisitor, visit)
 
-ABI = 2  # the interface version of _columnar.c this module speaks
+ABI = 3  # the interface version of _columnar.c this module speaks
 
 try:
     from . import _columnar
@@ -198,19 +196,18 @@ def rocksdb_batches(db, meta, max_parallelism: int, codecs, key_groups, state_id
                     flatten: bool, ns_mode: str, names: Sequence[str], max_rows: int = MAX_ROWS
                     ) -> Iterator[pyarrow.RecordBatch] | None:
     """:func:`keyed_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
-    the (key, value) pairs of each selected state's column family go to the decoder as lists of
-    bytes, key group by key group (rows in the reference's order: key group, state id, key)."""
+    the decoder pulls the (key, value) pairs of each selected state's column family from its
+    rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
+    order: key group, state id, key)."""
     built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=False)
     if built is None:
         return None
     from . import rocksdb
 
-    prefix = key_group_prefix_size(max_parallelism)
     runs = rocksdb._runs(key_groups, db.source.start_key_group, db.source.end_key_group)
     present = set(db.column_families)
-    groups = [_pair_groups(db, sid, codecs[sid].info.name, runs, prefix) for sid in sorted(state_ids)
-              if codecs[sid].info.name in present]
-    return _pair_batches(*built, heapq.merge(*groups, key=itemgetter(0)), max_rows)
+    families = [(sid, codecs[sid].info.name) for sid in sorted(state_ids) if codecs[sid].info.name in present]
+    return _pair_batches(*built, db, families, runs, key_group_prefix_size(max_parallelism), max_rows)
 
 
 def _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native):
@@ -392,32 +389,28 @@ def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, 
 _I32 = struct.Struct(">i")
 
 
-def _pair_groups(db, sid: int, name: str, runs, prefix: int) -> Iterator[tuple[int, int, list, list]]:
-    """(key group, state id, keys, values) of one column family, key group by key group."""
+def _pair_batches(decoder, shape: _Shape, db, families, runs, prefix: int, max_rows: int
+                  ) -> Iterator[pyarrow.RecordBatch]:
+    """The batches of the (state id, column family) ``families`` over the key-group ``runs``: per
+    run, one cursor per family at the run's first key group, which the decoder reads in C."""
+    from .rocksdb import _prefix_bytes
+
     for lo, hi in runs:
-        start = bytes((lo,)) if prefix == 1 else bytes(((lo >> 8) & 0xFF, lo & 0xFF))
-        current, keys, values = None, [], []
-        for kb, vb in db.items(name, start):
-            kg = kb[0] if prefix == 1 else (kb[0] << 8) | kb[1]
-            if kg != current:
-                if keys:
-                    yield current, sid, keys, values
-                if kg > hi:
-                    keys = []
-                    break
-                current, keys, values = kg, [], []
-            keys.append(kb)
-            values.append(vb)
-        if keys:
-            yield current, sid, keys, values
-
-
-def _pair_batches(decoder, shape: _Shape, groups, max_rows) -> Iterator[pyarrow.RecordBatch]:
-    current = None
-    for kg, sid, keys, values in groups:
-        if kg != current and current is not None and decoder.rows >= max_rows:
-            yield shape.batch(decoder.flush())
-        decoder.add_pairs(keys, values, sid, kg, kg == current)
-        current = kg
+        start = _prefix_bytes(lo, prefix)
+        opened = [(sid, name, db.cursor(name, start)) for sid, name in families]
+        opened = [(sid, name, cursor) for sid, name, cursor in opened if cursor is not None]
+        cursors = tuple((sid, cursor) for sid, _, cursor in opened)
+        more = True
+        while more:
+            try:
+                more = decoder.add_pairs_from(cursors, hi, max_rows)
+            except FStateError:
+                raise
+            except Exception as e:
+                if decoder.failed_cursor < 0:
+                    raise
+                raise db.read_error(opened[decoder.failed_cursor][1], e) from None
+            if decoder.rows >= max_rows:
+                yield shape.batch(decoder.flush())
     if decoder.rows:
         yield shape.batch(decoder.flush())

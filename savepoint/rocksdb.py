@@ -272,20 +272,41 @@ class RocksDBSnapshot:
         if self._db is None:
             raise RuntimeError("the RocksDB snapshot is not open (use it in a with block)")
 
-    def items(self, column_family: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
-        """(key, value) of one column family in key order, from ``start``. Errors (a corrupt
-        file, a merge that cannot be applied) raise instead of ending the iteration early."""
+    def cursor(self, column_family: str, start: bytes = b""):
+        """A rocksdict iterator over one column family, at its first key from ``start`` (None when
+        the column family does not exist): ``key()`` (None past the end), ``value()``, ``next()``
+        and ``status()`` (raises the error that ended an iteration early). Its errors become
+        fstate's through :meth:`read_error`. :meth:`items` reads one in Python; the columnar
+        decoder calls it from C (columnar.rocksdb_batches)."""
         self._require_open()
         cf = self._cfs.get(column_family)
         if cf is None:
-            return
-        it = cf.iter(self._read_options)
-        label = self.source.label
+            return None
         try:
+            it = cf.iter(self._read_options)
             if start:
                 it.seek(start)
             else:
                 it.seek_to_first()
+        except FStateError:
+            raise
+        except Exception as e:
+            raise self.read_error(column_family, e) from None
+        return it
+
+    def read_error(self, column_family: str, e: Exception) -> Exception:
+        """The error to raise for ``e``, raised by a cursor of ``column_family``."""
+        if type(e).__name__ == "DbClosedError" or self._db is None:
+            return RuntimeError("the RocksDB snapshot was closed while reading it")
+        return CorruptStateError(f"RocksDB cannot read column family '{column_family}' ({e})", self.source.label)
+
+    def items(self, column_family: str, start: bytes = b"") -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) of one column family in key order, from ``start``. Errors (a corrupt
+        file, a merge that cannot be applied) raise instead of ending the iteration early."""
+        it = self.cursor(column_family, start)
+        if it is None:
+            return
+        try:
             valid, key, value, step = it.valid, it.key, it.value, it.next
             while valid():
                 yield key(), value()
@@ -294,9 +315,7 @@ class RocksDBSnapshot:
         except FStateError:
             raise
         except Exception as e:
-            if type(e).__name__ == "DbClosedError" or self._db is None:
-                raise RuntimeError("the RocksDB snapshot was closed while reading it") from None
-            raise CorruptStateError(f"RocksDB cannot read column family '{column_family}' ({e})", label) from None
+            raise self.read_error(column_family, e) from None
 
 
 def _escape_option(s: str) -> str:
@@ -322,6 +341,15 @@ def _prefix_bytes(kg: int, prefix: int) -> bytes:
     return bytes((kg,)) if prefix == 1 else bytes(((kg >> 8) & 0xFF, kg & 0xFF))
 
 
+def _key_group(kb: bytes, prefix: int) -> int:
+    """The key group of a key's prefix; a key shorter than its prefix (corrupt: only a 1-byte key
+    with a 2-byte prefix can come after a key group's first key) gets the first one it sorts in.
+    The columnar decoder computes the same (pair_key_group in _columnar_native.h)."""
+    if len(kb) >= prefix:
+        return kb[0] if prefix == 1 else (kb[0] << 8) | kb[1]
+    return kb[0] << 8 if kb else 0
+
+
 def _runs(wanted: Iterable[int] | None, lo: int, hi: int) -> list[tuple[int, int]]:
     """Contiguous key-group ranges to read within [lo, hi]."""
     if wanted is None:
@@ -342,9 +370,12 @@ def _state_entries(db: RocksDBSnapshot, sid: int, codec: keyed.StateCodec, runs,
     decode = codec.canonical
     for lo, hi in runs:
         for kb, vb in db.items(name, _prefix_bytes(lo, prefix)):
-            kg = kb[0] if prefix == 1 else (kb[0] << 8) | kb[1]
+            kg = _key_group(kb, prefix)
             if kg > hi:
                 break
+            if len(kb) < prefix:
+                raise CorruptStateError(f"state '{name}', key group {kg}: the key {kb.hex()} is shorter than its "
+                                        f"key-group prefix", source)
             if decode is None:
                 raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
             try:

@@ -5,7 +5,9 @@ fails, and the heap-native and RocksDB samples give the rows of ``KeyedState.row
 
 from __future__ import annotations
 
+import re
 import struct
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -171,19 +173,51 @@ def _small_batches(state, ids, ns_mode, names):
 # RocksDB: generated column families (canonical pairs, sorted as RocksDB keeps them)
 
 
+class FakeCursor:
+    """A rocksdict iterator (RocksDBSnapshot.cursor) over sorted pairs; ``fail``: status() raises
+    it once the pairs are read (as RocksDB reports a corrupt block)."""
+
+    def __init__(self, pairs, fail: str | None = None):
+        self.pairs, self.at, self.fail = pairs, 0, fail
+
+    def key(self):
+        return self.pairs[self.at][0] if self.at < len(self.pairs) else None
+
+    def value(self):
+        return self.pairs[self.at][1] if self.at < len(self.pairs) else None
+
+    def next(self):
+        self.at += 1
+
+    def valid(self):
+        return self.at < len(self.pairs)
+
+    def status(self):
+        if self.fail:
+            raise OSError(self.fail)
+
+
 class FakeSnapshot:
     """What columnar.rocksdb_batches and rocksdb.iter_entries read of a RocksDBSnapshot."""
 
-    def __init__(self, families: dict[str, list[tuple[bytes, bytes]]], lo: int, hi: int):
+    def __init__(self, families: dict[str, list[tuple[bytes, bytes]]], lo: int, hi: int,
+                 failing: dict[str, str] | None = None):
         self.families = {name: sorted(pairs) for name, pairs in families.items()}
+        self.failing = failing or {}
         self.source = SimpleNamespace(start_key_group=lo, end_key_group=hi, label="the-source")
+        self._db = self
 
     @property
     def column_families(self):
         return list(self.families)
 
-    def items(self, name, start=b""):
-        return iter([pair for pair in self.families.get(name, []) if pair[0] >= start])
+    def cursor(self, name, start=b""):
+        if name not in self.families:
+            return None
+        return FakeCursor([pair for pair in self.families[name] if pair[0] >= start], self.failing.get(name))
+
+    read_error = rocksdb.RocksDBSnapshot.read_error
+    items = rocksdb.RocksDBSnapshot.items
 
 
 def _families(meta, mp, values):
@@ -240,8 +274,179 @@ def test_generated_rocksdb_same_as_the_reference(stream, data, monkeypatch):
             del raw[at:at + data.draw(st.integers(1, 3))]
         else:
             raw[at:at] = bytes(data.draw(st.lists(st.integers(0, 255), min_size=1, max_size=3)))
-        assume(which == 1 or len(raw) >= (1 if mp <= 128 else 2))
         pairs[i] = (bytes(raw), pairs[i][1]) if which == 0 else (pairs[i][0], bytes(raw))
     db = FakeSnapshot(families, lo, hi)
     entries, want, got = _rocksdb_outcomes(monkeypatch, db, meta, mp, ids, flatten, ns_mode, key_groups)
     check_damaged_outcome(want, got, meta, lambda: entries, damaged)
+
+
+# ---------------------------------------------------------------------------------------------
+# RocksDB: a real database (rocksdict), batch boundaries, cursor errors and reference counts
+
+
+def _rocksdb_database(path, mp: int, lo: int, hi: int):
+    """A RocksDB database written as Flink's backend writes it (the canonical pair encoder), with
+    a VALUE, a LIST and a MAP state, a state whose column family is empty and one without a column
+    family: (RocksDBSource, meta). String keys of key groups lo..hi (with mp > 256: 2-byte prefixes
+    above 255)."""
+    import gc
+    import os
+
+    import rocksdict
+
+    from fstate.savepoint import streams
+    from fstate.savepoint.types import LONG, STRING
+    from fstate.savepoint.types.hashing import key_group_for_hash
+
+    states = [keyed.value_state_meta("total", "VALUE", LONG), keyed.value_state_meta("tags", "LIST", STRING),
+              keyed.value_state_meta("m", "MAP", MapType(STRING, LONG)), keyed.value_state_meta("empty", "VALUE", LONG),
+              keyed.value_state_meta("absent", "VALUE", LONG)]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING, states)
+    enc = [keyed.PairEncoder(meta, i, mp) for i in range(3)]
+    opts = rocksdict.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    db = rocksdict.Rdict(str(path), opts)
+    cfs = [db.create_column_family(s.name, rocksdict.Options(raw_mode=True)) for s in states[:4]]
+    for i in range(600):
+        key = f"key-{i}"
+        kg = key_group_for_hash(STRING.java_hash(key), mp)
+        if not lo <= kg <= hi:
+            continue
+        values = [i, [f"t{i}", ""] * (i % 3), {"a": i, "nul": None} if i % 2 else {}]
+        for sid, v in enumerate(values):
+            if i % 5 != sid:  # every state leaves some keys out: rows of one state only
+                for kb, vb in enc[sid].pairs(kg, key, v):
+                    cfs[sid][kb] = vb
+    db.flush()
+    del cfs
+    db.close()
+    del db
+    gc.collect()
+    files = tuple((n, streams.StreamSource(str(path / n), 0, (path / n).stat().st_size, label=n))
+                  for n in sorted(os.listdir(path)) if n.endswith(".sst") or n.startswith("MANIFEST-") or n == "CURRENT")
+    meta.header_size = len(keyed.proxy_bytes(meta))
+    src = rocksdb.RocksDBSource("synthetic", lo, hi, streams.StreamSource(None, data=keyed.proxy_bytes(meta)), files)
+    return src, meta
+
+
+def _batch_sizes(kg_rows: list[int], max_rows: int) -> list[int]:
+    """The rows of each batch: a batch ends after the key group that brings it to max_rows rows."""
+    out, n = [], 0
+    for rows in kg_rows:
+        n += rows
+        if n >= max_rows:
+            out.append(n)
+            n = 0
+    return out + ([n] if n else [])
+
+
+@needs_c
+@pytest.mark.parametrize("mp,lo,hi", [(128, 0, 127), (1024, 200, 700)])
+def test_rocksdb_database_batches(tmp_path, monkeypatch, mp, lo, hi):
+    pytest.importorskip("rocksdict")
+    src, meta = _rocksdb_database(tmp_path / "db", mp, lo, hi)
+    with rocksdb.open_snapshot(src) as db:
+        assert "empty" in db.column_families and "absent" not in db.column_families
+        every = sorted({kg for kg, *_ in keyed_state.KeyedState.of_rocksdb(db, meta, mp).rows([0, 1, 2])})
+        assert len(every) > 20 and (mp == 128 or every[-1] > 255)
+        some = every[::3] + [every[1]]  # runs of one and of two key groups
+        for key_groups in (None, some):
+            for ids in ([0], [2, 0, 1], [1, 3], [3], [4, 0], [0, 1, 2, 3, 4]):
+                state = keyed_state.KeyedState.of_rocksdb(db, meta, mp, key_groups=key_groups)
+                ref = list(state.rows(ids))
+                kg_rows = [sum(1 for row in ref if row[0] == kg) for kg in sorted({row[0] for row in ref})]
+                want = reference_rows(monkeypatch, state.rows, meta, ids)
+                for max_rows in (1, 2, 7, columnar.MAX_ROWS):
+                    batches = list(columnar.rocksdb_batches(db, meta, mp, state.codecs, key_groups, ids,
+                                                            "the-source", False, "void", _names(meta, ids, False,
+                                                                                                "void"), max_rows))
+                    assert [b.num_rows for b in batches] == _batch_sizes(kg_rows, max_rows), (ids, max_rows)
+                    assert same(want, batch_rows(batches)), (ids, max_rows)
+                    assert bool(want) == (ids not in ([3], [1, 3]) or 1 in ids)
+
+
+def _one_state_meta(mp):
+    from fstate.savepoint.types import LONG, STRING
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING,
+                                  [keyed.value_state_meta("a", "VALUE", LONG), keyed.value_state_meta("b", "VALUE",
+                                                                                                      LONG)])
+    meta.header_size = len(keyed.proxy_bytes(meta))
+    return meta
+
+
+def _fake_families(meta, mp, keys_by_kg):
+    return _families(meta, mp, {kg: {0: [(k, None, 1) for k in keys], 1: [(k, None, 2) for k in keys]}
+                                for kg, keys in keys_by_kg.items()})
+
+
+@needs_c
+def test_rocksdb_cursor_errors_name_the_column_family():
+    mp = 128
+    meta = _one_state_meta(mp)
+    families = _fake_families(meta, mp, {3: ["x", "y"], 9: ["z"]})
+    for failing in ("a", "b"):
+        db = FakeSnapshot(families, 0, 127, failing={failing: "corrupt block"})
+        want = f"RocksDB cannot read column family '{failing}' (corrupt block)"
+        with pytest.raises(CorruptStateError, match=re.escape(want)):
+            list(rocksdb.iter_entries(db, meta, mp, source="the-source"))
+        with pytest.raises(CorruptStateError, match=re.escape(want)) as e:
+            list(columnar.rocksdb_batches(db, meta, mp, state_codecs(meta, mp), None, [0, 1], "the-source", False,
+                                          "void", ["key", "a", "b"], 2))
+        assert e.value.path == "the-source"
+
+
+@needs_c
+@pytest.mark.parametrize("mp", [128, 4096])
+def test_rocksdb_key_shorter_than_its_prefix(monkeypatch, mp):
+    meta = _one_state_meta(mp)
+    families = _fake_families(meta, mp, {1: ["x"], 2: ["y"]})
+    short = b"\x01" if mp > 128 else b""
+    families["a"].append((short, b"\x00" * 8))
+    db = FakeSnapshot(families, 0, 300)
+    codecs = state_codecs(meta, mp)
+    if mp == 128:  # an empty key sorts before every key group's: never read
+        want = reference_rows(monkeypatch, lambda sids: keyed.rows_from_entries(
+            rocksdb.iter_entries(db, meta, mp, states={0}, source="the-source"), codecs, sids), meta, [0])
+        got = batch_rows(columnar.rocksdb_batches(db, meta, mp, codecs, None, [0], "the-source", False, "void",
+                                                  ["key", "a"]))
+        assert want and same(want, got)
+        return
+    with pytest.raises(CorruptStateError, match="shorter than its key-group prefix"):
+        list(rocksdb.iter_entries(db, meta, mp, source="the-source"))
+    with pytest.raises(CorruptStateError, match="key group 256: .*shorter than its key-group prefix"):
+        list(columnar.rocksdb_batches(db, meta, mp, codecs, None, [0], "the-source", False, "void", ["key", "a"]))
+    # past the last key group read: not an error
+    got = batch_rows(columnar.rocksdb_batches(db, meta, mp, codecs, range(0, 3), [0], "the-source", False, "void",
+                                              ["key", "a"]))
+    assert sorted(got) == [("x", 1), ("y", 1)]
+
+
+@needs_c
+def test_rocksdb_cursors_and_pairs_are_released():
+    """The decoder holds no reference to a cursor or a pair after a read, also when it fails."""
+    mp = 128
+    meta = _one_state_meta(mp)
+    families = _fake_families(meta, mp, {kg: [f"k{kg}-{i}" for i in range(3)] for kg in range(0, 40, 3)})
+    db = FakeSnapshot(families, 0, 127)
+    cursors = {}
+    made = db.cursor
+    db.cursor = lambda name, start=b"": cursors.setdefault((name, start), made(name, start))
+    pairs = [x for name in ("a", "b") for pair in db.families[name] for x in pair]
+    before = [sys.getrefcount(x) for x in pairs]
+    for ids, max_rows in (([0, 1], 1), ([1], 4), ([0], columnar.MAX_ROWS)):
+        cursors.clear()
+        batches = columnar.rocksdb_batches(db, meta, mp, state_codecs(meta, mp), range(0, 40, 2), ids, None, False,
+                                           "void", _names(meta, ids, False, "void"), max_rows)
+        assert batch_rows(batches)
+        del batches
+        cursors[None] = FakeCursor([])  # never read: the count every cursor must have
+        assert len(cursors) > 2 and len({sys.getrefcount(c) for c in cursors.values()}) == 1
+        assert [sys.getrefcount(x) for x in pairs] == before
+    db.families["b"][5] = (db.families["b"][5][0], b"\x00")  # a value too short: the decoder fails
+    pairs = [x for name in ("a", "b") for pair in db.families[name] for x in pair]
+    before = [sys.getrefcount(x) for x in pairs]
+    with pytest.raises(CorruptStateError):
+        list(columnar.rocksdb_batches(db, meta, mp, state_codecs(meta, mp), None, [0, 1], None, False, "void",
+                                      ["key", "a", "b"], 2))
+    cursors.clear()
+    assert [sys.getrefcount(x) for x in pairs] == before
