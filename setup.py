@@ -21,6 +21,7 @@ setup(
                 "savepoint/_speedups_values.h",
                 "savepoint/_speedups_sink.h",
                 "savepoint/_speedups_scan.h",
+                "savepoint/_speedups_hash.h",
             ],
             optional=True,
         ),

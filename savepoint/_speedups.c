@@ -18,8 +18,8 @@
  * Nothing here trusts a length from the stream: every read is bounds-checked against the buffer.
  *
  * Files: this one (the Scanner type and the module) includes _speedups_values.h (plans, errors,
- * strings, values), _speedups_sink.h (where entries go) and _speedups_scan.h (one entry, one key
- * group); all of them stand on _wire.h.
+ * strings, values), _speedups_sink.h (where entries go), _speedups_scan.h (one entry, one key
+ * group) and _speedups_hash.h (String.hashCode, key groups); all of them stand on _wire.h.
  *
  * Scanner(plans, prefix, corrupt_error, source)
  *     plans: one tuple per state id: (mode, key, namespace, value, user_key, ambiguous, func, column,
@@ -32,8 +32,10 @@
  *   .table(data, pos, end, key_group, width, flatten, ns_mode, rows)
  *                                              the keyed table's row tuples: {identity: row}
  * read_flink_string(buf, pos) -> (str | None, new pos)
+ * java_string_hash(s) -> int                 Java's String.hashCode of s (types/hashing.hash_string)
+ * key_group(java_hash, max_parallelism) -> int   Flink's key group of a hash (hashing.key_group_for_hash)
  *
- * ABI: bumped whenever this interface changes; _fastpath.py ignores a build with another number
+ * ABI: bumped whenever this interface changes; _compiled.py ignores a build with another number
  * (a stale build_ext --inplace), so rebuild after editing: pip install -e . (or python setup.py
  * build_ext --inplace).
  */
@@ -42,6 +44,7 @@
 #include "_speedups_values.h"   /* plans, errors, strings, values */
 #include "_speedups_sink.h"     /* where entries go */
 #include "_speedups_scan.h"     /* one entry, one key group */
+#include "_speedups_hash.h"     /* String.hashCode, key groups */
 
 /* ------------------------------------------------------------------------------------------ */
 /* the Scanner type */
@@ -382,12 +385,16 @@ py_read_flink_string(PyObject *Py_UNUSED(mod), PyObject *args)
 static PyMethodDef module_methods[] = {
     {"read_flink_string", py_read_flink_string, METH_VARARGS,
      "read_flink_string(buf, pos) -> (str or None, new pos): a Flink StringValue string"},
+    {"java_string_hash", py_java_string_hash, METH_O,
+     "java_string_hash(s) -> int: Java's String.hashCode of s (over its UTF-16 code units)"},
+    {"key_group", (PyCFunction)(void (*)(void))py_key_group, METH_FASTCALL,
+     "key_group(java_hash, max_parallelism) -> int: the key group Flink gives a key of this hashCode"},
     {NULL, NULL, 0, NULL}
 };
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "_speedups",
-    "Compiled decoders for fstate's hot loops (canonical keyed state, Flink strings).", -1, module_methods,
+    "Compiled decoders for fstate's hot loops (canonical keyed state, Flink strings, key groups).", -1, module_methods,
     NULL, NULL, NULL, NULL,
 };
 
@@ -412,7 +419,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }
