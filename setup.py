@@ -16,7 +16,13 @@ setup(
         Extension(
             "fstate.savepoint._speedups",
             sources=["savepoint/_speedups.c"],
-            depends=["savepoint/_wire.h"],
+            depends=[
+                "savepoint/_wire.h",
+                "savepoint/_speedups_values.h",
+                "savepoint/_speedups_sink.h",
+                "savepoint/_speedups_scan.h",
+                "savepoint/_speedups_hash.h",
+            ],
             optional=True,
         ),
         Extension(

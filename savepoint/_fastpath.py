@@ -19,10 +19,10 @@ extension (an install without a C compiler).
 
 from __future__ import annotations
 
-import os
 from typing import Any, Iterable, Iterator
 
 from . import metainfo
+from ._compiled import pure_python_forced, speedups as _speedups
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
@@ -30,14 +30,6 @@ from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListT
 from .types.cep import CepType
 from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
-ABI = 3  # the interface version of _speedups.c this module speaks
-
-try:
-    from . import _speedups
-except ImportError:  # built without a compiler: the Python path is the whole story
-    _speedups = None
-if _speedups is not None and getattr(_speedups, "ABI", None) != ABI:
-    _speedups = None  # a stale build of older sources (rebuild: pip install -e .)
 
 # type codes and plan modes: the enums of _wire.h (both compiled decoders; columnar.py imports them from here)
 # and _speedups.c
@@ -67,7 +59,7 @@ _SCALAR_CODES = {
 
 def available() -> bool:
     """Whether the compiled path is used (built, and not switched off by FSTATE_PURE_PYTHON)."""
-    return _speedups is not None and os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0")
+    return _speedups is not None and not pure_python_forced()
 
 
 class FastPathSpecVisitor(TypeInfoVisitor[Any]):

@@ -11,9 +11,9 @@ use the ``read_*(buf, pos) -> (value, pos)`` functions directly over ``bytes``.
 
 from __future__ import annotations
 
-import os
 import struct
 
+from ._compiled import pure_python_forced, speedups
 from .errors import CorruptStateError
 
 _I16 = struct.Struct(">h")
@@ -98,11 +98,9 @@ def _read_flink_string_slow(buf: bytes, pos: int, n: int) -> tuple[str, int]:
 
 
 read_flink_string_py = read_flink_string
-if os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0"):
-    try:  # the compiled twin (savepoint/_speedups.c): the same strings, positions and exceptions
-        from ._speedups import read_flink_string  # noqa: F811
-    except ImportError:
-        pass
+if speedups is not None and not pure_python_forced():
+    # the compiled twin (savepoint/_speedups.c): the same strings, positions and exceptions
+    read_flink_string = speedups.read_flink_string
 
 
 def _varint(out: bytearray, v: int) -> None:

@@ -1,9 +1,17 @@
-"""Hashes Flink uses to place things: Java ``hashCode``, Flink's murmur step, key groups, operator ids."""
+"""Hashes Flink uses to place things: Java ``hashCode``, Flink's murmur step, key groups, operator ids.
+
+:func:`hash_string` and :func:`key_group_for_hash` run for every key that is placed or checked, so
+when the compiled extension is built (and ``FSTATE_PURE_PYTHON`` is not set when this module is
+imported) they are its twins ``java_string_hash`` and ``key_group`` (savepoint/_speedups_hash.h),
+chosen once here for every caller. The Python functions stay as the reference, under the names
+:func:`hash_string_py` and :func:`key_group_for_hash_py`.
+"""
 
 from __future__ import annotations
 
 import struct
 
+from .._compiled import pure_python_forced, speedups
 from ..errors import InvalidArgumentError
 
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
@@ -46,6 +54,7 @@ def murmur_hash(code: int) -> int:
 
 
 def key_group_for_hash(java_hash: int, max_parallelism: int) -> int:
+    """The key group Flink gives a key whose ``hashCode`` is ``java_hash`` (``KeyGroupRangeAssignment``)."""
     return murmur_hash(java_hash) % max_parallelism
 
 
@@ -81,6 +90,7 @@ def default_max_parallelism(parallelism: int) -> int:
 
 
 def hash_string(s: str) -> int:
+    """Java's ``String.hashCode``: over the UTF-16 code units (a lone surrogate is one unit)."""
     h = 0
     if s.isascii():
         for c in s.encode("ascii"):
@@ -90,6 +100,13 @@ def hash_string(s: str) -> int:
         for (u,) in struct.iter_unpack(">H", raw):
             h = (31 * h + u) & _M32
     return to_int32(h)
+
+
+hash_string_py = hash_string
+key_group_for_hash_py = key_group_for_hash
+if speedups is not None and not pure_python_forced():
+    hash_string = speedups.java_string_hash  # noqa: F811
+    key_group_for_hash = speedups.key_group  # noqa: F811
 
 
 def hash_long(v: int) -> int:

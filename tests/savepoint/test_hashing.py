@@ -1,7 +1,16 @@
-import pytest
+import os
+import subprocess
+import sys
 
+import pytest
+from hypothesis import given, strategies as st
+
+from fstate.savepoint import _compiled
 from fstate.savepoint.types import hashing as h
 from fstate.savepoint.types import INT, STRING, TupleType
+
+speedups = _compiled.speedups
+needs_c = pytest.mark.skipif(speedups is None, reason="fstate.savepoint._speedups is not built")
 
 
 @pytest.mark.parametrize("uid,hexid", [
@@ -61,3 +70,96 @@ def test_default_max_parallelism(p, m):
 def test_murmur_never_negative():
     for code in (0, 1, -1, 2**31 - 1, -(2**31), 123456789, -987654321):
         assert h.murmur_hash(code) >= 0
+
+
+# ---------------------------------------------------------------------------------------------
+# hash_string and key_group_for_hash: the compiled twins (_speedups_hash.h) against the Python reference
+
+INT_MIN, INT_MAX = -(2**31), 2**31 - 1
+
+# code points of every width CPython stores (1, 2 and 4 bytes), lone surrogates and surrogate pairs
+# stored as two code points included: the UTF-16 units Java would hash are Python's "surrogatepass"
+_code_points = st.one_of(st.integers(0, 0x7F), st.integers(0x80, 0xFF), st.integers(0x100, 0xD7FF),
+                         st.integers(0xD800, 0xDFFF), st.integers(0xE000, 0xFFFF), st.integers(0x10000, 0x10FFFF))
+_texts = st.one_of(st.lists(_code_points, max_size=64).map(lambda cps: "".join(map(chr, cps))),
+                   st.text(max_size=2000))
+
+
+@pytest.mark.parametrize("text,hashcode", [
+    ("hello", 99162322), ("", 0), ("Aa", 2112), ("BB", 2112), ("polygenelubricants", INT_MIN),
+    ("acct-0", -1423448842), ("😀", 0xD83D * 31 + 0xDE00), ("\ud83d\ude00", 0xD83D * 31 + 0xDE00),
+    ("\udc00", 0xDC00), ("é", 0xE9), ("€", 0x20AC),
+])
+def test_string_hash_java_values(text, hashcode):
+    """String.hashCode as Java computes it (a surrogate pair is two units, stored split or not)."""
+    assert h.hash_string_py(text) == hashcode
+    assert h.hash_string(text) == hashcode
+    assert STRING.java_hash(text) == hashcode
+
+
+def test_the_choice_made_at_import():
+    if speedups is None or _compiled.pure_python_forced():
+        assert (h.hash_string, h.key_group_for_hash) == (h.hash_string_py, h.key_group_for_hash_py)
+    else:
+        assert (h.hash_string, h.key_group_for_hash) == (speedups.java_string_hash, speedups.key_group)
+
+
+@pytest.mark.parametrize("env", ["1", "0"])
+def test_pure_python_env_chooses_the_reference(env):
+    code = ("from fstate.savepoint.types import hashing as h, STRING; "
+            "print(h.hash_string is h.hash_string_py, h.key_group_for_hash is h.key_group_for_hash_py, "
+            "STRING.java_hash('hello'))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "FSTATE_PURE_PYTHON": env})
+    python = env == "1" or speedups is None
+    assert res.stdout.split() == [str(python), str(python), "99162322"]
+
+
+@needs_c
+@given(_texts)
+def test_compiled_string_hash_agrees(text):
+    assert speedups.java_string_hash(text) == h.hash_string_py(text)
+
+
+@needs_c
+@pytest.mark.parametrize("unit", ["a", "\xff", "\u20ac", "\udbff", "\U0010ffff"])
+def test_compiled_string_hash_agrees_on_long_strings(unit):
+    text = (unit + "k") * 50_000
+    assert speedups.java_string_hash(text) == h.hash_string_py(text)
+
+
+@needs_c
+@given(st.one_of(st.integers(INT_MIN, INT_MAX), st.integers(), st.sampled_from([INT_MIN, INT_MAX, -1, 0, 1])),
+       st.integers(1, h.UPPER_BOUND_MAX_PARALLELISM))
+def test_compiled_key_group_agrees(java_hash, max_parallelism):
+    kg = speedups.key_group(java_hash, max_parallelism)
+    assert kg == h.key_group_for_hash_py(java_hash, max_parallelism)
+    assert 0 <= kg < max_parallelism
+
+
+@needs_c
+@pytest.mark.parametrize("java_hash,max_parallelism", [
+    (INT_MIN, 128), (INT_MAX, 32768), (5, -7), (5, 2**70), (-5, -(2**70)), (True, 3), (7, 3.0),
+])
+def test_compiled_key_group_agrees_outside_the_usual_range(java_hash, max_parallelism):
+    """Odd max parallelisms go through Python's own %: the same result as the reference."""
+    want = h.key_group_for_hash_py(java_hash, max_parallelism)
+    got = speedups.key_group(java_hash, max_parallelism)
+    assert got == want and type(got) is type(want)
+
+
+@needs_c
+def test_compiled_functions_reject_what_the_reference_rejects():
+    with pytest.raises(ZeroDivisionError):
+        h.key_group_for_hash_py(1, 0)
+    with pytest.raises(ZeroDivisionError):
+        speedups.key_group(1, 0)
+    for bad in (1.5, "1", None):
+        with pytest.raises(TypeError):
+            h.key_group_for_hash_py(bad, 128)
+        with pytest.raises(TypeError):
+            speedups.key_group(bad, 128)
+    with pytest.raises(TypeError):
+        speedups.key_group(1)
+    with pytest.raises(TypeError):
+        speedups.java_string_hash(b"bytes")

@@ -1,0 +1,27 @@
+"""The compiled extension ``fstate.savepoint._speedups``, loaded in one place for all its users
+(:mod:`._fastpath`: keyed state; :mod:`.binary`: Flink strings; :mod:`.types.hashing`: hash codes and
+key groups).
+
+``speedups`` is the module, or None when it is missing (an install without a C compiler) or was
+built from other sources (a stale ``build_ext --inplace``: its ``ABI`` differs from :data:`ABI`;
+rebuild with ``pip install -e .``). Its users fall back to their pure-Python code, which is the
+reference. ``FSTATE_PURE_PYTHON=1`` forces that fallback too (:func:`pure_python_forced`).
+"""
+
+from __future__ import annotations
+
+import os
+
+ABI = 4  # the interface version of _speedups.c this package speaks
+
+try:
+    from . import _speedups as speedups
+except ImportError:  # built without a compiler: the Python path is the whole story
+    speedups = None
+if speedups is not None and getattr(speedups, "ABI", None) != ABI:
+    speedups = None
+
+
+def pure_python_forced() -> bool:
+    """Whether ``FSTATE_PURE_PYTHON`` asks for the pure-Python code (read at every call)."""
+    return os.environ.get("FSTATE_PURE_PYTHON", "") not in ("", "0")
