@@ -15,10 +15,12 @@ import decimal
 import json
 import math
 import os
+import socket
 from typing import Any
 
 import pyarrow
 
+from ..savepoint.errors import InvalidArgumentError
 from . import engine
 from . import tables
 
@@ -146,6 +148,11 @@ def spark_csv_line(row: dict, schema: pyarrow.Schema) -> str:
 
 
 def _write_part(table: tables.Table, partition: tables.Partition, path: str, file_format: str) -> int:
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):  # a Spark executor on another machine than the driver
+        raise InvalidArgumentError(f"the output directory {directory} does not exist on {socket.gethostname()}, "
+                                   "where this part is written: with Spark on a cluster, --out must be on a "
+                                   "file system the driver and every executor share")
     schema = engine.table_schema(table)
     rows = 0
     if file_format == "parquet":

@@ -161,3 +161,22 @@ def test_spark_tasks_write_with_progress_and_fail_in_one_line(spark, tmp_path):
     assert result.exit_code == 2, result.output
     assert len(result.output.strip().splitlines()) == 1 and state_file.name in result.output, result.output
     assert not out.exists() and not [path for path in tmp_path.iterdir() if path.name.startswith(".out")]
+
+
+@pytest.mark.spark
+def test_spark_tasks_name_an_output_directory_their_machine_does_not_see(spark, tmp_path):
+    """On a cluster an executor may not see the driver's --out directory: one line saying so, exit 2."""
+    from fstate.cli.console import error_from_spark
+    from fstate.readers import planning, spark_tasks
+    from fstate.readers.engine_files import _write_task
+    from fstate.readers.options import source_options
+
+    table = planning.build_table(source_options(KEYED, "keyed"))
+    missing = tmp_path / "not-on-this-executor"
+    with pytest.raises(Exception) as raised:
+        spark_tasks.map_partitions(spark, table, _write_task, None,
+                                   [(str(missing / f"part-{index}.parquet"), "parquet")
+                                    for index in range(len(table.partitions))])
+    message = error_from_spark(raised.value)
+    assert message is not None and str(missing) in message and "file system the driver and every executor share" \
+        in message, message
