@@ -93,9 +93,9 @@ class KeyedState:
                   max_parallelism: int, *, key_groups: Iterable[int] | None = None, source: str | None = None,
                   codecs: list[StateCodec] | None = None, strict: bool = False) -> "KeyedState":
         """A key-group stream (canonical or heap-native): ``buf`` holds the proxy header and the key
-        groups ``handle``'s offsets point at. ``strict`` (verify): every key and value decodes to
-        exactly its stored bytes and every key group ends exactly where the next one starts
-        (decoded in Python)."""
+        groups ``handle``'s offsets point at. ``strict``: decoded by the plain-Python reference
+        decoders (``verify(reference=True)``); the compiled ones make the same checks (every key and
+        value decodes to exactly its stored bytes, every key group ends where the next one starts)."""
         return cls(meta, max_parallelism, source=source, key_groups=key_groups, codecs=codecs, strict=strict,
                    buf=buf, handle=handle)
 

@@ -113,7 +113,11 @@ def _guard(report: OperatorReport, what: str, fn: Callable[[], object]) -> None:
         report.problems.append(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""))
 
 
-def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True, fs_options=None) -> VerifyReport:
+def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True, fs_options=None,
+           reference: bool = False) -> VerifyReport:
+    """Check a savepoint or checkpoint (see the module doc). Keyed state is decoded by the compiled
+    decoders, as strict as the plain-Python ones since both check every length, delimiter and flag;
+    ``reference``: by the plain-Python reference decoders instead (slower; the tests compare both)."""
     try:
         sp = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options)
     except FStateError as e:
@@ -141,11 +145,11 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
         if not files_ok or not decode:
             continue
         with checking_checksums():
-            _decode_operator(op, r)
+            _decode_operator(op, r, reference)
     return report
 
 
-def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
+def _decode_operator(op: OperatorView, r: OperatorReport, reference: bool) -> None:
     om_holder = {}
     _guard(r, "operator state header", lambda: om_holder.setdefault("m", op.operator_meta))
     om = om_holder.get("m")
@@ -169,11 +173,12 @@ def _decode_operator(op: OperatorView, r: OperatorReport) -> None:
     workers = _workers(op, len(sources))
     if workers == 1:
         for source in sources:
-            _guard(r, _source_label(source), lambda source=source: _decode_source(op, source, r))
+            _guard(r, _source_label(source), lambda source=source: _decode_source(op, source, r, reference))
         return
     # a subtask a process: each re-opens the savepoint (nothing open crosses a process) and reports back
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_source_task, op.savepoint.path, op.savepoint.fs_options, op.uid_hash, index)
+        futures = [pool.submit(_source_task, op.savepoint.path, op.savepoint.fs_options, op.uid_hash, index,
+                               reference)
                    for index in range(len(sources))]
         for future in futures:
             done = future.result()
@@ -198,9 +203,9 @@ def _source_label(source) -> str:
     return f"{what} of subtask {source.subtask} (key groups {source.start_key_group}-{source.end_key_group})"
 
 
-def _decode_source(op: OperatorView, source, r: OperatorReport) -> int:
+def _decode_source(op: OperatorView, source, r: OperatorReport, reference: bool) -> int:
     """Every entry of one subtask's keyed state, strictly decoded, each key in its key group."""
-    with source.open(io=op.savepoint.io, strict=True) as state:
+    with source.open(io=op.savepoint.io, strict=reference) as state:
         if source.rocksdb is None:  # a key-group stream: its offsets and header first
             verify_structure.check_key_group_offsets(state.handle, state.meta.header_size, len(state.buf),
                                                      source.label)
@@ -211,13 +216,13 @@ def _decode_source(op: OperatorView, source, r: OperatorReport) -> int:
                                                                    op.max_parallelism, source.label))
 
 
-def _source_task(path: str, fs_options, uid_hash: str, index: int) -> OperatorReport:
+def _source_task(path: str, fs_options, uid_hash: str, index: int, reference: bool) -> OperatorReport:
     """:func:`_decode_source` of the ``index``-th keyed source of an operator, in a pool process."""
     with checking_checksums():
         op = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options).operator(uid_hash)
         r = OperatorReport(op.display_name, op.uid_hash)
         source = op.keyed_states()[index]
-        _guard(r, _source_label(source), lambda: _decode_source(op, source, r))
+        _guard(r, _source_label(source), lambda: _decode_source(op, source, r, reference))
         return r
 
 
