@@ -30,7 +30,9 @@ CONF = typer.Option(None, "--conf", metavar="KEY=VALUE", help="Spark configurati
 ENGINE = typer.Option(
     "auto", "--engine", metavar="ENGINE",
     help="auto, embedded or spark. embedded reads on this machine with pyarrow and a process pool (no JVM); "
-         "auto (default) uses Spark when --master or --conf is given or the state to read is above 1 GiB.")
+         "spark runs a Spark task a partition (with --out, each writes its part file as embedded does: the "
+         "same files); auto (default) uses Spark when --master or --conf is given or the state to read is "
+         "above 1 GiB.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 JSON = typer.Option(False, "--json", help="Print JSON (the same as `fstate --output json`).")
 PLAN = typer.Option(
