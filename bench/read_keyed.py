@@ -12,7 +12,7 @@ ListState<String> of 3 elements; hashmap backend, parallelism 2), then measures 
 * `fstate read … --out parquet` with the embedded engine (pyarrow, a process pool over the
   partitions) and with Spark `local[*]` (one Spark task a partition, writing as the embedded engine
   does), the whole pipeline each; and the DataFrame API (the `flink-savepoint` data source, rows
-  through Spark into Spark's own Parquet writer);
+  through Spark into Spark's own Parquet writer); `fstate verify` of the savepoint;
 * the first-row latency of `fstate read` on a shipped sample (embedded engine);
 
 and prints entries per second for each, the ratios fstate/Flink and fstate/raw, the peak memory
@@ -155,6 +155,7 @@ def main() -> None:
         "spark = get_spark(sys.argv[3])\n"
         "frame = spark.read.format('flink-savepoint').option('path', sys.argv[1]).option('uid', 'bench-keyed').load()\n"
         "write_frame(frame, sys.argv[2], 'parquet')"), sp_dir, str(frame_out), a.master])
+    verify_s, verify_peak = _timed(["fstate", "verify", sp_dir])
     sample = ROOT / "samples" / "keyed-hashmap-savepoint"
     first_row_s = _first_line(["fstate", "read", str(sample), "--uid", "keyed", "--engine", "embedded"])
     load_end = os.getloadavg()
@@ -172,15 +173,18 @@ def main() -> None:
     print(f"  fstate read --out parquet (embedded engine)       {rate(embedded_s)}")
     print(f"  fstate read --out parquet (Spark {a.master})       {rate(spark_s)}")
     print(f"  DataFrame API (data source → Spark's writer)      {rate(frame_s)}")
+    print(f"  fstate verify (every entry decoded and placed)    {rate(verify_s)}")
     print(f"  ratio fstate read embedded / Flink restore speed  {flink_s / embedded_s:.2f}")
     print(f"  ratio fstate read Spark / Flink restore speed     {flink_s / spark_s:.2f}")
     print(f"  ratio DataFrame API / Flink restore speed         {flink_s / frame_s:.2f}")
+    print(f"  ratio fstate verify / Flink restore speed         {flink_s / verify_s:.2f}")
     if columnar_s:
         print(f"  ratio Arrow decode / raw read speed               {raw_s / columnar_s:.4f}")
     print(f"  first row of `fstate read` on a sample (embedded) {first_row_s:.2f} s")
     print(f"  peak memory, embedded (driver + pool)             {embedded_peak / 2**20:,.0f} MiB")
     print(f"  peak memory, Spark (driver + JVM)                 {spark_peak / 2**20:,.0f} MiB")
     print(f"  peak memory, DataFrame API (driver + JVM)         {frame_peak / 2**20:,.0f} MiB")
+    print(f"  peak memory, verify (with its pool)               {verify_peak / 2**20:,.0f} MiB")
 
 
 def _load(avg) -> str:
