@@ -289,43 +289,25 @@ def _rocksdb_database(path, mp: int, lo: int, hi: int):
     a VALUE, a LIST and a MAP state, a state whose column family is empty and one without a column
     family: (RocksDBSource, meta). String keys of key groups lo..hi (with mp > 256: 2-byte prefixes
     above 255)."""
-    import gc
-    import os
-
-    import rocksdict
-
-    from fstate.savepoint import streams
     from fstate.savepoint.types import LONG, STRING
     from fstate.savepoint.types.hashing import key_group_for_hash
+    from tests.savepoint.rocksdb_synthetic import write_database
 
     states = [keyed.value_state_meta("total", "VALUE", LONG), keyed.value_state_meta("tags", "LIST", STRING),
               keyed.value_state_meta("m", "MAP", MapType(STRING, LONG)), keyed.value_state_meta("empty", "VALUE", LONG),
               keyed.value_state_meta("absent", "VALUE", LONG)]
     meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING, states)
-    enc = [keyed.PairEncoder(meta, i, mp) for i in range(3)]
-    opts = rocksdict.Options(raw_mode=True)
-    opts.create_if_missing(True)
-    db = rocksdict.Rdict(str(path), opts)
-    cfs = [db.create_column_family(s.name, rocksdict.Options(raw_mode=True)) for s in states[:4]]
+    entries = []
     for i in range(600):
         key = f"key-{i}"
         kg = key_group_for_hash(STRING.java_hash(key), mp)
         if not lo <= kg <= hi:
             continue
         values = [i, [f"t{i}", ""] * (i % 3), {"a": i, "nul": None} if i % 2 else {}]
-        for sid, v in enumerate(values):
-            if i % 5 != sid:  # every state leaves some keys out: rows of one state only
-                for kb, vb in enc[sid].pairs(kg, key, v):
-                    cfs[sid][kb] = vb
-    db.flush()
-    del cfs
-    db.close()
-    del db
-    gc.collect()
-    files = tuple((n, streams.StreamSource(str(path / n), 0, (path / n).stat().st_size, label=n))
-                  for n in sorted(os.listdir(path)) if n.endswith(".sst") or n.startswith("MANIFEST-") or n == "CURRENT")
+        # every state leaves some keys out: rows of one state only
+        entries.append((key, kg, [(sid, v) for sid, v in enumerate(values) if i % 5 != sid]))
+    src = write_database(path, meta, mp, lo, hi, entries, column_families=4)
     meta.header_size = len(keyed.proxy_bytes(meta))
-    src = rocksdb.RocksDBSource("synthetic", lo, hi, streams.StreamSource(None, data=keyed.proxy_bytes(meta)), files)
     return src, meta
 
 

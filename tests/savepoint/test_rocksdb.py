@@ -338,42 +338,23 @@ def test_cli_checkpoint_base_dir(tmp_path, spark):
 def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
     """A RocksDB database written like Flink's RocksDB backend (via the canonical pair encoder),
     with its files as a RocksDBSource: key groups [start, end] of ``max_parallelism``."""
-    import rocksdict
-
     from fstate.savepoint.types import LONG, STRING, MapType
     from fstate.savepoint.types.hashing import key_group_for_hash
+    from tests.savepoint.rocksdb_synthetic import write_database
 
     states = [keyed.value_state_meta("total", "VALUE", LONG),
               keyed.value_state_meta("tags", "LIST", STRING),
               keyed.value_state_meta("m", "MAP", MapType(STRING, LONG)),
               keyed.timer_state_meta("event", STRING)]
     meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING, states)
-    enc = [keyed.PairEncoder(meta, i, max_parallelism) for i in range(len(states))]
     expected = {}
-    opts = rocksdict.Options(raw_mode=True)
-    opts.create_if_missing(True)
-    db = rocksdict.Rdict(str(path), opts)
-    cfs = [db.create_column_family(s.name, rocksdict.Options(raw_mode=True)) for s in states]
     for i in range(400):
         key = f"key-{i}"
         kg = key_group_for_hash(STRING.java_hash(key), max_parallelism)
-        if not start <= kg <= end:
-            continue
-        values = [i, [f"t{i}", "", "é中"], {"a": i, "nul": None}, 1000 + i]
-        for sid, v in enumerate(values):
-            for kb, vb in enc[sid].pairs(kg, key, v):
-                cfs[sid][kb] = vb
-        expected[key] = (kg, values)
-    db.flush()
-    del cfs
-    db.close()
-    del db
-    gc.collect()
-    files = tuple((n, streams.StreamSource(str(path / n), 0, (path / n).stat().st_size, label=n))
-                  for n in sorted(os.listdir(path)) if n.endswith(".sst") or n.startswith("MANIFEST-") or n == "CURRENT")
-    data = keyed.proxy_bytes(meta)
-    src = rocksdb.RocksDBSource("synthetic", start, end, streams.StreamSource(None, data=data, label="meta"), files)
-    return src, expected
+        if start <= kg <= end:
+            expected[key] = (kg, [i, [f"t{i}", "", "é中"], {"a": i, "nul": None}, 1000 + i])
+    entries = [(key, kg, list(enumerate(values))) for key, (kg, values) in expected.items()]
+    return write_database(path, meta, max_parallelism, start, end, entries), expected
 
 
 @pytest.mark.parametrize("max_parallelism,start,end", [(1024, 200, 700), (128, 0, 127)])
