@@ -11,24 +11,20 @@ The batches have the schema and the values the Spark data source hands Spark for
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import gc
 import itertools
-import multiprocessing
-import os
 from typing import Callable, Iterator
 
 import pyarrow
 
 from ..savepoint import handles
+from ..savepoint import pool
 from . import arrow_schema
 from . import tables
 
 #: rows per record batch
 BATCH_ROWS = 8192
-#: tables with less state than this are read in this process (a pool's start-up costs more)
-SMALL_TABLE_BYTES = 16 * 1024 * 1024
 
 #: called after each partition: (rows, bytes of state) read
 Progress = Callable[[int, int], None]
@@ -128,15 +124,8 @@ def _partition_table(table: tables.Table, partition: tables.Partition) -> pyarro
 
 
 def workers_for(table: tables.Table, workers: int | None = None) -> int:
-    """How many processes read ``table``: 1 for one partition or a small table, else one per core
-    (at most one per partition)."""
-    if len(table.partitions) <= 1 or table_bytes(table) < SMALL_TABLE_BYTES:
-        return 1
-    return max(1, min(workers or os.cpu_count() or 1, len(table.partitions)))
-
-
-def pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
-    return concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    """How many processes read ``table`` (:func:`..savepoint.pool.pool_size` over its partitions)."""
+    return pool.pool_size(len(table.partitions), table_bytes(table), workers)
 
 
 def map_partitions(table: tables.Table, task: Callable, progress: Progress | None = None,
@@ -154,7 +143,7 @@ def map_partitions(table: tables.Table, task: Callable, progress: Progress | Non
                 progress(rows, partition_bytes(partition))
             yield result
         return
-    with pool(count) as executor:
+    with pool.spawn_pool(count) as executor:
         futures = [executor.submit(task, light, partition, *extra)
                    for partition, extra in zip(table.partitions, arguments)]
         try:

@@ -9,8 +9,6 @@ offset intact (inside a long, a double, a string's characters) is not detectable
 
 from __future__ import annotations
 
-import concurrent.futures
-import multiprocessing
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
@@ -18,6 +16,7 @@ from typing import Callable, Iterable
 from . import handles
 from . import streams
 from . import operator as operator_state
+from . import pool
 from . import verify_structure
 from .compression import checking_checksums
 from .errors import CorruptStateError, ExternalPathError, FStateError, UnsupportedSerializerError
@@ -176,8 +175,8 @@ def _decode_operator(op: OperatorView, r: OperatorReport, reference: bool) -> No
             _guard(r, _source_label(source), lambda source=source: _decode_source(op, source, r, reference))
         return
     # a subtask a process: each re-opens the savepoint (nothing open crosses a process) and reports back
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(_source_task, op.savepoint.path, op.savepoint.fs_options, op.uid_hash, index,
+    with pool.spawn_pool(workers) as executor:
+        futures = [executor.submit(_source_task, op.savepoint.path, op.savepoint.fs_options, op.uid_hash, index,
                                reference)
                    for index in range(len(sources))]
         for future in futures:
@@ -187,15 +186,8 @@ def _decode_operator(op: OperatorView, r: OperatorReport, reference: bool) -> No
             r.warnings.extend(note for note in done.warnings if note not in r.warnings)
 
 
-#: an operator with more keyed state than this is decoded on a process pool, a subtask a process
-POOL_ABOVE_BYTES = 16 << 20
-
-
 def _workers(op: OperatorView, sources: int) -> int:
-    size = sum(h.size for _, h in op.keyed_handles() if h is not None)
-    if sources <= 1 or size <= POOL_ABOVE_BYTES:
-        return 1
-    return max(1, min(os.cpu_count() or 1, sources))
+    return pool.pool_size(sources, sum(h.size for _, h in op.keyed_handles() if h is not None))
 
 
 def _source_label(source) -> str:

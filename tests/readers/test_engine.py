@@ -13,7 +13,7 @@ import pytest
 
 from fstate.cli.output import to_jsonable
 from fstate.readers import engine, tables
-from fstate.savepoint import _fastpath, columnar
+from fstate.savepoint import _fastpath, columnar, pool
 from fstate.readers.engine_files import java_double
 from fstate.readers.options import FORMAT, savepoint_source_options
 from fstate.readers.planning import build_table
@@ -162,7 +162,7 @@ def test_process_pool_reads_the_same_table(monkeypatch):
     table = build_table(options)
     assert len(table.partitions) > 1
     sequential = engine.read_table(table)
-    monkeypatch.setattr(engine, "SMALL_TABLE_BYTES", 0)
+    monkeypatch.setattr(pool, "SMALL_BYTES", 0)
     seen = []
     pooled = engine.read_table(table, progress=lambda rows, size: seen.append((rows, size)), workers=2)
     assert pooled.equals(sequential)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fstate.savepoint import compression, handles, keyed
+from fstate.savepoint import compression, handles, keyed, pool
 from fstate.savepoint.errors import CorruptStateError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metadata import read_metadata, write_metadata
@@ -170,10 +170,14 @@ def test_a_process_pool_reports_what_one_process_does(tmp_path, monkeypatch, sam
         cases.append(damaged)
     for path in cases:
         one = verify(str(path))
-        monkeypatch.setattr(verify_module, "POOL_ABOVE_BYTES", -1)
+        monkeypatch.setattr(pool, "SMALL_BYTES", 0)
         monkeypatch.setattr(verify_module.os, "cpu_count", lambda: 2)
+        pools = []
+        spawn = pool.spawn_pool
+        monkeypatch.setattr(pool, "spawn_pool", lambda workers: pools.append(workers) or spawn(workers))
         pooled = verify(str(path))
         monkeypatch.undo()
+        assert pools and set(pools) == {2}  # every keyed operator decoded on a pool of 2
         assert verify_module._workers(Savepoint.open(str(path)).operator("keyed"), 3) == 1  # small: one process
         assert [dataclasses.asdict(o) for o in pooled.operators] == [dataclasses.asdict(o) for o in one.operators]
         assert pooled.ok == (path == case)
