@@ -21,7 +21,6 @@ enabled on a keyed state descriptor with ``descriptor.enable_time_to_live(config
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import enum
 import logging
@@ -29,6 +28,8 @@ from typing import Any, Callable, Iterator
 
 from ..savepoint import metainfo
 from ..savepoint import types as savepoint_types
+from ..savepoint.ttl_meta import (is_ttl_meta, plain_meta, timestamped_meta, ttl_meta, ttl_type,  # noqa: F401
+                                 with_timestamped_states, wrap_meta_value_type)
 from ..savepoint.types import TtlValue
 
 log = logging.getLogger("fstate.runtime.ttl")
@@ -239,73 +240,6 @@ StateTtlConfig.DISABLED = StateTtlConfig.new_builder(_LONG_MAX).set_update_type(
 
 
 # =============================================================================================
-# types: the TTL serializer layout of the format core, timestamped
-
-
-def ttl_type(value_type: savepoint_types.TypeInfo) -> savepoint_types.TtlType:
-    """Flink's ``TtlSerializer(LongSerializer, value serializer)``, decoding to :class:`TtlValue`."""
-    return savepoint_types.TtlType(savepoint_types.LONG, value_type, timestamped=True)
-
-
-def wrap_meta_value_type(kind: str, value_type: savepoint_types.TypeInfo) -> savepoint_types.TypeInfo:
-    """The type ``keyed.value_state_meta`` wants for a TTL state of ``kind`` whose plain type is
-    ``value_type`` (element for LIST, MapType for MAP): TTL per element and per map value."""
-    if kind == "MAP":
-        return savepoint_types.MapType(value_type.key, ttl_type(value_type.value))
-    return ttl_type(value_type)
-
-
-def _stored_ttl(meta: metainfo.StateMetaInfo) -> savepoint_types.TtlType | None:
-    """The TTL node of a keyed state's stored value type (the value, list element or map value)."""
-    vt = meta.value_type
-    if meta.kind == "LIST" and isinstance(vt, savepoint_types.ListType):
-        vt = vt.element
-    elif meta.kind == "MAP" and isinstance(vt, savepoint_types.MapType):
-        vt = vt.value
-    return vt if isinstance(vt, savepoint_types.TtlType) else None
-
-
-def is_ttl_meta(meta: metainfo.StateMetaInfo) -> bool:
-    return _stored_ttl(meta) is not None
-
-
-def _rebuild(meta: metainfo.StateMetaInfo, stored: savepoint_types.TypeInfo) -> metainfo.StateMetaInfo:
-    vt = meta.value_type
-    if meta.kind == "LIST":
-        stored = savepoint_types.ListType(stored, vt.snapshot_class) if isinstance(vt, savepoint_types.ListType) \
-            else stored
-    elif meta.kind == "MAP":
-        stored = savepoint_types.MapType(vt.key, stored)
-    serializers = dict(meta.serializers)
-    serializers[metainfo.VALUE_SERIALIZER] = stored
-    return metainfo.StateMetaInfo(meta.name, meta.backend_type, dict(meta.options), serializers)
-
-
-def timestamped_meta(meta: metainfo.StateMetaInfo) -> metainfo.StateMetaInfo:
-    """``meta`` with its TTL node decoding to :class:`TtlValue` (unchanged without TTL)."""
-    node = _stored_ttl(meta)
-    if node is None or node.timestamped:
-        return meta
-    return _rebuild(meta, node.with_timestamps())
-
-
-def plain_meta(meta: metainfo.StateMetaInfo) -> metainfo.StateMetaInfo:
-    """``meta`` without TTL: the user value (element, map value) type."""
-    node = _stored_ttl(meta)
-    return meta if node is None else _rebuild(meta, node.value)
-
-
-def ttl_meta(meta: metainfo.StateMetaInfo) -> metainfo.StateMetaInfo:
-    """``meta`` with TTL (timestamped), from one without."""
-    if is_ttl_meta(meta):
-        return timestamped_meta(meta)
-    vt = meta.value_type
-    inner = vt.element if meta.kind == "LIST" and isinstance(vt, savepoint_types.ListType) else \
-        vt.value if meta.kind == "MAP" else vt
-    return _rebuild(meta, ttl_type(inner))
-
-
-# =============================================================================================
 # values
 
 
@@ -411,13 +345,3 @@ class IncrementalCleanup:
             elif clean is not value:
                 by_key[key] = clean
             done += 1
-
-
-
-def with_timestamped_states(meta):
-    """A keyed backend's meta (``KeyedBackendMeta``) whose TTL states decode to :class:`TtlValue`
-    (for restoring: the runtime keeps every value's last access)."""
-    states = [timestamped_meta(s) if s.backend_type == metainfo.KEY_VALUE else s for s in meta.states]
-    if all(a is b for a, b in zip(states, meta.states)):
-        return meta
-    return dataclasses.replace(meta, states=states)
