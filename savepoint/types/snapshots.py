@@ -251,7 +251,7 @@ def _kryo(inp, version, depth):
     else:
         raise inp.fail(f"unknown KryoSerializer snapshot version {version}", UnsupportedVersionError)
     payload = bytes(inp.buf[start:inp.pos])
-    return OpaqueType(_KRYO, version, payload, type_class, "Kryo-serialized values")
+    return OpaqueType(KRYO_SNAPSHOT, version, payload, type_class, "Kryo-serialized values")
 
 
 def _type_class_only(reason: str):
@@ -376,7 +376,7 @@ def _external(inp, version, depth):
     return table.ExternalType(nested[0], raw, internal_input, logical, conversion)
 
 
-_KRYO = RUNTIME + "kryo.KryoSerializerSnapshot"
+KRYO_SNAPSHOT = RUNTIME + "kryo.KryoSerializerSnapshot"
 
 _PARSERS: dict[str, Callable] = {
     TupleType.snapshot_class: _tuple,
@@ -395,7 +395,7 @@ _PARSERS: dict[str, Callable] = {
     PojoType.snapshot_class: _pojo,
     EnumType.snapshot_class: _enum,
     PickledType.snapshot_class: _pickled,
-    _KRYO: _kryo,
+    KRYO_SNAPSHOT: _kryo,
     # CEP
     **{cls: _cep(kind) for kind, (cls, _, _) in CEP_KINDS.items()},
 }
