@@ -234,6 +234,8 @@ def carry_for_target(view, metadata_version: int) -> KeyedReencode | None:
     re-encodes every state with the target's serializers (writers/reencode.py: ``reencode_keyed``).
     Raises InvalidArgumentError naming the operator and state the target cannot take, or that fstate
     cannot re-encode; warns (FStateWarning) about Kryo state carried across 1.x and 2.x."""
+    if not _crosses(view, metadata_version):  # the same serializers: nothing to read
+        return None
     meta = view.keyed_meta if view.has_keyed_state else None
     if meta is None:
         return None
@@ -252,7 +254,7 @@ def operator_carry_for_target(view, metadata_version: int) -> operator_state.Ope
     """The operator-state counterpart of :func:`carry_for_target`: None when the list, union and
     broadcast state of ``view`` can be carried as it is, else the header to re-encode it with
     (writers/reencode.py: ``reencode_operator``)."""
-    meta = view.operator_meta
+    meta = view.operator_meta if _crosses(view, metadata_version) else None
     if meta is None:
         return None
     what = f"operator {view.display_name}"
@@ -288,8 +290,6 @@ def _check_decodable(view, part: str, changed: str, metadata_version: int, state
 
 
 def _warn_kryo(view, states: list[StateMetaInfo], metadata_version: int, extra: list[TypeInfo] = ()) -> None:
-    if not _crosses(view, metadata_version):
-        return
     for what, types in _parts(states, extra):
         if any(isinstance(t, OpaqueType) and t.snapshot_class == KRYO_SNAPSHOT for root in types for t in root.walk()):
             warnings.warn(
