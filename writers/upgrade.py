@@ -30,8 +30,7 @@ from ..savepoint.builder import SavepointBuilder, metadata_version_for
 from ..savepoint.errors import CorruptStateError, InvalidArgumentError
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint.metadata import OperatorState, SubtaskState
-from ..savepoint.sql_plan import Plan, bind, load_plan
-from ..savepoint.sql_shape_binding import bind_by_state
+from ..savepoint.sql_plan import Plan, bind_savepoint, load_plan
 from ..savepoint.sql_upgrade import Decision, Pairing, match_plans
 from ..savepoint.types.hashing import operator_id_for_uid
 from .reencode import KeyedReencode, StateSource, reencode_keyed
@@ -167,11 +166,8 @@ class SavepointUpgrader:
         return self._report
 
     def _bound(self, plan: Plan, savepoint: Savepoint) -> dict[int, OperatorView]:
-        """Plan node id → the savepoint's operator: by node ids in names and uids, by the hashes of
-        generated uids, or (a 1.x savepoint without names or uids) by the shape of each state."""
-        if not any(o.name or o.uid for o in savepoint.operators):
-            return bind_by_state(plan, savepoint.operators, savepoint.path)
-        binding = bind(plan, savepoint.operators, savepoint.path)
+        """Plan node id → the savepoint's operator (``sql_plan.bind_savepoint``)."""
+        binding = bind_savepoint(plan, savepoint)
         views = {o.uid_hash: o for o in savepoint.operators}
         return {described.node_id: views[uid_hash] for uid_hash, described in binding.operators.items()}
 
