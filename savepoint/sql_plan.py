@@ -247,10 +247,11 @@ def bind(plan: Plan, operators: Iterable[Any], source: str | None = None) -> Pla
 
 def bind_savepoint(plan: Plan, savepoint) -> PlanBinding:
     """A plan matched to an open Savepoint: by node ids in names and uids, by the hashes of generated
-    uids, or, when no operator has a name or a uid (a Flink 1.x savepoint of a job without uids), by
-    the shape of each operator's state (``sql_shape_binding``)."""
+    uids, or, when no operator has a name, a uid or a generated uid's hash (a Flink 1.x savepoint of a
+    job without uids), by the shape of each operator's state (``sql_shape_binding``)."""
     operators = list(savepoint.operators)
-    if operators and not any(o.name or o.uid for o in operators):
+    generated = {operator_id_for_uid(node.transformation_uid).hex() for node in plan.nodes.values()}
+    if operators and not any(o.name or o.uid or o.uid_hash in generated for o in operators):
         from .sql_shape_binding import bind_by_state
 
         bound = bind_by_state(plan, operators, savepoint.path)
