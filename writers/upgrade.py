@@ -215,6 +215,10 @@ class SavepointUpgrader:
                     return Step(Decision.INCOMPATIBLE, f"{reason}; re-encoding needs the new job's serializers: "
                                 "give --template (a savepoint the new job took right after starting without state)",
                                 old, target, pairing)
+                opaque = [s.name for s in old.keyed_meta.states if s.undecodable]
+                if opaque:
+                    return Step(Decision.INCOMPATIBLE, f"{reason}; but state {', '.join(opaque)} has serializers "
+                                "fstate cannot decode: such state is carried only unchanged", old, target, pairing)
                 try:
                     sql_reencode(pairing, old.keyed_meta, new_meta, f"operator {old.display_name}")
                 except InvalidArgumentError as e:

@@ -230,3 +230,28 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     result = runner.invoke(app, ["upgrade", str(corrupt), "--flink-version", "2.3", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "_metadata" in result.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_unknown_serializers_are_carried_byte_for_byte(tmp_path):
+    from tests.savepoint.test_unknown_serializers import LONG, copy_replacing, unknown_name
+
+    sample = copy_replacing("sql-uids-savepoint", tmp_path, LONG, unknown_name(LONG))
+    old = Savepoint.open(str(sample_snapshot(sample)))
+    assert any(s.undecodable for o in old.operators if o.has_keyed_state for s in o.keyed_meta.states)
+    upgrader = SavepointUpgrader(str(sample_snapshot(sample)), old_plan=parse_plan(json.dumps(PLAN)),
+                                 new_plan=parse_plan(json.dumps(_shifted(PLAN))))
+    assert upgrader.report().exit_code == 0
+    new = Savepoint.open(upgrader.write(str(tmp_path / "new")))
+    for step in (s for s in upgrader.report().steps if s.sql):
+        before = [old.read_stream(h.delegate) for _, h in old.operator(step.old.uid).keyed_handles()]
+        after = [new.read_stream(h.delegate) for _, h in new.operator(step.target.uid).keyed_handles()]
+        assert before == after, step.old.uid
+    # re-encoding such state is refused, naming it
+    bigint = logical_type("BIGINT")
+    template = _template(tmp_path, _migrated_plan(), [bigint, logical_type("BIGINT", nullable=False), bigint])
+    migrated = SavepointUpgrader(str(sample_snapshot(sample)), old_plan=parse_plan(json.dumps(PLAN)),
+                                 new_plan=parse_plan(json.dumps(_migrated_plan())), template=template)
+    refused = migrated.report().refused
+    assert "104_group-aggregate" in {s.new_name for s in refused}
+    assert all("has serializers fstate cannot decode: such state is carried only unchanged" in s.reason
+               for s in refused)
