@@ -245,29 +245,6 @@ def bind(plan: Plan, operators: Iterable[Any], source: str | None = None) -> Pla
     return PlanBinding(plan, matched)
 
 
-def bind_savepoint(plan: Plan, savepoint) -> PlanBinding:
-    """A plan matched to an open Savepoint: by node ids in names and uids, by the hashes of generated
-    uids, or, when no operator has a name, a uid or a generated uid's hash (a Flink 1.x savepoint of a
-    job without uids), by the shape of each operator's state (``sql_shape_binding``)."""
-    operators = list(savepoint.operators)
-    generated = {operator_id_for_uid(node.transformation_uid).hex() for node in plan.nodes.values()}
-    if operators and not any(o.name or o.uid or o.uid_hash in generated for o in operators):
-        from .sql_shape_binding import bind_by_state
-
-        bound = bind_by_state(plan, operators, savepoint.path)
-        if not bound:
-            raise InvalidArgumentError(f"no operator of {savepoint.path} holds the state of a node of this plan",
-                                       plan.path)
-        return PlanBinding(plan, {view.uid_hash: describe_node(plan, plan.nodes[node_id])
-                                  for node_id, view in bound.items()})
-    return bind(plan, operators, savepoint.path)
-
-
-def load_binding(path: str, savepoint) -> PlanBinding:
-    """``--plan PATH`` for an open Savepoint: the plan read, parsed and matched to it."""
-    return bind_savepoint(load_plan(path), savepoint)
-
-
 __all__ = ["SqlOperator", "sql_operator", "STATEFUL_KINDS", "SQL_KINDS", "row_field_names", "PlanNode", "Plan",
-           "parse_plan", "load_plan", "PlanBinding", "bind", "bind_savepoint", "load_binding", "SqlOperatorPlan", "StateSchema",
+           "parse_plan", "load_plan", "PlanBinding", "bind", "SqlOperatorPlan", "StateSchema",
            "FieldNames", "field_names", "describe_node"]

@@ -30,7 +30,8 @@ from ..savepoint.builder import SavepointBuilder, metadata_version_for
 from ..savepoint.errors import CorruptStateError, InvalidArgumentError
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint.metadata import OperatorState, SubtaskState
-from ..savepoint.sql_plan import Plan, bind_savepoint, load_plan
+from ..savepoint.sql_binding import bind_savepoint
+from ..savepoint.sql_plan import Plan, load_plan
 from ..savepoint.sql_upgrade import Decision, Pairing, match_plans
 from ..savepoint.types.hashing import operator_id_for_uid
 from .reencode import KeyedReencode, StateSource, reencode_keyed
@@ -166,7 +167,7 @@ class SavepointUpgrader:
         return self._report
 
     def _bound(self, plan: Plan, savepoint: Savepoint) -> dict[int, OperatorView]:
-        """Plan node id → the savepoint's operator (``sql_plan.bind_savepoint``)."""
+        """Plan node id → the savepoint's operator (``sql_binding.bind_savepoint``)."""
         binding = bind_savepoint(plan, savepoint)
         views = {o.uid_hash: o for o in savepoint.operators}
         return {described.node_id: views[uid_hash] for uid_hash, described in binding.operators.items()}
