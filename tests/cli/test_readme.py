@@ -51,7 +51,8 @@ NOT_RUN = {
 }
 
 runner = CliRunner()
-COMMAND_NAMES = {"info", "read", "sql", "views", "diff", "verify", "bootstrap", "modify", "deps", "relocate"}
+COMMAND_NAMES = {"info", "read", "sql", "views", "diff", "verify", "bootstrap", "modify", "upgrade", "deps",
+                 "relocate"}
 
 
 @dataclass(frozen=True)
@@ -233,15 +234,25 @@ def test_setup_command_names_a_shipped_sample():
 # bash
 
 
+#: A comment ``# exit N`` after a command says the exit code it must end with (0 otherwise).
+EXIT_COMMENT = re.compile(r"#\s*exit\s+(\d+)\b")
+
+
 def commands(code: str) -> list[str]:
     """The commands of a bash snippet: continuation lines joined, ``&&`` chains split, comments off."""
+    return [command for command, _ in commands_with_exits(code)]
+
+
+def commands_with_exits(code: str) -> list[tuple[str, int]]:
+    """Each command of a bash snippet with the exit code its line's ``# exit N`` comment names (0)."""
     joined = code.replace("\\\n", " ")
     found = []
     for line in joined.splitlines():
+        expected = EXIT_COMMENT.search(line)
         for command in line.split("&&"):
             words = shlex.split(command, comments=True)
             if words:
-                found.append(shlex.join(words))
+                found.append((shlex.join(words), int(expected.group(1)) if expected else 0))
     return found
 
 
@@ -298,7 +309,7 @@ BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check
 OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output}
 
 
-def run_command(command: str) -> str:
+def run_command(command: str, expected_exit: int = 0) -> str:
     words = shlex.split(command)
     assert words[0] == "fstate", f"{command}: only fstate commands run here; add others to NOT_RUN with a reason"
     if words[1:] == ["--install-completion"]:
@@ -311,7 +322,7 @@ def run_command(command: str) -> str:
         assert "_fstate_completion" in result.stdout
         return result.stdout
     result = runner.invoke(app, words[1:], env={"COLUMNS": "200"})
-    assert result.exit_code == 0, f"{command}\n{result.output}"
+    assert result.exit_code == expected_exit, f"{command}\n{result.output}"
     assert result.output.strip(), f"{command}: no output"
     if "--json" in words or "--output" in words and words[words.index("--output") + 1] == "json":
         command_name = next(w for w in words[1:] if w in COMMAND_NAMES)
@@ -329,11 +340,11 @@ def test_bash_snippet(key, spark, tmp_path, monkeypatch):
     write_yaml_files(tmp_path)
     ran = skipped = 0
     outputs: dict[str, str] = {}
-    for command in commands(with_placeholders(snippet(key).code, tmp_path)):
+    for command, expected_exit in commands_with_exits(with_placeholders(snippet(key).code, tmp_path)):
         if not_run(command):
             skipped += 1
             continue
-        outputs[command] = run_command(command)
+        outputs[command] = run_command(command, expected_exit)
         ran += 1
     if not ran:
         pytest.skip("; ".join(sorted({not_run(c) for c in commands(snippet(key).code)})))
