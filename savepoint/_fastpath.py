@@ -28,7 +28,7 @@ from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListT
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from .types.cep import CepType
-from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
+from .types.table import ExternalType, RawValueDataType, RowDataType, SortedMapType, TableDataType
 
 
 # type codes and plan modes: the enums of _wire.h (both compiled decoders; columnar.py imports them from here)
@@ -138,6 +138,9 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
         return None
 
     def visit_external(self, node: ExternalType) -> Any:
+        return None
+
+    def visit_sorted_map(self, node: SortedMapType) -> Any:
         return None
 
 

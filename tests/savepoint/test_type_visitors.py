@@ -65,8 +65,11 @@ def _table_samples() -> list[TypeInfo]:
     string_data = table.TableDataType(table.STRING_DATA, 3, b"", varchar)
     decimal_data = table.TableDataType(table.DECIMAL_DATA, 3, bytes(8), decimal)
     row = table.RowDataType((LogicalType("BIGINT"), varchar, decimal), (LONG, string_data, decimal_data))
+    sort_key = table.RowDataType((LogicalType("BIGINT", False),), (LONG,))
     return [row, table.RowDataType(None, arity=2), string_data, decimal_data,
-            table.RawValueDataType(LONG), table.ExternalType(LONG, b"", False, LogicalType("BIGINT"), "java.lang.Long")]
+            table.RawValueDataType(LONG), table.ExternalType(LONG, b"", False, LogicalType("BIGINT"), "java.lang.Long"),
+            table.SortedMapType(sort_key, LONG, b"", order=(table.SortKeyOrder(0, True, False),)),
+            table.SortedMapType(sort_key, LONG, b"")]
 
 
 SAMPLES = _samples()
