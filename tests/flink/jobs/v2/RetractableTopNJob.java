@@ -35,7 +35,7 @@ import org.apache.flink.types.Row;
  * The state both keep is derived from the final groups: every group's current row (k, name,
  * cnt, total) is in its sort key's list; a group's row joined that list with its last update
  * (each update retracts the row before it), so a list is in the order of the groups' last rows
- * in the input. The order of rows by rank is the comparator's, ties in list order; the print
+ * in the input (the job runs at parallelism 1, see parallelism()). The order of rows by rank is the comparator's, ties in list order; the print
  * sinks (materialised) must show the first two of each k with their row numbers before the
  * savepoint is taken.
  *
@@ -99,9 +99,14 @@ public class RetractableTopNJob implements InternalStateOracle.Job {
         return SqlJob.MAX_PARALLELISM;
     }
 
+    /**
+     * 1: the order of a sort key's rows in "data-state" is the order in which the Top-N received
+     * their groups' updates; at a higher parallelism the updates of one k come from several
+     * GroupAggregate subtasks (hashed by k and name) over as many channels, in an order timing decides.
+     */
     @Override
     public int parallelism() {
-        return SqlJob.P;
+        return 1;
     }
 
     @Override
