@@ -26,7 +26,8 @@ from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArray
                                visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
-from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, SortedMapType, TableDataType
+from ..savepoint.types.sorted_map import SortedMapType
+from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from ..savepoint.types.visitor import MissingVisitorBranchError
 
 UTC_TIMESTAMP = pyarrow.timestamp("us", tz="UTC")

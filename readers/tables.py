@@ -28,7 +28,8 @@ from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, C
                                GenericArrayType, ListType, MapType, NullableType, PojoType, TimerType, TtlType,
                                TypeInfo)
 from ..savepoint.types.hashing import key_group_for_hash
-from ..savepoint.types.table import RowDataType, SortedMapType
+from ..savepoint.types.sorted_map import SortedMapType
+from ..savepoint.types.table import RowDataType
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
 SPLIT_BYTES = 32 * 1024 * 1024

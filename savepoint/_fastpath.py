@@ -28,7 +28,8 @@ from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListT
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from .types.cep import CepType
-from .types.table import ExternalType, RawValueDataType, RowDataType, SortedMapType, TableDataType
+from .types.sorted_map import SortedMapType
+from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 
 # type codes and plan modes: the enums of _wire.h (both compiled decoders; columnar.py imports them from here)

@@ -35,7 +35,8 @@ from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, C
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.table_serializers import table_serializer
-from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, SortedMapType, TableDataType
+from ..savepoint.types.sorted_map import SortedMapType
+from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from ..savepoint.types.data_types import external_serializer
 from .sql_types import is_external_type, parse_external_type, parse_sql_type, sql_type_name
 

@@ -20,7 +20,8 @@ from ..savepoint.types import (LONG, ArrayListType, EitherType, EnumType, Generi
                                TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
-from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, SortedMapType, TableDataType
+from ..savepoint.types.sorted_map import SortedMapType
+from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 _INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
 _FRACTIONAL = ("FloatType", "DoubleType", "DecimalType")

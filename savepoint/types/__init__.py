@@ -17,7 +17,8 @@ from .scalars import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUB
                       LOCAL_DATE_TIME, LOCAL_TIME, LONG, SCALARS, SHORT, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, STRING,
                       TIME_WINDOW, VOID_NAMESPACE, Scalar, TimeWindowType, scalar)
 from .logical import LogicalType
-from .table import ExternalType, RawValueDataType, RowDataType, SortedMapType, TableDataType
+from .sorted_map import SortedMapType
+from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from .visitor import MissingVisitorBranchError, TypeInfoVisitor, visit
 
 __all__ = [

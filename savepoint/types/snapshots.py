@@ -18,7 +18,7 @@ from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, 
 from .pickled import PICKLED, OpaqueType, PickledType
 from .pojo import OPTIONAL_MAP_HEADER, EnumType, PojoType
 from .scalars import SCALARS, TIME_WINDOW, TimeWindowType
-from . import table
+from . import sorted_map, table
 from .logical import LogicalType, data_type_logical, from_java, read_logical_type
 from ..javaser import read_java_object
 
@@ -382,7 +382,7 @@ def _sorted_map(inp, version, depth):
     comparator, raw = _java_object(inp)
     nested = _read_nested(inp, depth)
     _arity(inp, "SortedMapSerializer", nested, 2)
-    return table.SortedMapType(nested[0], nested[1], raw, version, table.comparator_order(comparator))
+    return sorted_map.SortedMapType(nested[0], nested[1], raw, version, sorted_map.comparator_order(comparator))
 
 
 _KRYO = RUNTIME + "kryo.KryoSerializerSnapshot"
@@ -414,7 +414,7 @@ _PARSERS[table.ROW_DATA] = _row_data
 _PARSERS[table.BINARY_ROW_DATA] = _binary_row_data
 _PARSERS[table.RawValueDataType.snapshot_class] = _raw_value_data
 _PARSERS[table.ExternalType.snapshot_class] = _external
-_PARSERS[table.SORTED_MAP] = _sorted_map
+_PARSERS[sorted_map.SORTED_MAP] = _sorted_map
 
 for _cls, _parser in {
     table.STRING_DATA: _simple_table(0),

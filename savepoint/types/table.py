@@ -1,6 +1,6 @@
 """TypeInfo nodes of the table runtime's serializers (Flink SQL / Table API state).
 
-Four node classes:
+Four node classes (and :mod:`.sorted_map`'s ``SortedMapSerializer``):
 
 * :class:`RowDataType`: ``RowDataSerializer`` (field LogicalTypes, Java-serialized in the snapshot,
   then one nested serializer snapshot per field) and ``BinaryRowDataSerializer`` (the arity only:
@@ -14,11 +14,6 @@ Four node classes:
   an ``int`` length and the bytes the inner serializer wrote; read as those bytes).
 * :class:`ExternalType`: ``ExternalSerializer`` (a Java-serialized ``DataType`` and the internal
   serializer; values are the internal serializer's bytes).
-* :class:`SortedMapType`: ``SortedMapSerializer`` (the ``sorted-map`` state of a Top-N over an
-  updating input, ``RetractableTopNFunction``: sort key -> how many input rows have it). Values as
-  ``MapSerializer``'s (an ``int`` size, then each key, a null flag and the value unless null), in the
-  order of the map's comparator; its snapshot is the comparator, Java-serialized, then the key and
-  value serializer snapshots (no composite framing).
 
 Snapshots keep the exact bytes they were read from (the Java-serialized parts), so they write back
 byte-identical. The binary formats are in :mod:`.table_binary`, the LogicalTypes in :mod:`.logical`.
@@ -26,7 +21,7 @@ byte-identical. The binary formats are in :mod:`.table_binary`, the LogicalTypes
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 from ..binary import DataOutput
 from ..errors import UnsupportedSerializerError
@@ -46,9 +41,6 @@ TIMESTAMP_DATA = TABLE + "TimestampDataSerializer$TimestampDataSerializerSnapsho
 ARRAY_DATA = TABLE + "ArrayDataSerializer$ArrayDataSerializerSnapshot"
 MAP_DATA = TABLE + "MapDataSerializer$MapDataSerializerSnapshot"
 NULL_DATA = "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot"
-SORTED_MAP = TABLE + "SortedMapSerializerSnapshot"
-#: the comparator of a Top-N's sort keys (its generated code, the sort key fields and their order)
-RECORD_COMPARATOR = "org.apache.flink.table.runtime.operators.rank.ComparableRecordComparator"
 
 STRING_TYPE = LogicalType("VARCHAR", True, length=0x7FFFFFFF)
 
@@ -272,122 +264,6 @@ class ExternalType(Composite):
 
     def java_hash(self, value: Any) -> int:
         return self.inner.java_hash(value)
-
-
-class SortKeyOrder(NamedTuple):
-    """One field of a sort key's order: its position in the key, ascending or not, nulls last or first."""
-
-    position: int
-    ascending: bool
-    nulls_last: bool
-
-
-def comparator_order(comparator: Any) -> tuple[SortKeyOrder, ...] | None:
-    """The order a Java-read comparator (:func:`~..javaser.read_java_object`) sorts by, when it is a
-    Top-N's ``ComparableRecordComparator``; None for another comparator."""
-    if not isinstance(comparator, dict) or comparator.get("@class") != RECORD_COMPARATOR:
-        return None
-    fields = [comparator.get(f) for f in ("compareKeyPositions", "compareOrders", "nullsIsLast")]
-    if not all(isinstance(f, list) and len(f) == len(fields[0]) for f in fields):
-        return None
-    return tuple(SortKeyOrder(int(p), bool(a), bool(n)) for p, a, n in zip(*fields))
-
-
-class SortedMapType(TypeInfo):
-    """``SortedMapSerializer``: a map kept in its comparator's order; values decode to a dict in the
-    order of the bytes (Flink writes its TreeMap in order) and encode in the dict's order.
-
-    ``comparator`` is the comparator's Java serialization as read (for a Top-N, a generated class's
-    code): fstate keeps it to write the snapshot back, but cannot build one, so this type comes only
-    from a snapshot. ``order`` is what that comparator sorts by, when fstate recognises it."""
-
-    snapshot_class = SORTED_MAP
-
-    def __init__(self, key: TypeInfo, value: TypeInfo, comparator: bytes, version: int = 3,
-                 order: tuple[SortKeyOrder, ...] | None = None):
-        self.children = (key, value)
-        self.comparator = bytes(comparator)
-        self.snapshot_version = version
-        self.order = order
-
-    @property
-    def key(self) -> TypeInfo:
-        return self.children[0]
-
-    @property
-    def value(self) -> TypeInfo:
-        return self.children[1]
-
-    def with_entries(self, key: TypeInfo, value: TypeInfo) -> "SortedMapType":
-        """The same map with other key and value nodes (e.g. the sort key's fields named by a plan)."""
-        return SortedMapType(key, value, self.comparator, self.snapshot_version, self.order)
-
-    @property
-    def order_text(self) -> str | None:
-        """The comparator's order by the key's field names (``f0 DESC NULLS LAST, f1 ASC``)."""
-        if self.order is None:
-            return None
-        names = getattr(self.key, "field_names", ())
-        parts = []
-        for o in self.order:
-            name = names[o.position] if 0 <= o.position < len(names) else f"#{o.position}"
-            default_nulls_last = not o.ascending  # Flink SQL's default: nulls first ascending, last descending
-            nulls = "" if o.nulls_last == default_nulls_last else (" NULLS LAST" if o.nulls_last else " NULLS FIRST")
-            parts.append(f"{name} {'ASC' if o.ascending else 'DESC'}{nulls}")
-        return ", ".join(parts)
-
-    @property
-    def name(self) -> str:
-        order = self.order_text
-        return f"SortedMap<{self.key.name}, {self.value.name}>" + (f" ({order})" if order else "")
-
-    def _key(self) -> tuple:
-        return (self.snapshot_version, self.comparator, self.children)
-
-    def _write_payload(self, out: DataOutput) -> None:
-        out.write_bytes(self.comparator)
-        out.write_i32(NESTED_MAGIC)
-        out.write_i32(1)
-        out.write_i32(len(self.children))
-        for c in self.children:
-            c.write_snapshot(out)
-
-    def decoder(self) -> Decoder:
-        dk = self.key.decoder()
-        dv = self.value.decoder()
-
-        def dec(buf, pos):
-            n, pos = read_count(buf, pos, "sorted map size")
-            out = {}
-            for _ in range(n):
-                k, pos = dk(buf, pos)
-                if buf[pos]:
-                    v, pos = None, pos + 1
-                else:
-                    v, pos = dv(buf, pos + 1)
-                if k in out:
-                    raise ValueError("a sorted map holds a key twice")
-                out[k] = v
-            return out, pos
-
-        return dec
-
-    def encoder(self) -> Encoder:
-        ek = self.key.encoder()
-        ev = self.value.encoder()
-
-        def enc(out, v):
-            items = list(v.items() if isinstance(v, dict) else v)
-            out += I32.pack(len(items))
-            for k, x in items:
-                ek(out, k)
-                if x is None:
-                    out.append(1)
-                else:
-                    out.append(0)
-                    ev(out, x)
-
-        return enc
 
 
 def _typed(field: TypeInfo, logical: LogicalType) -> TypeInfo:

@@ -24,7 +24,8 @@ from .composites import (ArrayListType, Composite, EitherType, GenericArrayType,
 from .pickled import OpaqueType, PickledType
 from .pojo import EnumType, PojoType
 from .scalars import Scalar, TimeWindowType
-from .table import ExternalType, RawValueDataType, RowDataType, SortedMapType, TableDataType
+from .sorted_map import SortedMapType
+from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 Result = TypeVar("Result")
 

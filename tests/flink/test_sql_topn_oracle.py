@@ -3,8 +3,10 @@
 input rows have it, in the comparator's order) and ``data-state`` (sort key -> the input rows with it, in
 arrival order), exactly as ``jobs/v2/RetractableTopNJob.java`` derives them from its input, on Flink 2.3.0
 and 1.20.1 (metadata V4: operators found by the dump's operator ids), with uids and without uids but with
-state TTL. Every entry encodes back to Flink's bytes, the headers write back byte for byte, and a
-compiled plan names the sorted map's key by the Top-N's sort key.
+state TTL. Every entry encodes back to Flink's bytes, the headers write back byte for byte, a state
+rewritten through Spark (``modify`` transforming ``sorted-map``, with the snapshot it was read with) is
+Flink's bytes again (Spark keeps no map order: fstate writes the comparator's), and a compiled plan names
+the sorted map's key by the Top-N's sort key.
 
 The job has two Top-Ns over one GROUP BY k, name: ``ORDER BY cnt ASC`` (names share counts, so a sort key
 counts 2 rows) and ``ORDER BY total DESC, cnt ASC`` (two fields in mixed directions: the map is in Flink's
@@ -21,7 +23,7 @@ from fstate.savepoint.binary import DataOutput
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import SortedMapType, TtlType
 from tests.flink import harness
-from tests.flink.test_sql_state_oracle import assert_every_entry_encodes_back
+from tests.flink.test_sql_state_oracle import _raw_pairs, assert_every_entry_encodes_back
 
 pytestmark = pytest.mark.flink
 
@@ -119,3 +121,30 @@ def test_a_plan_names_the_sort_key(version):
         assert types["sorted-map"].key.field_names == types["data-state"].key.field_names == SORT_KEYS[op["top_n"]]
         assert types["sorted-map"].order_text == ORDER[op["top_n"]]
         assert [name for name, _, _ in table.columns] == ["key_k", "sorted-map", "data-state"]
+
+
+def _states_bytes(sp: Savepoint, uid_hash: str) -> tuple[dict, list[tuple[str, bytes, bytes]]]:
+    """The states (name -> kind and serializers) and the (state name, key bytes, value bytes) of every
+    keyed entry of an operator."""
+    states, entries = {}, []
+    for _, handle in sp.operator(uid_hash).key_group_handles():
+        buf = sp.read_stream(handle.delegate)
+        meta = keyed.read_keyed_proxy(buf)
+        states.update({s.name: (s.kind, s.value_type, s.namespace_type) for s in meta.states})
+        entries += [(meta.states[s].name, k, v) for s, k, v in _raw_pairs(buf, handle)]
+    return states, sorted(entries)
+
+
+@pytest.mark.spark
+def test_a_sorted_map_rewritten_through_spark_is_flinks_bytes(spark, tmp_path):
+    from fstate.writers.modify import SavepointModifier
+
+    res = _generate("uids", "2.3.0")
+    (op,) = [o for o in res.dump["operators"] if o.get("top_n") == "top"]  # total DESC, cnt ASC
+    out = tmp_path / "rewritten"
+    SavepointModifier(str(res.snapshot_dir), spark).transform_state(
+        op["uid"], "sorted-map", sql="SELECT * FROM state").write(str(out))
+    original = _states_bytes(Savepoint.open(str(res.snapshot_dir)), op["operator_id"])
+    rewritten = _states_bytes(Savepoint.open(str(out)), op["operator_id"])
+    assert rewritten == original and any(name == "sorted-map" for name, _, _ in rewritten[1])
+    assert isinstance(rewritten[0]["sorted-map"][1], SortedMapType)  # its snapshot as read, comparator and all

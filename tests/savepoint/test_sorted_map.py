@@ -17,7 +17,7 @@ from fstate.savepoint import _fastpath, columnar, handles, keyed
 from fstate.savepoint.binary import DataInput, DataOutput
 from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.types import LONG, RowDataType, SortedMapType, TtlType
-from fstate.savepoint.types import table
+from fstate.savepoint.types.sorted_map import RECORD_COMPARATOR, SORTED_MAP, SortKeyOrder, comparator_sort_key
 from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.snapshots import read_versioned_snapshot
 from tests.savepoint.test_strict_read import assert_corrupt_on_both, both_paths
@@ -52,8 +52,8 @@ def test_the_snapshot_of_a_real_savepoint():
     assert sorted_map.key.types == (LogicalType("BIGINT"), LogicalType("BIGINT", False))
     assert sorted_map.value is LONG
     # the comparator: a ComparableRecordComparator (generated code) over both sort key fields
-    assert sorted_map.comparator.startswith(b"\xac\xed\x00\x05") and table.RECORD_COMPARATOR.encode() in sorted_map.comparator
-    assert sorted_map.order == (table.SortKeyOrder(0, False, True), table.SortKeyOrder(1, True, False))
+    assert sorted_map.comparator.startswith(b"\xac\xed\x00\x05") and RECORD_COMPARATOR.encode() in sorted_map.comparator
+    assert sorted_map.order == (SortKeyOrder(0, False, True), SortKeyOrder(1, True, False))
     assert sorted_map.name == "SortedMap<RowData<f0 BIGINT, f1 BIGINT NOT NULL>, Long> (f0 DESC, f1 ASC)"
     # the data-state's map key is the same sort key row
     assert states["data-state"].value_type.key == sorted_map.key
@@ -69,7 +69,7 @@ def test_the_snapshot_writes_back_byte_for_byte():
     inp = DataInput(written)
     back = read_versioned_snapshot(inp)
     assert inp.remaining() == 0 and back == sorted_map and back.order == sorted_map.order
-    head = 2 + len(table.SORTED_MAP) + 4  # class name, version: then the comparator as it was read
+    head = 2 + len(SORTED_MAP) + 4  # class name, version: then the comparator as it was read
     assert written[head:head + len(sorted_map.comparator)] == sorted_map.comparator
 
 
@@ -81,9 +81,37 @@ def test_a_real_value_decodes_in_order_and_encodes_back():
     assert enc(sorted_map, list(K2.items())) == VALUE_K2  # (key, count) pairs, as a modified value may come
 
 
+def test_entries_are_written_in_the_comparators_order():
+    """A map whose order was lost (Spark's maps keep none) is written as Flink writes it."""
+    sorted_map = _sorted_map()
+    assert enc(sorted_map, dict(reversed(K2.items()))) == VALUE_K2
+    assert enc(sorted_map, {(96, 3): 1, (192, 6): 2, (158, 5): 1}) == VALUE_K2
+    assert enc(sorted_map, [({"f1": 5, "f0": 158}, 1), ((192, 6), 2), ({"f0": 96, "f1": 3}, 1)]) == VALUE_K2
+    # total DESC NULLS LAST, then cnt ASC NULLS FIRST: a null total is last, a null cnt first among equal totals
+    value = {(None, 1): 1, (5, 2): 1, (5, None): 1, (7, 1): 1, (None, None): 1}
+    assert list(dec(sorted_map, enc(sorted_map, value))) == [(7, 1), (5, None), (5, 2), (None, None), (None, 1)]
+
+
+def test_how_fields_compare():
+    def key(types, order):
+        return comparator_sort_key(order, RowDataType(tuple(types), tuple(LONG for _ in types)))
+
+    string = LogicalType("VARCHAR", length=10)
+    by_string = key([string], (SortKeyOrder(0, True, False),))
+    # strings byte by byte (UTF-8, unsigned): a prefix first, 'Z' < 'a' < 'é' < '\uffff' < an emoji
+    words = ["a", "", "ab", "Z", "é", "\U0001f600", "\uffff"]
+    assert sorted(words, key=lambda w: by_string((w,))) == ["", "Z", "a", "ab", "é", "\uffff", "\U0001f600"]
+    by_flag = key([LogicalType("BOOLEAN")], (SortKeyOrder(0, False, True),))
+    assert sorted([True, None, False], key=lambda b: by_flag((b,))) == [True, False, None]
+    # fields fstate does not know how Flink compares, an unknown comparator: the order given is kept
+    assert key([LogicalType("ROW")], (SortKeyOrder(0, True, False),)) is None
+    assert key([string], None) is None
+    assert key([string], (SortKeyOrder(3, True, False),)) is None
+
+
 def test_null_counts_and_the_empty_map():
     sorted_map = _sorted_map()
-    for value in ({}, {(1, 1): None, (None, 2): 3}):
+    for value in ({}, {(1, 1): None, (None, 2): 3}):  # in the comparator's order (total DESC NULLS LAST)
         raw = enc(sorted_map, value)
         assert dec(sorted_map, raw) == value and list(dec(sorted_map, raw)) == list(value)
     assert enc(sorted_map, {(1, 1): None})[-1:] == b"\x01"  # a null count is its flag alone

@@ -19,6 +19,7 @@ from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, INT, LONG, PICKLED
 from fstate.savepoint.types import visitor as visitor_module
 from fstate.savepoint.types.cep import KINDS as CEP_KINDS, CepType
 from fstate.savepoint.types import table
+from fstate.savepoint.types.sorted_map import SortedMapType, SortKeyOrder
 from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
 
@@ -68,8 +69,7 @@ def _table_samples() -> list[TypeInfo]:
     sort_key = table.RowDataType((LogicalType("BIGINT", False),), (LONG,))
     return [row, table.RowDataType(None, arity=2), string_data, decimal_data,
             table.RawValueDataType(LONG), table.ExternalType(LONG, b"", False, LogicalType("BIGINT"), "java.lang.Long"),
-            table.SortedMapType(sort_key, LONG, b"", order=(table.SortKeyOrder(0, True, False),)),
-            table.SortedMapType(sort_key, LONG, b"")]
+            SortedMapType(sort_key, LONG, b"", order=(SortKeyOrder(0, True, False),)), SortedMapType(sort_key, LONG, b"")]
 
 
 SAMPLES = _samples()
