@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 
 from fstate.readers import engine, tables
-from fstate.savepoint import keyed, sql_plan
+from fstate.savepoint import keyed, sql_binding
 from fstate.savepoint.binary import DataOutput
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import SortedMapType, TtlType
@@ -110,16 +110,22 @@ def test_every_entry_and_header_writes_back_to_flinks_bytes(variant, version):
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_a_plan_names_the_sort_key(version):
-    res = _generate("uids", version)
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_plan_names_the_sort_key(variant, version):
+    """Bound by node ids in names or uids; without uids on 1.20 (metadata V4: no names either) by the
+    shape of each operator's state, which tells the two Top-Ns apart by their sort keys."""
+    res = _generate(variant, version)
     sp = Savepoint.open(str(res.snapshot_dir))
-    binding = sql_plan.load_binding(str(res.out_dir / res.dump["plan"]), sp)
+    binding = sql_binding.load_binding(str(res.out_dir / res.dump["plan"]), sp)
     for op in (o for o in res.dump["operators"] if o["kind"] == "retractable-rank"):
         view = sp.operator(op["operator_id"])
-        table = tables.keyed_table(view, ["sorted-map", "data-state"], sql=binding.operator(view))
+        described = binding.operator(view)
+        assert described is not None and f"orderBy=[{ORDER[op['top_n']]}]" in described.description
+        table = tables.keyed_table(view, ["sorted-map", "data-state"], sql=described)
         types = {name: t for name, t, _ in table.columns}
-        assert types["sorted-map"].key.field_names == types["data-state"].key.field_names == SORT_KEYS[op["top_n"]]
-        assert types["sorted-map"].order_text == ORDER[op["top_n"]]
+        sorted_map = types["sorted-map"].value if isinstance(types["sorted-map"], TtlType) else types["sorted-map"]
+        assert sorted_map.key.field_names == types["data-state"].key.field_names == SORT_KEYS[op["top_n"]]
+        assert sorted_map.order_text == ORDER[op["top_n"]]
         assert [name for name, _, _ in table.columns] == ["key_k", "sorted-map", "data-state"]
 
 
