@@ -17,7 +17,9 @@ What the runtime keeps, by kind (Flink 1.15-2.3; ``docs/flink-sql-state.md``):
   value with one);
 * window aggregates: ``window-aggs`` = the accumulators, namespace = the slice end (the window end
   of a tumbling window);
-* rank, over aggregates, changelog normalize, interval / window joins: input rows.
+* rank: input rows by sort key (``data-state-with-append``, ``data-state``); a Top-N over an updating
+  input (RetractableTopN) also keeps ``sorted-map`` (VALUE), a sorted map sort key -> count;
+* over aggregates, changelog normalize, interval / window joins: input rows.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class SqlOperatorPlan:
 class StateSchema:
     """The shape of one decoded keyed state, as :func:`field_names` needs it: the number of fields
     of each RowData part (None where that part is no row). LIST states give their element as
-    ``value``."""
+    ``value``; a VALUE state holding a map (a sorted map) gives its key and value as ``map_key`` and
+    ``map_value``."""
 
     name: str
     kind: str = "VALUE"
@@ -341,6 +344,9 @@ def describe_node(plan: Any, node: Any) -> SqlOperatorPlan:
             order = _fields_of(spec.get("orderBy") or spec.get("sortSpec")) or []
             rows["sort_key"] = _pick(first, [f.get("index") for f in order if isinstance(f, dict)])
             default = StateRoles(value="input", map_key="sort_key", map_value="input")
+            if kind == "rank":  # RetractableTopN: sort key -> count, and sort key -> its input rows
+                states["sorted-map"] = StateRoles(map_key="sort_key")
+                states["data-state"] = default
             window = _window(spec.get("windowing"))
         elif kind == "over-aggregate":
             key = _pick(first, _fields_of((spec.get("overSpec") or {}).get("partition")))

@@ -5,8 +5,9 @@ has neither operator names nor uids, and its operator ids are hashes of the job 
 does not recompute. What each stateful operator's keyed state declares still tells which plan node
 it belongs to: the runtime state names give the operator family (``accState``: a group aggregate,
 ``window-aggs``: a window aggregate, ``deduplicate-state``, ``left-records``/``right-records``,
-``data-state-with-*``: a Top-N), the key serializer gives the key fields' types, and the stored rows
-their arity (an accumulator row has one field per accumulator slot of the plan's aggregate calls).
+``data-state-with-append``, ``sorted-map``: a Top-N), the key serializer gives the key fields' types, and
+the stored rows their arity (an accumulator row has one field per accumulator slot of the plan's aggregate
+calls, a Top-N's map key is its sort key).
 
 :func:`bind_by_state` pairs operators and nodes when that makes them unique. Operators whose
 candidate nodes have identical state shapes (same kind, key, window, accumulators, stored rows
@@ -27,7 +28,9 @@ from .types import RowDataType, TtlType
 
 _ALIASES = {"STRING": "VARCHAR", "INT": "INTEGER", "BYTES": "VARBINARY", "DEC": "DECIMAL", "NUMERIC": "DECIMAL"}
 _FAMILIES = {"accState": "group", "window-aggs": "window", "deduplicate-state": "deduplicate",
-             "left-records": "join", "data-state-with-append": "rank", "data-state-with-retract": "rank"}
+             "left-records": "join", "data-state-with-append": "rank", "sorted-map": "rank"}
+#: a Top-N's state of the rows by sort key: append-only (AppendOnlyTopN), over an updating input (RetractableTopN)
+_RANK_ROWS = ("data-state-with-append", "data-state")
 
 
 def type_root(t: Any) -> str:
@@ -104,8 +107,9 @@ def _node_fits(shape: StateShape, plan: Plan, signature) -> bool:
         return (arities.get("left-records") in (None, len(shape.rows["left"]))
                 and arities.get("right-records") in (None, len(shape.rows["right"])))
     if family == "rank":
-        stored = arities.get("data-state-with-append#value", arities.get("data-state-with-retract#value"))
-        return stored in (None, len(shape.rows.get("input", ())))
+        rows = next(name for name in _RANK_ROWS if name in arities)
+        return (arities[rows] in (None, len(shape.rows.get("sort_key", ())))
+                and arities.get(rows + "#value") in (None, len(shape.rows.get("input", ()))))
     return False
 
 

@@ -64,7 +64,7 @@ JOBS_NAMES = ("OperatorStateJob", "KeyedStateJob", "TypesJob")
 #: from their input plus every operator of the job graph (see VERSIONS.md). Savepoints only, on
 #: INTERNAL_STATE_VERSIONS (jobs/v2, for 1.20 ported to 1.x at compile time); not part of
 #: JOBS_NAMES, whose dumps mirror state functions wrote.
-INTERNAL_STATE_JOBS = ("SqlJob", "CepJob")
+INTERNAL_STATE_JOBS = ("SqlJob", "CepJob", "RetractableTopNJob")
 #: The versions the SQL and CEP jobs run on (1.15's SQL and CEP APIs lack what they use).
 INTERNAL_STATE_VERSIONS = ("2.3.0", "2.0.0", "1.20.1")
 

@@ -32,7 +32,7 @@ V2 = Path(__file__).resolve().parent / "jobs" / "v2"
 #: The v2 sources ported to 1.x. The other v2 jobs (BenchJob, BroadcastJob, TtlStateJob) are v2-only.
 FILES = ("CepJob.java", "Driver.java", "InternalStateOracle.java", "KeyedStateJob.java", "OperatorStateJob.java",
          "Oracle.java", "PrintCapture.java", "RestoreJob.java", "RestoreJsonReader.java", "RestoreTypes.java",
-         "SqlJob.java", "SqlJobState.java", "SqlTypeSnapshots.java", "TypesJob.java")
+         "RetractableTopNJob.java", "SqlJob.java", "SqlJobState.java", "SqlTypeSnapshots.java", "TypesJob.java")
 
 HEADER = "// GENERATED from tests/flink/jobs/v2/{name} by tests/flink/jobs_v1.py when compiling for Flink 1.x.\n"
 
