@@ -9,8 +9,9 @@ Per runtime state (names as Flink's table runtime registers them, docs/flink-sql
   SUM0 and AVG's parts, null for SUM, MIN, MAX, an empty placeholder for a distinct view);
 * ``distinctAcc_<n>`` and ``distinctAcc_<n>_null_state``: the distinct view of the same arguments;
 * ``deduplicate-state`` (keep-last, rowtime), ``left-records`` / ``right-records`` (joins),
-  ``data-state-with-append`` (append-only Top-N): the stored rows, field by field (a new field is
-  null), the row kind kept;
+  ``data-state-with-append`` (append-only Top-N), ``data-state`` and ``sorted-map`` (retractable
+  Top-N; the map written in the new comparator's order): the stored rows, field by field (a new
+  field is null), the row kind kept;
 * timers: the same timer state, its keys mapped like every key.
 
 Every row is checked against the arity the plan gives it: a state whose rows have another shape
@@ -36,7 +37,9 @@ _DISTINCT = re.compile(r"^distinctAcc_(\d+)(_null_state)?$")
 ACCUMULATOR_STATES = ("accState", "window-aggs")
 #: runtime states holding stored rows: state name -> (row role of the map key or value, of the map value)
 ROW_STATES = {"deduplicate-state": ("input", None), "left-records": ("left", None), "right-records": ("right", None),
-              "data-state-with-append": ("sort_key", "input")}
+              "data-state-with-append": ("sort_key", "input"), "data-state": ("sort_key", "input")}
+#: a retractable Top-N's sort key -> count map (a VALUE state holding a sorted map)
+SORTED_MAP_STATE = "sorted-map"
 #: kinds whose state fstate can re-encode for a changed query
 MIGRATABLE_KINDS = frozenset({"group-aggregate", "global-group-aggregate", "window-aggregate",
                               "global-window-aggregate", "deduplicate", "join", "rank"})
@@ -103,6 +106,9 @@ def sql_reencode(pairing: Pairing, old_meta: keyed.KeyedBackendMeta, new_meta: k
                 states[name] = StateSource(f"distinctAcc_{source}{distinct.group(2) or ''}")
         elif name in ROW_STATES:
             states[name] = _row_state(pairing, info, name, label)
+        elif name == SORTED_MAP_STATE and "sort_key" in pairing.rows:
+            sort_key = _remap(pairing.rows["sort_key"], label, arity=len(old.rows["sort_key"]))
+            states[name] = StateSource(name, lambda counts: {sort_key(k): v for k, v in counts.items()})
         elif name in old_states and old_states[name] == info:
             states[name] = StateSource(name)
         else:
