@@ -39,6 +39,7 @@ from .rewrite import HandleMapper
 from .sql_migration import sql_reencode
 
 _GENERATED_UID = re.compile(r"^\d+_[a-z][a-z0-9-]*$")
+TEMPLATE_HINT = "--template (a savepoint the new job took right after starting without state)"
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class Step:
     old: OperatorView | None = None
     target: Target | None = None
     pairing: Pairing | None = None
+    #: writing this step needs a template (the new operator id or serializers are not known)
+    needs_template: bool = False
 
     @property
     def sql(self) -> bool:
@@ -107,7 +110,7 @@ class Step:
                 "new_operator_id": self.target.operator_id.hex() if self.target is not None else None,
                 "old_node": shape(self.pairing.old) if self.pairing else None,
                 "new_node": shape(self.pairing.new) if self.pairing else None,
-                "fresh": list(self.fresh), "dropped_parts": list(self.lost)}
+                "fresh": list(self.fresh), "dropped_parts": list(self.lost), "needs_template": self.needs_template}
 
 
 @dataclass
@@ -189,14 +192,10 @@ class SavepointUpgrader:
         return steps
 
     def _generated_target(self, pairing: Pairing, old: OperatorView | None) -> Target | None:
-        """Without a template: the operator ``table.exec.uid.generation: ALWAYS`` gives the new node."""
-        if old is None:
+        """Without a template: the operator ``table.exec.uid.generation: ALWAYS`` gives the new node
+        (None when the old job's SQL operators have no generated uids: then only a template tells)."""
+        if old is None or not (old.uid and _GENERATED_UID.match(old.uid)):
             return None
-        if not (old.uid and _GENERATED_UID.match(old.uid)):
-            raise InvalidArgumentError(
-                f"operator {old.display_name} of the old savepoint has no generated SQL uid, so the new job's "
-                "operator ids cannot be computed from its plan: give --template (a savepoint the new job took "
-                "right after starting without state)", self.old.path)
         uid = pairing.new.node.transformation_uid
         return Target(operator_id_for_uid(uid), uid, None, old.parallelism, old.max_parallelism)
 
@@ -205,21 +204,24 @@ class SavepointUpgrader:
         if decision in (Decision.CARRIED, Decision.MIGRATED):
             if old is None or not old.has_keyed_state:
                 return Step(Decision.CARRIED, "no state in the old savepoint: nothing to carry", old, target, pairing)
-            if target is None:
+            if target is None and self.template is not None:
                 return Step(Decision.INCOMPATIBLE, "the template has no operator for node "
                             f"{pairing.new.node.id} of the new plan: is it the new job's?", old, None, pairing)
+            if target is None:
+                return Step(decision, f"{reason}; writing it needs {TEMPLATE_HINT} (the old job's SQL operators have "
+                            "no generated uids, so the new operator ids cannot be computed from the plan)",
+                            old, None, pairing, needs_template=True)
             new_meta = target.keyed_meta
             if decision is Decision.CARRIED and new_meta is not None and not _same_header(old.keyed_meta, new_meta):
                 decision, reason = Decision.MIGRATED, "the new job's serializers differ: re-encoded"
             if decision is Decision.MIGRATED:
-                if new_meta is None:
-                    return Step(Decision.INCOMPATIBLE, f"{reason}; re-encoding needs the new job's serializers: "
-                                "give --template (a savepoint the new job took right after starting without state)",
-                                old, target, pairing)
                 opaque = [s.name for s in old.keyed_meta.states if s.undecodable]
                 if opaque:
                     return Step(Decision.INCOMPATIBLE, f"{reason}; but state {', '.join(opaque)} has serializers "
                                 "fstate cannot decode: such state is carried only unchanged", old, target, pairing)
+                if new_meta is None:
+                    return Step(decision, f"{reason}; re-encoding it needs the new job's serializers: "
+                                f"writing it needs {TEMPLATE_HINT}", old, target, pairing, needs_template=True)
                 try:
                     sql_reencode(pairing, old.keyed_meta, new_meta, f"operator {old.display_name}")
                 except InvalidArgumentError as e:
@@ -262,6 +264,10 @@ class SavepointUpgrader:
             more = f" (and {len(report.refused) - 1} more)" if len(report.refused) > 1 else ""
             raise InvalidArgumentError(f"cannot carry the state of {step.old_name or step.new_name}: "
                                        f"{step.reason}{more}", self.old.path)
+        missing = [s for s in report.steps if s.needs_template]
+        if missing:
+            raise InvalidArgumentError(f"writing the state of {missing[0].old_name} needs {TEMPLATE_HINT}",
+                                       self.old.path)
         if report.empty and not allow_empty:
             names = ", ".join(s.new_name or "?" for s in report.empty)
             raise InvalidArgumentError(f"state would start empty for {names}: pass --allow-empty "
