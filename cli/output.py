@@ -100,6 +100,8 @@ class Output(ABC):
 
 
 def _cell(value: Any) -> Text:
+    if isinstance(value, Text):
+        return value
     if value is None:
         return Text("null", style="dim")
     if isinstance(value, (bytes, bytearray)):
@@ -207,7 +209,8 @@ class TableOutput(Output):
                          data["new"] or "-", what, "; ".join(details)))
         self.table(("state", "old operator", "new operator", "SQL operator (key)", "why"), rows,
                    title=f"upgrade: metadata V{report.source_version} → V{report.target_version}")
-        verdict = {0: "[green]everything carries[/]", 1: "[yellow]some state starts empty or is dropped[/]",
+        verdict = {0: "[green]everything carries[/]",
+                   1: "[yellow]some state starts empty or is dropped[/] (writing it needs --allow-empty / --allow-drop)",
                    2: "[red]refused: some state cannot be carried[/]"}[report.exit_code]
         out.print(verdict)
 

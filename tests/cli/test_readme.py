@@ -124,7 +124,9 @@ SQL_WRITER = "python: Writing #2"
 MODIFIER = "python: Writing #3"
 RUNTIME = "python: The runtime #1"
 CEP_MATCHES = "python: Flink SQL and CEP state #1"
-PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES}
+UPGRADER = "python: Change a SQL query and keep its state #1"
+PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES, UPGRADER}
+CHANGE_SAMPLES = REPO / "samples" / "sql-change"
 
 
 def test_every_snippet_is_tested():
@@ -303,8 +305,34 @@ def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
         (key, event) for key, matches in pending.items() for match in matches for event in match)
 
 
+def check_upgraded(path: Path) -> None:
+    """The upgraded sample: agg2_out's aggregate (node 30 → 35) holds MAX, COUNT and a fresh MIN of the
+    old (COUNT, SUM, MAX) per (k, name); the unchanged agg_out's state is carried under node 9's uid."""
+    old = Savepoint.open(str(CHANGE_SAMPLES / "old"))
+    new = Savepoint.open(str(path))
+
+    def accumulators(savepoint, uid: str) -> dict:
+        view = savepoint.operator(uid)
+        state = view.keyed_meta.state_id("accState")
+        out = {}
+        for source in view.keyed_states():
+            with source.open() as opened:
+                out.update((key, value) for _, _, _, key, _, value in opened.entries({state}))
+        return out
+
+    before, after = accumulators(old, "30_group-aggregate"), accumulators(new, "35_group-aggregate")
+    assert before and after == {key: (acc[2], acc[0], None) for key, acc in before.items()}
+    assert accumulators(new, "9_group-aggregate") == accumulators(old, "4_group-aggregate")
+    assert "32_deduplicate" not in {o.uid for o in new.operators} and old.operator("32_deduplicate")
+
+
+def check_cli_upgraded(tmp_path: Path) -> None:
+    check_upgraded(tmp_path / "fstate-readme" / "upgraded")
+
+
 #: Further checks of what a bash snippet made, by snippet.
-BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check_spec_bootstrap}
+BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check_spec_bootstrap,
+               "bash: Change a SQL query and keep its state #1": check_cli_upgraded}
 #: Checks of what a bash snippet's commands printed (command → output), by snippet.
 OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output}
 
@@ -363,7 +391,10 @@ def test_version_is_the_installed_one():
 def test_snippets_read_shipped_samples():
     for s in snippets():
         assert "/savepoints/" not in s.code or "s3://" in s.code, f"{s.key} names a savepoint that is not shipped"
-    named = set(re.findall(r"samples/[\w.-]+", README.read_text(encoding="utf-8")))
+    named = set(re.findall(r"samples/[\w.-]+(?:/[\w.-]+)*", README.read_text(encoding="utf-8")))
     assert named >= {"samples/keyed-hashmap-savepoint", "samples/operator-state-hashmap-savepoint"}
     for sample in named - {"samples/README.md"}:
-        assert Savepoint.open(str(REPO / sample)).operators, sample  # the directory holding one savepoint
+        if sample.endswith(".json"):
+            assert (REPO / sample).is_file(), sample
+        else:
+            assert Savepoint.open(str(REPO / sample)).operators, sample  # the directory holding one savepoint
