@@ -33,7 +33,8 @@ import functools
 from typing import Any, Callable, NamedTuple
 
 from ..binary import DataOutput
-from .base import I32, NESTED_MAGIC, Decoder, Encoder, TypeInfo, as_fields, read_count
+from .base import NESTED_MAGIC, Decoder, Encoder, TypeInfo, as_fields
+from .composites import map_decoder, map_encoder
 from .logical import BINARY_ROOTS, FIXED_SIZES, STRING_ROOTS, TIMESTAMP_ROOTS, LogicalType
 from .table import TABLE, RowDataType
 
@@ -172,41 +173,7 @@ class SortedMapType(TypeInfo):
             c.write_snapshot(out)
 
     def decoder(self) -> Decoder:
-        dk = self.key.decoder()
-        dv = self.value.decoder()
-
-        def dec(buf, pos):
-            n, pos = read_count(buf, pos, "sorted map size")
-            out = {}
-            for _ in range(n):
-                k, pos = dk(buf, pos)
-                if buf[pos]:
-                    v, pos = None, pos + 1
-                else:
-                    v, pos = dv(buf, pos + 1)
-                if k in out:
-                    raise ValueError("a sorted map holds a key twice")
-                out[k] = v
-            return out, pos
-
-        return dec
+        return map_decoder(self.key, self.value, "sorted map size", unique=True)
 
     def encoder(self) -> Encoder:
-        ek = self.key.encoder()
-        ev = self.value.encoder()
-        sort_key = comparator_sort_key(self.order, self.key)
-
-        def enc(out, v):
-            items = list(v.items() if isinstance(v, dict) else v)
-            if sort_key is not None:
-                items.sort(key=lambda item: sort_key(item[0]))
-            out += I32.pack(len(items))
-            for k, x in items:
-                ek(out, k)
-                if x is None:
-                    out.append(1)
-                else:
-                    out.append(0)
-                    ev(out, x)
-
-        return enc
+        return map_encoder(self.key, self.value, comparator_sort_key(self.order, self.key))
