@@ -75,7 +75,7 @@ def _warnings_as_lines() -> None:
 
 
 for command in (inspect.info, read.read, write.bootstrap, read.sql, inspect.views, read.diff, inspect.verify,
-                write.modify, inspect.deps, write.relocate):
+                write.modify, write.upgrade, inspect.deps, write.relocate):
     app.command(cls=ConventionalCommand)(command)
 
 

@@ -29,7 +29,7 @@ def info(
         from ..savepoint.loader import Savepoint
         from ..savepoint.summary import summarize
 
-        from ..savepoint.sql_plan import load_binding
+        from ..savepoint.sql_binding import load_binding
 
         savepoint = Savepoint.open(path, allow_external_paths=allow_external_paths,
                                    checkpoint_base_dir=checkpoint_base_dir)
@@ -50,7 +50,7 @@ def views(
         apply_fs_options(fs_option, fs_config)
         from ..readers.views import plan_views
         from ..savepoint.loader import Savepoint
-        from ..savepoint.sql_plan import load_binding
+        from ..savepoint.sql_binding import load_binding
 
         savepoint = Savepoint.open(path)
         binding = load_binding(plan, savepoint) if plan else None

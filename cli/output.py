@@ -74,6 +74,10 @@ class Output(ABC):
         """`fstate verify`: a ``savepoint.verify.VerifyReport``."""
 
     @abstractmethod
+    def upgrade_report(self, report) -> None:
+        """What ``fstate upgrade`` does with each operator's state (a writers.upgrade.UpgradeReport)."""
+
+    @abstractmethod
     def diff(self, old: str, new: str, result: list[dict]) -> None:
         """`fstate diff`: one dict per state (``readers.views.diff``)."""
 
@@ -96,6 +100,8 @@ class Output(ABC):
 
 
 def _cell(value: Any) -> Text:
+    if isinstance(value, Text):
+        return value
     if value is None:
         return Text("null", style="dim")
     if isinstance(value, (bytes, bytearray)):
@@ -104,6 +110,10 @@ def _cell(value: Any) -> Text:
     if isinstance(value, (str, int, float, bool)):
         return Text(str(value))
     return Text(json.dumps(to_jsonable(value), ensure_ascii=False))
+
+
+_DECISION_STYLES = {"carried": "green", "migrated": "cyan", "new": "yellow", "dropped": "yellow",
+                    "incompatible": "bold red"}
 
 
 class TableOutput(Output):
@@ -187,6 +197,23 @@ class TableOutput(Output):
                       f"e.g. {external[0]}")
         out.print("[green]OK[/]" if report.ok else "[red]PROBLEMS FOUND[/]")
 
+    def upgrade_report(self, report) -> None:
+        rows = []
+        for step in report.steps:
+            data = step.to_dict()
+            decision = data["decision"]
+            node = data["new_node"] or data["old_node"]
+            what = f"{node['kind']} ({', '.join(node['key']) or '-'})" if node else "-"
+            details = [data["reason"]]
+            rows.append((Text(decision, style=_DECISION_STYLES.get(decision, "")), data["old"] or "-",
+                         data["new"] or "-", what, "; ".join(details)))
+        self.table(("state", "old operator", "new operator", "SQL operator (key)", "why"), rows,
+                   title=f"upgrade: metadata V{report.source_version} → V{report.target_version}")
+        verdict = {0: "[green]everything carries[/]",
+                   1: "[yellow]some state starts empty or is dropped[/] (writing it needs --allow-empty / --allow-drop)",
+                   2: "[red]refused: some state cannot be carried[/]"}[report.exit_code]
+        out.print(verdict)
+
     def diff(self, old: str, new: str, result: list[dict]) -> None:
         self.table(("operator", "state", "table", "added", "removed", "changed", "examples"),
                    [(r["operator"], r["state"], r["table"], r["added"], r["removed"], r["changed"],
@@ -224,6 +251,9 @@ class JsonOutput(Output):
         self.document({"path": path, "dependencies": dependencies})
 
     def verify_report(self, report) -> None:
+        self.document(report.to_dict())
+
+    def upgrade_report(self, report) -> None:
         self.document(report.to_dict())
 
     def diff(self, old: str, new: str, result: list[dict]) -> None:

@@ -1,4 +1,4 @@
-"""Commands that write savepoints: bootstrap, modify, relocate."""
+"""Commands that write savepoints: bootstrap, modify, upgrade, relocate."""
 
 from __future__ import annotations
 
@@ -138,6 +138,52 @@ def modify(
         if referenced:
             shown.message("[yellow]it refers to files of:[/] " + ", ".join(sorted(referenced))
                           + " — deleting those breaks it (use --deep for a self-contained copy)")
+
+
+def upgrade(
+    context: typer.Context,
+    old: str = typer.Argument(..., help="The savepoint of the old job (never changed)."),
+    out_dir: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                          help="Directory of the new savepoint (not with --check)."),
+    old_plan: Optional[str] = typer.Option(None, "--old-plan", metavar="FILE",
+                                           help="The old SQL job's COMPILE PLAN JSON."),
+    new_plan: Optional[str] = typer.Option(None, "--new-plan", metavar="FILE",
+                                           help="The new SQL job's COMPILE PLAN JSON."),
+    template: Optional[str] = typer.Option(
+        None, "--template", metavar="DIR",
+        help="A savepoint the new job took right after starting without state: its operator ids, parallelism, "
+             "serializers and Flink release (needed without SQL uids, and to re-encode state)."),
+    flink_version: Optional[str] = typer.Option(
+        None, "--flink-version", metavar="X.Y",
+        help=FLINK_VERSION_HELP.format(default="default: the template's, else the old savepoint's")),
+    check: bool = typer.Option(False, "--check", help="Only show what happens to each operator's state; exit 0 "
+                               "when everything carries, 1 when some starts empty or is dropped, 2 when refused."),
+    allow_empty: bool = typer.Option(False, "--allow-empty", help="Write even when some state starts empty "
+                                     "(new operators, new accumulators or fields)."),
+    allow_drop: bool = typer.Option(False, "--allow-drop", help="Write even when some state is dropped."),
+    allow_external_paths: bool = ALLOW_EXTERNAL,
+    overwrite: bool = OVERWRITE,
+) -> None:
+    """Carry a savepoint to a changed SQL query or another Flink release: what happens to each operator's state."""
+    with user_errors():
+        shown = output(context)
+        from ..savepoint.builder import ensure_writable_target
+        from ..savepoint.errors import InvalidArgumentError
+        from ..writers.upgrade import SavepointUpgrader
+
+        if check == (out_dir is not None):
+            raise InvalidArgumentError("give --out DIR to write the new savepoint, or --check to only see the plan")
+        if out_dir is not None:
+            ensure_writable_target(out_dir, overwrite)
+        upgrader = SavepointUpgrader(old, old_plan=old_plan, new_plan=new_plan, template=template,
+                                     flink_version=flink_version, allow_external_paths=allow_external_paths)
+        report = upgrader.report()
+        shown.upgrade_report(report)
+        if check:
+            raise typer.Exit(report.exit_code)
+        with progress(f"writing savepoint {out_dir}"):
+            path = upgrader.write(out_dir, allow_empty=allow_empty, allow_drop=allow_drop, overwrite=overwrite)
+        shown.message(f"wrote savepoint {path} (verified)")
 
 
 def relocate(

@@ -1,3 +1,49 @@
-"""fstate: Apache Flink savepoints and checkpoints, read, written and modified from Python and Spark."""
+"""fstate: Apache Flink savepoints and checkpoints, read, written and modified from Python and Spark.
+
+The public API, imported on first use (``import fstate`` starts neither Spark nor a JVM)::
+
+    fstate.Savepoint.open(path)              # _metadata, operators, states (no Spark)
+    fstate.SavepointReader(path)             # state tables as Spark DataFrames
+    fstate.SavepointWriter(max_parallelism)  # bootstrap
+    fstate.SavepointModifier(base)           # modify
+    fstate.SavepointUpgrader(old, ...)       # carry state to a changed SQL query or Flink release
+    fstate.verify(path)                      # check every file and state region
+    fstate.FStateError                       # the root of every error fstate raises for bad input
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+#: public name -> the module that defines it
+_EXPORTS = {
+    "Savepoint": "fstate.savepoint.loader",
+    "SavepointReader": "fstate.readers.reader",
+    "SavepointWriter": "fstate.writers.writer",
+    "SavepointModifier": "fstate.writers.modify",
+    "SavepointUpgrader": "fstate.writers.upgrade",
+    "UpgradeReport": "fstate.writers.upgrade",
+    "verify": "fstate.savepoint.verify",
+    "FStateError": "fstate.savepoint.errors",
+    "InvalidArgumentError": "fstate.savepoint.errors",
+    "CorruptStateError": "fstate.savepoint.errors",
+    "FStateWarning": "fstate.savepoint.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fstate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

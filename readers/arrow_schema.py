@@ -26,6 +26,7 @@ from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArray
                                visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
+from ..savepoint.types.sorted_map import SortedMapType
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from ..savepoint.types.visitor import MissingVisitorBranchError
 
@@ -144,6 +145,9 @@ class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
     def visit_external(self, node: ExternalType) -> pyarrow.DataType:
         return visit(node.inner, self)
 
+    def visit_sorted_map(self, node: SortedMapType) -> pyarrow.DataType:
+        return pyarrow.map_(visit(node.key, self), pyarrow.field("value", visit(node.value, self), True))
+
 
 #: The Arrow type of each LogicalType root without parameters or children.
 LOGICAL_TYPES: dict[str, pyarrow.DataType] = {
@@ -249,11 +253,15 @@ class ValueConverterVisitor(TypeInfoVisitor["Converter | None"]):
         return self.visit_list(node)
 
     def visit_map(self, node: MapType) -> Converter | None:
-        ck, cv = visit(node.key, self), visit(node.value, self)
+        return self._map(node.key, node.value)
+
+    def _map(self, key: TypeInfo, value: TypeInfo) -> Converter | None:
+        ck, cv = visit(key, self), visit(value, self)
         if ck is None and cv is None:
             return None
         ck = ck or (lambda x: x)
         cv = cv or (lambda x: x)
+        # entries keep their order (a sorted map's is its comparator's)
         return lambda v: None if v is None else {ck(k): (None if x is None else cv(x)) for k, x in v.items()}
 
     def visit_nullable(self, node: NullableType) -> Converter | None:
@@ -289,6 +297,9 @@ class ValueConverterVisitor(TypeInfoVisitor["Converter | None"]):
 
     def visit_external(self, node: ExternalType) -> Converter | None:
         return visit(node.inner, self)
+
+    def visit_sorted_map(self, node: SortedMapType) -> Converter | None:
+        return self._map(node.key, node.value)
 
 
 def converter(t: TypeInfo) -> Converter | None:

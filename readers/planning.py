@@ -4,7 +4,7 @@ engine; no pyspark here."""
 
 from __future__ import annotations
 
-from ..savepoint import sql_plan
+from ..savepoint import sql_binding
 from ..savepoint.errors import InvalidArgumentError, UnknownStateError
 from ..savepoint.loader import Savepoint
 from . import tables
@@ -18,7 +18,7 @@ def build_table(options: dict, keys: list | None = None) -> tables.Table:
                         checkpoint_base_dir=source.checkpoint_base_dir, fs_options=source.fs_options)
     op = sp.operator(source.uid)
     # the plan is checked against the whole savepoint, also when this operator is not in it
-    sql = sql_plan.load_binding(source.plan, sp).operator(op) if source.plan else None
+    sql = sql_binding.load_binding(source.plan, sp).operator(op) if source.plan else None
     table = source.table
     state = source.state
     if table is None:

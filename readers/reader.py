@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..savepoint.loader import Savepoint
-from ..savepoint.sql_plan import load_binding
+from ..savepoint.sql_binding import load_binding
 from ..savepoint.summary import summarize
 from . import tables
 from .options import FORMAT, savepoint_source_options

@@ -14,6 +14,7 @@ from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArray
                                visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
+from ..savepoint.types.sorted_map import SortedMapType
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from ..savepoint.types.visitor import MissingVisitorBranchError
 
@@ -131,6 +132,9 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
 
     def visit_external(self, node: ExternalType) -> spark_types.DataType:
         return visit(node.inner, self)
+
+    def visit_sorted_map(self, node: SortedMapType) -> spark_types.DataType:
+        return spark_types.MapType(visit(node.key, self), visit(node.value, self), True)  # in the map's order
 
 
 #: The Spark type of each LogicalType root without parameters or children.

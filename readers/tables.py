@@ -28,6 +28,7 @@ from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, C
                                GenericArrayType, ListType, MapType, NullableType, PojoType, TimerType, TtlType,
                                TypeInfo)
 from ..savepoint.types.hashing import key_group_for_hash
+from ..savepoint.types.sorted_map import SortedMapType
 from ..savepoint.types.table import RowDataType
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
@@ -255,16 +256,30 @@ def _named(type_info: TypeInfo, names: tuple[str, ...] | None) -> TypeInfo:
     return type_info
 
 
+def _sorted_map(type_info: TypeInfo) -> SortedMapType | None:
+    """The sorted map a VALUE state holds (a retractable Top-N's ``sorted-map``), TTL wrappers looked through."""
+    while isinstance(type_info, TtlType):
+        type_info = type_info.value
+    return type_info if isinstance(type_info, SortedMapType) else None
+
+
 def _named_state_type(type_info: TypeInfo, names: sql_plan.FieldNames) -> TypeInfo:
     if isinstance(type_info, MapType):
         return MapType(_named(type_info.key, names.map_key), _named(type_info.value, names.map_value))
+    if isinstance(type_info, TtlType) and _sorted_map(type_info) is not None:
+        return TtlType(type_info.children[0], _named_state_type(type_info.value, names), type_info.snapshot_class)
+    if isinstance(type_info, SortedMapType):
+        return type_info.with_entries(_named(type_info.key, names.map_key), _named(type_info.value, names.map_value))
     return _named(type_info, names.value)
 
 
 def sql_field_names(operator: Any, key_type: TypeInfo, state) -> sql_plan.FieldNames:
-    """``sql_plan.field_names`` for one keyed state's decoded types (``keyed.StateMetaInfo``)."""
+    """``sql_plan.field_names`` for one keyed state's decoded types (``keyed.StateMetaInfo``); the key
+    and value of a sorted map held by a VALUE state are its map key and map value."""
     value = state.element_type if state.kind == "LIST" else state.value_type
     map_type = value if state.kind == "MAP" and isinstance(value, MapType) else None
+    if state.kind == "VALUE":
+        map_type = _sorted_map(value)
     schema = sql_plan.StateSchema(
         state.name, state.kind, key=_row_arity(key_type),
         value=None if map_type is not None else _row_arity(value),

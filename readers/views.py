@@ -26,7 +26,8 @@ from typing import Any
 
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
-from ..savepoint.sql_plan import PlanBinding, load_binding, sql_operator
+from ..savepoint.sql_binding import load_binding
+from ..savepoint.sql_plan import PlanBinding, sql_operator
 from ..savepoint.summary import summarize
 from . import cep
 from . import register

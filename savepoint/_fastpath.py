@@ -28,6 +28,7 @@ from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListT
                     OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from .types.cep import CepType
+from .types.sorted_map import SortedMapType
 from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 
@@ -138,6 +139,9 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
         return None
 
     def visit_external(self, node: ExternalType) -> Any:
+        return None
+
+    def visit_sorted_map(self, node: SortedMapType) -> Any:
         return None
 
 

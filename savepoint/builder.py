@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from . import handles
 from .atomic import StagedDirectory
@@ -171,12 +172,16 @@ class SavepointBuilder:
         return CheckpointMetadata(self.metadata_version, self.checkpoint_id, ops + self.extra_operators,
                                   properties_raw=self.properties)
 
-    def commit(self) -> str:
-        """Write `_metadata` last and move the finished directory into place."""
+    def commit(self, check: Callable[[str], None] | None = None) -> str:
+        """Write `_metadata` last and move the finished directory into place. ``check`` (local
+        targets) is called with the staged directory once it is complete, before it is moved: an
+        exception from it leaves nothing behind (e.g. a verify of what was written)."""
         if self.remote:
             return self._commit_remote()
         try:
             write_metadata_file(os.path.join(self.temp_dir, METADATA_FILE), write_metadata(self.metadata()))
+            if check is not None:
+                check(self.temp_dir)
             self._staged.commit()  # the old target, if any, is kept until the new one is in place
             self._done = True
             return self.target

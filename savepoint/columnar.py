@@ -122,7 +122,7 @@ class ColumnarVisitor(TypeInfoVisitor[object]):
     # opaque types inside composites, CEP and the table runtime's types
     visit_row = visit_list = visit_array_list = visit_set = visit_map = visit_either = _none
     visit_generic_array = visit_timer = visit_pojo = visit_enum = visit_pickled = visit_opaque = _none
-    visit_cep = visit_row_data = visit_table_data = visit_raw_value_data = visit_external = _none
+    visit_cep = visit_row_data = visit_table_data = visit_raw_value_data = visit_external = visit_sorted_map = _none
 
 
 def _covered(t: TypeInfo):

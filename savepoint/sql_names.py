@@ -17,7 +17,9 @@ What the runtime keeps, by kind (Flink 1.15-2.3; ``docs/flink-sql-state.md``):
   value with one);
 * window aggregates: ``window-aggs`` = the accumulators, namespace = the slice end (the window end
   of a tumbling window);
-* rank, over aggregates, changelog normalize, interval / window joins: input rows.
+* rank: input rows by sort key (``data-state-with-append``, ``data-state``); a Top-N over an updating
+  input (RetractableTopN) also keeps ``sorted-map`` (VALUE), a sorted map sort key -> count;
+* over aggregates, changelog normalize, interval / window joins: input rows.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class SqlOperatorPlan:
 class StateSchema:
     """The shape of one decoded keyed state, as :func:`field_names` needs it: the number of fields
     of each RowData part (None where that part is no row). LIST states give their element as
-    ``value``."""
+    ``value``; a VALUE state holding a map (a sorted map) gives its key and value as ``map_key`` and
+    ``map_value``."""
 
     name: str
     kind: str = "VALUE"
@@ -142,12 +145,12 @@ def field_names(operator: Any, schema: StateSchema) -> FieldNames:
 # row types of the plan
 
 
-def _row_type_string_fields(text: str) -> list[str]:
-    """Field names of ``ROW<`a` T, `b` T NOT NULL 'description'> [NOT NULL]``."""
+def _row_type_string_fields(text: str) -> list[tuple[str, str]]:
+    """(name, type text) of each field of ``ROW<`a` T, `b` T NOT NULL 'description'> [NOT NULL]``."""
     start = text.find("<")
     if not text.upper().startswith("ROW") or start < 0:
         raise ValueError(f"not a ROW type: {text[:80]}")
-    names = []
+    fields: list[tuple[str, list[str]]] = []
     i, depth, n = start + 1, 0, len(text)
     expect_name = True
     while i < n:
@@ -156,8 +159,8 @@ def _row_type_string_fields(text: str) -> list[str]:
             if char.isspace():
                 i += 1
                 continue
-            if char == ">" and not names:  # ROW<>
-                return names
+            if char == ">" and not fields:  # ROW<>
+                return []
             if char != "`":
                 raise ValueError(f"expected a quoted field name at {i} in {text[:80]}")
             name, i = [], i + 1
@@ -170,7 +173,7 @@ def _row_type_string_fields(text: str) -> list[str]:
                     break
                 name.append(text[i])
                 i += 1
-            names.append("".join(name))
+            fields.append(("".join(name), []))
             expect_name = False
             i += 1
             continue
@@ -178,25 +181,35 @@ def _row_type_string_fields(text: str) -> list[str]:
             i += 1
             while i < n and not (text[i] == "'" and text[i + 1:i + 2] != "'"):
                 i += 2 if text[i] == "'" else 1
-        elif char in "<(":
+            i += 1
+            continue
+        if char in "<(":
             depth += 1
         elif char in ">)":
             if depth == 0:
-                return names
+                return [(name, "".join(t).strip()) for name, t in fields]
             depth -= 1
         elif char == "," and depth == 0:
             expect_name = True
+            i += 1
+            continue
+        fields[-1][1].append(char)
         i += 1
     raise ValueError(f"unterminated ROW type: {text[:80]}")
 
 
-def row_field_names(row_type: Any) -> list[str]:
-    """The field names of a plan's row type (its string or its object form)."""
+def row_fields(row_type: Any) -> list[tuple[str, Any]]:
+    """(name, type) of each field of a plan's row type: the type as its text, or its JSON object."""
     if isinstance(row_type, str):
         return _row_type_string_fields(row_type)
     if isinstance(row_type, dict) and isinstance(row_type.get("fields"), list):
-        return [str(f["name"]) for f in row_type["fields"]]
+        return [(str(f["name"]), f.get("fieldType")) for f in row_type["fields"]]
     raise ValueError(f"not a row type: {json.dumps(row_type)[:80]}")
+
+
+def row_field_names(row_type: Any) -> list[str]:
+    """The field names of a plan's row type (its string or its object form)."""
+    return [name for name, _ in row_fields(row_type)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,6 +344,9 @@ def describe_node(plan: Any, node: Any) -> SqlOperatorPlan:
             order = _fields_of(spec.get("orderBy") or spec.get("sortSpec")) or []
             rows["sort_key"] = _pick(first, [f.get("index") for f in order if isinstance(f, dict)])
             default = StateRoles(value="input", map_key="sort_key", map_value="input")
+            if kind == "rank":  # RetractableTopN: sort key -> count, and sort key -> its input rows
+                states["sorted-map"] = StateRoles(map_key="sort_key")
+                states["data-state"] = default
             window = _window(spec.get("windowing"))
         elif kind == "over-aggregate":
             key = _pick(first, _fields_of((spec.get("overSpec") or {}).get("partition")))

@@ -245,11 +245,6 @@ def bind(plan: Plan, operators: Iterable[Any], source: str | None = None) -> Pla
     return PlanBinding(plan, matched)
 
 
-def load_binding(path: str, savepoint) -> PlanBinding:
-    """``--plan PATH`` for an open Savepoint: the plan read, parsed and matched to it."""
-    return bind(load_plan(path), savepoint.operators, savepoint.path)
-
-
 __all__ = ["SqlOperator", "sql_operator", "STATEFUL_KINDS", "SQL_KINDS", "row_field_names", "PlanNode", "Plan",
-           "parse_plan", "load_plan", "PlanBinding", "bind", "load_binding", "SqlOperatorPlan", "StateSchema",
+           "parse_plan", "load_plan", "PlanBinding", "bind", "SqlOperatorPlan", "StateSchema",
            "FieldNames", "field_names", "describe_node"]

@@ -42,7 +42,7 @@ def _sql(op, plan: PlanBinding | None) -> dict[str, Any] | None:
 
 
 def summarize(sp: Savepoint, plan: PlanBinding | None = None) -> dict[str, Any]:
-    """``plan``: a compiled plan bound to ``sp`` (``sql_plan.load_binding``), whose descriptions of the
+    """``plan``: a compiled plan bound to ``sp`` (``sql_binding.load_binding``), whose descriptions of the
     SQL operators go into their ``sql`` entry."""
     m = sp.metadata
     ops = []

@@ -35,12 +35,20 @@ from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, C
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.table_serializers import table_serializer
+from ..savepoint.types.sorted_map import SortedMapType
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from ..savepoint.types.data_types import external_serializer
 from .sql_types import is_external_type, parse_external_type, parse_sql_type, sql_type_name
 
 #: the prefix of a type string in Flink SQL syntax (a table runtime serializer)
 SQL_PREFIX = "SQL "
+
+#: why no type string names a SortedMapSerializer (the sorted-map state of a retractable Top-N)
+SORTED_MAP_REFUSED = (
+    "a sorted map (SortedMapSerializer, the 'sorted-map' state of a Top-N over an updating input) has no type "
+    "string: its serializer snapshot holds the comparator Flink generated for the query (Java-serialized code), "
+    "which fstate cannot build. Such a state can be carried over or rewritten with the snapshot it was read with, "
+    "not created from a type")
 
 #: The scalar type names: the canonical name (what :func:`type_name` writes) first, then aliases.
 SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = (
@@ -146,6 +154,8 @@ class _Parser:
             return self.sql()
         name = self.take()
         upper = name.upper()
+        if upper == "SORTED_MAP":
+            raise self.fail(SORTED_MAP_REFUSED)
         if self.peek() != "<":
             if upper in _NAMES:
                 return _NAMES[upper]
@@ -207,6 +217,8 @@ def parse_type(spec: Any) -> TypeInfo:
 def sql_type(text: str) -> TypeInfo:
     """The table runtime's serializer of a type in Flink SQL syntax (``ROW<k STRING>`` → RowData;
     ``EXTERNAL<...>`` → an ExternalSerializer)."""
+    if text.split("<", 1)[0].strip().upper() == "SORTED_MAP":
+        raise InvalidArgumentError(f"SQL type '{text}': {SORTED_MAP_REFUSED}")
     try:
         if is_external_type(text):
             return external_serializer(parse_external_type(text))
@@ -306,6 +318,9 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
 
     def visit_external(self, node: ExternalType) -> str:
         return self._none(node)
+
+    def visit_sorted_map(self, node: SortedMapType) -> str:
+        raise InvalidArgumentError(f"type {node.name}: {SORTED_MAP_REFUSED}")
 
 
 def type_name(t: TypeInfo) -> str:

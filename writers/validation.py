@@ -20,6 +20,7 @@ from ..savepoint.types import (LONG, ArrayListType, EitherType, EnumType, Generi
                                TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
+from ..savepoint.types.sorted_map import SortedMapType
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 _INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
@@ -238,6 +239,9 @@ class SourceTypeVisitor(TypeInfoVisitor[None]):
 
     def visit_external(self, node: ExternalType) -> None:
         visit(node.inner, self)
+
+    def visit_sorted_map(self, node: SortedMapType) -> None:
+        self._map(node, node.key, node.value)
 
 
 def _logical_node(logical: LogicalType) -> TableDataType:

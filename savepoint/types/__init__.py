@@ -3,7 +3,8 @@
 Callers import the nodes from here: ``from fstate.savepoint.types import TupleType, LONG``.
 Modules: :mod:`.base` (the ``TypeInfo`` base), :mod:`.scalars`, :mod:`.composites`, :mod:`.pojo`,
 :mod:`.pickled`, :mod:`.table` (the table runtime's serializers, with :mod:`.logical` and
-:mod:`.table_binary`; written from scratch by :mod:`.logical_java` and :mod:`.table_serializers`) (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.key_hash`,
+:mod:`.table_binary`; written from scratch by :mod:`.logical_java` and :mod:`.table_serializers`;
+:mod:`.sorted_map`, a Top-N's ``SortedMapSerializer``), :mod:`.cep` (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.key_hash`,
 :mod:`.snapshots` (serializer snapshots ↔ trees) and :mod:`.hashing` (Java hash codes, key groups).
 """
 
@@ -17,6 +18,7 @@ from .scalars import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUB
                       LOCAL_DATE_TIME, LOCAL_TIME, LONG, SCALARS, SHORT, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, STRING,
                       TIME_WINDOW, VOID_NAMESPACE, Scalar, TimeWindowType, scalar)
 from .logical import LogicalType
+from .sorted_map import SortedMapType
 from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from .visitor import MissingVisitorBranchError, TypeInfoVisitor, visit
 
@@ -34,4 +36,5 @@ __all__ = [
     "CepType",
     # table runtime
     "LogicalType", "RowDataType", "TableDataType", "RawValueDataType", "ExternalType",
+    "SortedMapType",
 ]

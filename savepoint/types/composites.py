@@ -246,41 +246,54 @@ class MapType(Composite):
         return f"Map<{self.key.name}, {self.value.name}>"
 
     def decoder(self) -> Decoder:
-        dk = self.key.decoder()
-        dv = self.value.decoder()
-
-        def dec(buf, pos):
-            n, pos = read_count(buf, pos, "map size")
-            out = {}
-            for _ in range(n):
-                k, pos = dk(buf, pos)
-                if buf[pos]:
-                    v = None
-                    pos += 1
-                else:
-                    v, pos = dv(buf, pos + 1)
-                out[k] = v
-            return out, pos
-
-        return dec
+        return map_decoder(self.key, self.value, "map size")
 
     def encoder(self) -> Encoder:
-        ek = self.key.encoder()
-        ev = self.value.encoder()
+        return map_encoder(self.key, self.value)
 
-        def enc(out, v):
-            items = v.items() if isinstance(v, dict) else v
-            items = list(items)
-            out += I32.pack(len(items))
-            for k, x in items:
-                ek(out, k)
-                if x is None:
-                    out.append(1)
-                else:
-                    out.append(0)
-                    ev(out, x)
 
-        return enc
+def map_decoder(key: TypeInfo, value: TypeInfo, what: str, unique: bool = False) -> Decoder:
+    """Flink's map layout (MapSerializer, and the table runtime's SortedMapSerializer): an i32 size,
+    then per entry the key, a null flag and the value unless null. ``unique``: a key twice is an error."""
+    dk = key.decoder()
+    dv = value.decoder()
+
+    def dec(buf, pos):
+        n, pos = read_count(buf, pos, what)
+        out = {}
+        for _ in range(n):
+            k, pos = dk(buf, pos)
+            if buf[pos]:
+                v, pos = None, pos + 1
+            else:
+                v, pos = dv(buf, pos + 1)
+            if unique and k in out:
+                raise ValueError(f"{what.split()[0]} map holds a key twice")
+            out[k] = v
+        return out, pos
+
+    return dec
+
+
+def map_encoder(key: TypeInfo, value: TypeInfo, order=None) -> Encoder:
+    """The encoder of :func:`map_decoder`'s layout; ``order`` (item key -> sort key) sorts the entries."""
+    ek = key.encoder()
+    ev = value.encoder()
+
+    def enc(out, v):
+        items = list(v.items() if isinstance(v, dict) else v)
+        if order is not None:
+            items.sort(key=lambda item: order(item[0]))
+        out += I32.pack(len(items))
+        for k, x in items:
+            ek(out, k)
+            if x is None:
+                out.append(1)
+            else:
+                out.append(0)
+                ev(out, x)
+
+    return enc
 
 
 class NullableType(Composite):

@@ -9,6 +9,7 @@ from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, 
 from .pickled import OpaqueType, PickledType
 from .pojo import EnumType, PojoType
 from .scalars import Scalar, TimeWindowType
+from .sorted_map import SortedMapType
 from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from .visitor import TypeInfoVisitor, visit
 
@@ -85,6 +86,9 @@ class ValueHashVisitor(TypeInfoVisitor[bool]):
 
     def visit_external(self, node: ExternalType) -> bool:
         return visit(node.inner, self)
+
+    def visit_sorted_map(self, node: SortedMapType) -> bool:
+        return False
 
 
 def has_value_hash(t: TypeInfo) -> bool:

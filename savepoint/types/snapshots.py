@@ -18,7 +18,7 @@ from .composites import (ArrayListType, EitherType, GenericArrayType, ListType, 
 from .pickled import PICKLED, OpaqueType, PickledType
 from .pojo import OPTIONAL_MAP_HEADER, EnumType, PojoType
 from .scalars import SCALARS, TIME_WINDOW, TimeWindowType
-from . import table
+from . import sorted_map, table
 from .logical import LogicalType, data_type_logical, from_java, read_logical_type
 from ..javaser import read_java_object
 
@@ -82,15 +82,19 @@ def _read_composite(inp: DataInput, version: int, depth: int,
     else:
         outer_version = version
     outer = read_outer(inp, outer_version)
+    return outer, _read_nested(inp, depth)
+
+
+def _read_nested(inp: DataInput, depth: int, limit: int = 4096) -> list[TypeInfo]:
+    """``NestedSerializersSnapshotDelegate``: magic, version 1, the count, then the snapshots."""
     magic = inp.read_i32()
     if magic != NESTED_MAGIC:
         raise inp.fail(f"bad nested serializer snapshot magic {magic}")
     delegate_version = inp.read_i32()
     if delegate_version != 1:
         raise inp.fail(f"unknown nested serializer snapshot version {delegate_version}", UnsupportedVersionError)
-    n = inp.read_count("nested serializer", limit=4096, unit_size=6)
-    nested = [read_versioned_snapshot(inp, depth + 1) for _ in range(n)]
-    return outer, nested
+    n = inp.read_count("nested serializer", limit=limit, unit_size=6)
+    return [read_versioned_snapshot(inp, depth + 1) for _ in range(n)]
 
 
 def _no_outer(inp: DataInput, v: int) -> None:
@@ -321,13 +325,7 @@ def _row_data(inp, version, depth):
     for _ in range(n):
         t, inp.pos = read_logical_type(inp.buf, inp.pos, inp.source)
         types.append(t)
-    magic = inp.read_i32()
-    if magic != NESTED_MAGIC:
-        raise inp.fail(f"bad nested serializer snapshot magic {magic}")
-    if inp.read_i32() != 1:
-        raise inp.fail("unknown nested serializer snapshot version", UnsupportedVersionError)
-    count = inp.read_count("nested serializer", limit=1 << 16, unit_size=6)
-    fields = [read_versioned_snapshot(inp, depth + 1) for _ in range(count)]
+    fields = _read_nested(inp, depth, limit=1 << 16)
     _arity(inp, "RowDataSerializer", fields, n)
     return table.RowDataType(tuple(types), tuple(fields))
 
@@ -376,6 +374,17 @@ def _external(inp, version, depth):
     return table.ExternalType(nested[0], raw, internal_input, logical, conversion)
 
 
+def _sorted_map(inp, version, depth):
+    """The comparator (one Java serialization stream, kept as its bytes), then the key and value
+    serializer snapshots after the nested magic."""
+    if version != 3:
+        raise inp.fail(f"unknown SortedMapSerializer snapshot version {version}", UnsupportedVersionError)
+    comparator, raw = _java_object(inp)
+    nested = _read_nested(inp, depth)
+    _arity(inp, "SortedMapSerializer", nested, 2)
+    return sorted_map.SortedMapType(nested[0], nested[1], raw, version, sorted_map.comparator_order(comparator))
+
+
 KRYO_SNAPSHOT = RUNTIME + "kryo.KryoSerializerSnapshot"
 
 _PARSERS: dict[str, Callable] = {
@@ -405,6 +414,7 @@ _PARSERS[table.ROW_DATA] = _row_data
 _PARSERS[table.BINARY_ROW_DATA] = _binary_row_data
 _PARSERS[table.RawValueDataType.snapshot_class] = _raw_value_data
 _PARSERS[table.ExternalType.snapshot_class] = _external
+_PARSERS[sorted_map.SORTED_MAP] = _sorted_map
 
 for _cls, _parser in {
     table.STRING_DATA: _simple_table(0),

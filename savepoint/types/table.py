@@ -1,6 +1,6 @@
 """TypeInfo nodes of the table runtime's serializers (Flink SQL / Table API state).
 
-Four node classes:
+Four node classes (and :mod:`.sorted_map`'s ``SortedMapSerializer``):
 
 * :class:`RowDataType`: ``RowDataSerializer`` (field LogicalTypes, Java-serialized in the snapshot,
   then one nested serializer snapshot per field) and ``BinaryRowDataSerializer`` (the arity only:

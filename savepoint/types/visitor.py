@@ -24,6 +24,7 @@ from .composites import (ArrayListType, Composite, EitherType, GenericArrayType,
 from .pickled import OpaqueType, PickledType
 from .pojo import EnumType, PojoType
 from .scalars import Scalar, TimeWindowType
+from .sorted_map import SortedMapType
 from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
 Result = TypeVar("Result")
@@ -59,6 +60,7 @@ BRANCHES: dict[type[TypeInfo], str] = {
     TableDataType: "visit_table_data",
     RawValueDataType: "visit_raw_value_data",
     ExternalType: "visit_external",
+    SortedMapType: "visit_sorted_map",
 }
 
 #: Base classes that are never nodes themselves.
@@ -149,3 +151,6 @@ class TypeInfoVisitor(Generic[Result]):
 
     def visit_external(self, node: ExternalType) -> Result:
         return self._missing(node, "visit_external")
+
+    def visit_sorted_map(self, node: SortedMapType) -> Result:
+        return self._missing(node, "visit_sorted_map")

@@ -51,7 +51,8 @@ NOT_RUN = {
 }
 
 runner = CliRunner()
-COMMAND_NAMES = {"info", "read", "sql", "views", "diff", "verify", "bootstrap", "modify", "deps", "relocate"}
+COMMAND_NAMES = {"info", "read", "sql", "views", "diff", "verify", "bootstrap", "modify", "upgrade", "deps",
+                 "relocate"}
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,9 @@ SQL_WRITER = "python: Writing #2"
 MODIFIER = "python: Writing #3"
 RUNTIME = "python: The runtime #1"
 CEP_MATCHES = "python: Flink SQL and CEP state #1"
-PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES}
+UPGRADER = "python: Change a SQL query and keep its state #1"
+PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES, UPGRADER}
+CHANGE_SAMPLES = REPO / "samples" / "sql-change"
 
 
 def test_every_snippet_is_tested():
@@ -233,15 +236,25 @@ def test_setup_command_names_a_shipped_sample():
 # bash
 
 
+#: A comment ``# exit N`` after a command says the exit code it must end with (0 otherwise).
+EXIT_COMMENT = re.compile(r"#\s*exit\s+(\d+)\b")
+
+
 def commands(code: str) -> list[str]:
     """The commands of a bash snippet: continuation lines joined, ``&&`` chains split, comments off."""
+    return [command for command, _ in commands_with_exits(code)]
+
+
+def commands_with_exits(code: str) -> list[tuple[str, int]]:
+    """Each command of a bash snippet with the exit code its line's ``# exit N`` comment names (0)."""
     joined = code.replace("\\\n", " ")
     found = []
     for line in joined.splitlines():
+        expected = EXIT_COMMENT.search(line)
         for command in line.split("&&"):
             words = shlex.split(command, comments=True)
             if words:
-                found.append(shlex.join(words))
+                found.append((shlex.join(words), int(expected.group(1)) if expected else 0))
     return found
 
 
@@ -292,13 +305,39 @@ def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
         (key, event) for key, matches in pending.items() for match in matches for event in match)
 
 
+def check_upgraded(path: Path) -> None:
+    """The upgraded sample: agg2_out's aggregate (node 30 → 35) holds MAX, COUNT and a fresh MIN of the
+    old (COUNT, SUM, MAX) per (k, name); the unchanged agg_out's state is carried under node 9's uid."""
+    old = Savepoint.open(str(CHANGE_SAMPLES / "old"))
+    new = Savepoint.open(str(path))
+
+    def accumulators(savepoint, uid: str) -> dict:
+        view = savepoint.operator(uid)
+        state = view.keyed_meta.state_id("accState")
+        out = {}
+        for source in view.keyed_states():
+            with source.open() as opened:
+                out.update((key, value) for _, _, _, key, _, value in opened.entries({state}))
+        return out
+
+    before, after = accumulators(old, "30_group-aggregate"), accumulators(new, "35_group-aggregate")
+    assert before and after == {key: (acc[2], acc[0], None) for key, acc in before.items()}
+    assert accumulators(new, "9_group-aggregate") == accumulators(old, "4_group-aggregate")
+    assert "32_deduplicate" not in {o.uid for o in new.operators} and old.operator("32_deduplicate")
+
+
+def check_cli_upgraded(tmp_path: Path) -> None:
+    check_upgraded(tmp_path / "fstate-readme" / "upgraded")
+
+
 #: Further checks of what a bash snippet made, by snippet.
-BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check_spec_bootstrap}
+BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check_spec_bootstrap,
+               "bash: Change a SQL query and keep its state #1": check_cli_upgraded}
 #: Checks of what a bash snippet's commands printed (command → output), by snippet.
 OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output}
 
 
-def run_command(command: str) -> str:
+def run_command(command: str, expected_exit: int = 0) -> str:
     words = shlex.split(command)
     assert words[0] == "fstate", f"{command}: only fstate commands run here; add others to NOT_RUN with a reason"
     if words[1:] == ["--install-completion"]:
@@ -311,7 +350,7 @@ def run_command(command: str) -> str:
         assert "_fstate_completion" in result.stdout
         return result.stdout
     result = runner.invoke(app, words[1:], env={"COLUMNS": "200"})
-    assert result.exit_code == 0, f"{command}\n{result.output}"
+    assert result.exit_code == expected_exit, f"{command}\n{result.output}"
     assert result.output.strip(), f"{command}: no output"
     if "--json" in words or "--output" in words and words[words.index("--output") + 1] == "json":
         command_name = next(w for w in words[1:] if w in COMMAND_NAMES)
@@ -329,11 +368,11 @@ def test_bash_snippet(key, spark, tmp_path, monkeypatch):
     write_yaml_files(tmp_path)
     ran = skipped = 0
     outputs: dict[str, str] = {}
-    for command in commands(with_placeholders(snippet(key).code, tmp_path)):
+    for command, expected_exit in commands_with_exits(with_placeholders(snippet(key).code, tmp_path)):
         if not_run(command):
             skipped += 1
             continue
-        outputs[command] = run_command(command)
+        outputs[command] = run_command(command, expected_exit)
         ran += 1
     if not ran:
         pytest.skip("; ".join(sorted({not_run(c) for c in commands(snippet(key).code)})))
@@ -352,7 +391,10 @@ def test_version_is_the_installed_one():
 def test_snippets_read_shipped_samples():
     for s in snippets():
         assert "/savepoints/" not in s.code or "s3://" in s.code, f"{s.key} names a savepoint that is not shipped"
-    named = set(re.findall(r"samples/[\w.-]+", README.read_text(encoding="utf-8")))
+    named = set(re.findall(r"samples/[\w.-]+(?:/[\w.-]+)*", README.read_text(encoding="utf-8")))
     assert named >= {"samples/keyed-hashmap-savepoint", "samples/operator-state-hashmap-savepoint"}
     for sample in named - {"samples/README.md"}:
-        assert Savepoint.open(str(REPO / sample)).operators, sample  # the directory holding one savepoint
+        if sample.endswith(".json"):
+            assert (REPO / sample).is_file(), sample
+        else:
+            assert Savepoint.open(str(REPO / sample)).operators, sample  # the directory holding one savepoint

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -144,3 +145,20 @@ def test_info_with_the_real_plan_of_sqljob(tmp_path):
     other = _build(tmp_path / "other", [("Map", "mapper", None, 1)])
     refused = _run("info", other, "--plan", plan)
     assert refused.returncode == 2 and "no operator of" in refused.stderr and plan in refused.stderr
+
+
+def test_plan_matched_by_state_shapes_without_names_or_uids(tmp_path):
+    # Flink 1.x without uids: V4 has no names or uids and the ids are graph hashes; the shipped 2.3
+    # sample written for Flink 1.20 (V4) is such a savepoint, and --plan still names its tables
+    sample = Path(__file__).resolve().parents[2] / "samples" / "sql-no-uids-ttl-savepoint"
+    v4 = tmp_path / "v4"
+    written = runner.invoke(app, ["modify", str(sample), "--out", str(v4), "--flink-version", "1.20", "--deep"])
+    assert written.exit_code == 0, written.output
+    plan = str(sample / "plan.json")
+    result = runner.invoke(app, ["info", str(v4), "--plan", plan, "--json"])
+    assert result.exit_code == 0, result.output
+    described = {op["uid_hash"]: op["sql"] for op in json.loads(result.output)["operators"] if op["sql"]}
+    named = runner.invoke(app, ["info", str(sample), "--plan", plan, "--json"])
+    expected = {op["uid_hash"]: op["sql"] for op in json.loads(named.output)["operators"]
+                if op["sql"] and op["uid_hash"] in described}
+    assert len(described) == 5 and described == expected  # the five stateful SQL operators of the sample

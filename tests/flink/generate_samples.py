@@ -102,7 +102,49 @@ def write_sample(sample: Sample, fresh: bool = False) -> Path:
     return dest
 
 
-def write_readme(samples: list[Sample]) -> None:
+@dataclass(frozen=True)
+class ChangeSample:
+    """A phase of the SQL query-change corpus (``tests/flink/sql_changes.py``) as a sample: its
+    savepoint, ``plan.json`` and ``dump.json`` (the job's operators and printed changelog, not its
+    state: these samples live one level down, under ``samples/sql-change/``, apart from the samples
+    whose dumps describe their state)."""
+
+    name: str
+    phase: str  # a name of sql_changes.corpus_phases
+    version: str
+    uids: bool
+    note: str
+    job: str = "SqlChangeJob"
+    backend: str = "hashmap"
+    snapshot: str = "savepoint"
+
+
+CHANGE_SAMPLES = [
+    ChangeSample("sql-change/old", "old", "2.3.0", True,
+                 "the query-change corpus's OLD statement set (7 INSERTs) over rows 0..119, uids on; `plan.json` "
+                 "is its plan (`fstate upgrade --old-plan`)"),
+    ChangeSample("sql-change/new", "template-new", "2.3.0", True,
+                 "the NEW statement set (an INSERT added first, columns and aggregates changed, one INSERT "
+                 "removed), started without state: the template of `fstate upgrade`; `plan.json` is its plan"),
+]
+
+
+def write_change_sample(sample: ChangeSample) -> Path:
+    from tests.flink import sql_changes
+
+    run = sql_changes.prepare(sample.version)[sample.uids][sample.phase]
+    dest = SAMPLES_DIR / sample.name
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    shutil.copytree(run.savepoint, dest / run.savepoint.name)
+    shutil.copyfile(run.plan_path, dest / "plan.json")
+    dump = dict(run.dump, snapshot_path=run.savepoint.name, plan="plan.json")
+    (dest / "dump.json").write_text(json.dumps(dump, indent=1, ensure_ascii=True) + "\n", encoding="ascii")
+    return dest
+
+
+def write_readme(samples: list[Sample | ChangeSample]) -> None:
     lines = [
         "# Flink oracle samples",
         "",
@@ -126,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", action="append", default=[], help="sample name (repeatable)")
     args = ap.parse_args(argv)
     chosen = [s for s in SAMPLES if not args.only or s.name in args.only]
-    unknown = set(args.only) - {s.name for s in SAMPLES}
+    unknown = set(args.only) - {s.name for s in [*SAMPLES, *CHANGE_SAMPLES]}
     if unknown:
         ap.error(f"unknown sample(s): {', '.join(sorted(unknown))}")
     for s in chosen:
@@ -135,11 +177,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"cannot generate {s.name}: {reason}", file=sys.stderr)
             return 2
     SAMPLES_DIR.mkdir(exist_ok=True)
-    for s in chosen:
-        dest = write_sample(s, fresh=args.fresh)
+    changes = [s for s in CHANGE_SAMPLES if not args.only or s.name in args.only]
+    for s in [*chosen, *changes]:
+        dest = write_change_sample(s) if isinstance(s, ChangeSample) else write_sample(s, fresh=args.fresh)
         size = sum(p.stat().st_size for p in dest.rglob("*") if p.is_file())
         print(f"{dest.relative_to(harness.REPO)}  ({size / 1024:.0f} KiB)")
-    write_readme(SAMPLES)
+    write_readme([*SAMPLES, *CHANGE_SAMPLES])
     return 0
 
 

@@ -9,7 +9,7 @@ Public API::
 
     flink_lib_dir(version="2.3.0") -> Path            # directory of Flink jars
     compile_jobs(version="2.3.0", job=None) -> Path   # directory of compiled job classes
-    run_job(job, version, out_dir, args, timeout=...) -> JobResult   # always runs Flink
+    run_job(job, version, out_dir, args, timeout=..., expect_snapshot=True) -> JobResult   # always runs Flink
     generate(job="OperatorStateJob", version="2.3.0", backend="hashmap",
              snapshot="savepoint", extra_args=(), force=False) -> JobResult  # cached
     flink_unavailable_reason(version="2.3.0") -> str | None
@@ -18,6 +18,9 @@ Public API::
                                                       # (SqlJob: its output after a second batch)
     restore_comparable(dump) -> dict                  # normalise dumps for original-vs-restored
     require_flink(version="2.3.0") -> None            # pytest.skip() if Flink cannot run here
+    locked(path) -> context manager                   # the inter-process lock of a cache entry
+
+SQL query changes (SqlChangeJob, several jobs per JVM, each cached on its own): ``sql_changes.py``.
 
 Caches (all under ``$FSTATE_CACHE``, default ``~/.cache/fstate``):
 
@@ -64,7 +67,7 @@ JOBS_NAMES = ("OperatorStateJob", "KeyedStateJob", "TypesJob")
 #: from their input plus every operator of the job graph (see VERSIONS.md). Savepoints only, on
 #: INTERNAL_STATE_VERSIONS (jobs/v2, for 1.20 ported to 1.x at compile time); not part of
 #: JOBS_NAMES, whose dumps mirror state functions wrote.
-INTERNAL_STATE_JOBS = ("SqlJob", "CepJob")
+INTERNAL_STATE_JOBS = ("SqlJob", "CepJob", "RetractableTopNJob")
 #: The versions the SQL and CEP jobs run on (1.15's SQL and CEP APIs lack what they use).
 INTERNAL_STATE_VERSIONS = ("2.3.0", "2.0.0", "1.20.1")
 
@@ -156,7 +159,7 @@ def api_flavour(version: str) -> str:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """Inter-process lock (pytest-xdist, parallel CLI runs) on ``path``.lock."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(str(path) + ".lock", "w") as fh:
@@ -227,7 +230,7 @@ def flink_lib_dir(version: str = DEFAULT_VERSION) -> Path:
     marker = lib / ".complete"
     if marker.exists():
         return lib
-    with _locked(base / "fetch"):
+    with locked(base / "fetch"):
         if marker.exists():
             return lib
         dl = base / "download"
@@ -283,7 +286,7 @@ def job_sources(version: str = DEFAULT_VERSION) -> list[Path]:
     flavour = JOBS / "v2"
     if api_flavour(version) == "v1":
         try:
-            flavour = jobs_v1.sources_dir(CACHE / "flink-jobs-v1", _locked)
+            flavour = jobs_v1.sources_dir(CACHE / "flink-jobs-v1", locked)
         except jobs_v1.PortError as e:
             raise FlinkJobError(str(e)) from None
     srcs = sorted((JOBS / "common").glob("*.java")) + sorted(flavour.glob("*.java"))
@@ -355,7 +358,7 @@ def compile_jobs(version: str = DEFAULT_VERSION, job: str | None = None) -> Path
     marker = out / ".complete"
     if marker.exists():
         return out
-    with _locked(out):
+    with locked(out):
         if marker.exists():
             return out
         if out.exists():
@@ -394,12 +397,15 @@ def run_job(
     out_dir: Path,
     args: Sequence[str],
     timeout: int = DEFAULT_JOB_TIMEOUT,
+    expect_snapshot: bool = True,
 ) -> JobResult:
     """Run ``job`` (a Java main class of :func:`job_sources`) on Flink ``version`` writing into ``out_dir``.
 
     ``args`` are passed to the job after ``--out <out_dir> --timeout <timeout>``, e.g.
     ``["--backend", "rocksdb", "--snapshot", "checkpoint"]``. ``out_dir`` must not exist or be
-    empty. Raises FlinkJobError (stderr + Flink log tail) on any failure or timeout.
+    empty. Raises FlinkJobError (stderr + Flink log tail) on any failure or timeout. With
+    ``expect_snapshot`` the dump must name a snapshot with ``_metadata`` (jobs that write several,
+    like SqlChangeJob's phases, name theirs in their own files).
     """
     java, _ = _java_tools()
     lib = flink_lib_dir(version)
@@ -456,7 +462,7 @@ def run_job(
     dump = json.loads(dump_path.read_text(encoding="utf-8"))
     res = JobResult(job=job, version=version, out_dir=out_dir, dump=dump, seconds=seconds,
                     stdout=r.stdout, stderr=r.stderr, args=list(args))
-    if not res.metadata_path.exists():
+    if expect_snapshot and not res.metadata_path.exists():
         raise FlinkJobError(f"{job} reported {res.snapshot_dir} but it has no _metadata")
     return res
 
@@ -520,7 +526,7 @@ def generate(
     name = f"{job}-{version}-{backend}-{snapshot}" + (f"-{suffix}" if suffix else "") + f"-{key}"
     out = CACHE / "oracle" / name
     marker = out / ".complete.json"
-    with _locked(out):
+    with locked(out):
         if marker.exists() and not force:
             info = json.loads(marker.read_text())
             dump = json.loads((out / "dump.json").read_text(encoding="utf-8"))
@@ -587,7 +593,7 @@ def verify_restore(
     key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:12]
     out = CACHE / "oracle" / f"verify-{job}-{version}-{backend}-{key}"
     marker = out / ".complete.json"
-    with _locked(out):
+    with locked(out):
         if marker.exists():
             info = json.loads(marker.read_text())
             dump = json.loads((out / "dump.json").read_text(encoding="utf-8"))

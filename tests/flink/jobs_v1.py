@@ -32,7 +32,8 @@ V2 = Path(__file__).resolve().parent / "jobs" / "v2"
 #: The v2 sources ported to 1.x. The other v2 jobs (BenchJob, BroadcastJob, TtlStateJob) are v2-only.
 FILES = ("CepJob.java", "Driver.java", "InternalStateOracle.java", "KeyedStateJob.java", "OperatorStateJob.java",
          "Oracle.java", "PrintCapture.java", "RestoreJob.java", "RestoreJsonReader.java", "RestoreTypes.java",
-         "SqlJob.java", "SqlJobState.java", "SqlTypeSnapshots.java", "TypesJob.java")
+         "RetractableTopNJob.java", "SqlChangeJob.java", "SqlJob.java", "SqlJobState.java", "SqlTypeSnapshots.java",
+         "TypesJob.java")
 
 HEADER = "// GENERATED from tests/flink/jobs/v2/{name} by tests/flink/jobs_v1.py when compiling for Flink 1.x.\n"
 
@@ -143,23 +144,33 @@ def restore_job(s: str) -> str:
     return s
 
 
-def internal_state_oracle(s: str) -> str:
-    """InternalStateOracle: ``StreamNode.getMaxParallelism()`` is package-private in 1.x."""
-    s = sub(s, "node.getMaxParallelism() > 0 ? node.getMaxParallelism() : job.maxParallelism()",
-            "maxParallelism(node) > 0 ? maxParallelism(node) : job.maxParallelism()")
-    s = sub(s, """    /** Every stream node in id order""", """    /** StreamNode.getMaxParallelism() is not public in Flink 1.x. */
-    private static int maxParallelism(StreamNode node) {
-        try {
+#: The body of a ``maxParallelism(StreamNode node)`` method: ``getMaxParallelism()`` is not public in 1.x.
+_MAX_PARALLELISM_BY_REFLECTION = """        try {
             java.lang.reflect.Method m = StreamNode.class.getDeclaredMethod("getMaxParallelism");
             m.setAccessible(true);
             return (Integer) m.invoke(node);
         } catch (ReflectiveOperationException e) {
             throw new IllegalStateException(e);
         }
-    }
+"""
+
+
+def internal_state_oracle(s: str) -> str:
+    """InternalStateOracle: ``StreamNode.getMaxParallelism()`` is package-private in 1.x."""
+    s = sub(s, "node.getMaxParallelism() > 0 ? node.getMaxParallelism() : job.maxParallelism()",
+            "maxParallelism(node) > 0 ? maxParallelism(node) : job.maxParallelism()")
+    s = sub(s, """    /** Every stream node in id order""", """    /** StreamNode.getMaxParallelism() is not public in Flink 1.x. */
+    private static int maxParallelism(StreamNode node) {
+""" + _MAX_PARALLELISM_BY_REFLECTION + """    }
 
     /** Every stream node in id order""")
     return s
+
+
+def sql_change_job(s: str) -> str:
+    """SqlChangeJob: its ``maxParallelism(node)`` reads the package-private getter of 1.x by reflection."""
+    return sub(s, """        return node.getMaxParallelism();
+""", _MAX_PARALLELISM_BY_REFLECTION)
 
 
 def restore_types(s: str) -> str:
@@ -170,7 +181,8 @@ def restore_types(s: str) -> str:
 
 #: File-specific substitutions, applied before :func:`common`.
 SPECIFIC = {"Driver.java": driver, "Oracle.java": oracle, "RestoreJob.java": restore_job,
-            "RestoreTypes.java": restore_types, "InternalStateOracle.java": internal_state_oracle}
+            "RestoreTypes.java": restore_types, "InternalStateOracle.java": internal_state_oracle,
+            "SqlChangeJob.java": sql_change_job}
 
 
 def port(name: str, text: str, where: Path | str | None = None) -> str:

@@ -30,6 +30,7 @@ def test_every_ported_v2_source_ports(tmp_path: Path) -> None:
         text = p.read_text(encoding="utf-8")
         assert text.startswith(jobs_v1.HEADER.format(name=p.name))
         assert not [api for api in V2_ONLY if api in text], p.name
+    assert 'getDeclaredMethod("getMaxParallelism")' in (tmp_path / "v1" / "SqlChangeJob.java").read_text(encoding="utf-8")
     driver = (tmp_path / "v1" / "Driver.java").read_text(encoding="utf-8")
     assert 'm.put("state.savepoints.dir"' in driver
     assert "traverseStreamGraphAndGenerateHashes" in (tmp_path / "v1" / "Oracle.java").read_text(encoding="utf-8")
@@ -48,6 +49,8 @@ def test_the_v2_only_jobs_are_not_ported() -> None:
     ("Oracle.java", 'o.put("operator_id", Driver.hex(StreamGraphHasherV2.generateUserSpecifiedHash(uid)));',
      'o.put("operator_id", null);', "expected 'o.put(\"operator_id\""),
     ("RestoreTypes.java", 'case "SET": return Types.SET(', 'case "SET": return SET(', "expected 'case \"SET\""),
+    ("SqlChangeJob.java", "        return node.getMaxParallelism();\n", "        return -1;\n",
+     "expected 'return node.getMaxParallelism();'"),
     # a 2.x API that no substitution handles
     ("KeyedStateJob.java", "open(OpenContext openContext)", "open(OpenContext context)",
      "'OpenContext' is left in the 1.x port"),

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 from fstate.readers import tables
 from fstate.savepoint import sql_plan
-from fstate.savepoint.types import INT, LONG, STRING, MapType, RowType, TtlType, TupleType
+from fstate.savepoint.types import INT, LONG, STRING, MapType, RowDataType, RowType, SortedMapType, TtlType, TupleType
+from fstate.savepoint.types.logical import LogicalType
 from tests.savepoint.test_sql_plan import _plan
 
 
@@ -28,3 +29,19 @@ def test_sql_field_names_from_decoded_types():
     # scalars are no rows; without a plan every row is positional
     assert tables.sql_field_names(aggregate, STRING, _state("accState", "VALUE", LONG)).value is None
     assert tables.sql_field_names(None, key, _state("accState", "VALUE", RowType([LONG, LONG]))).value == ("f0", "f1")
+
+
+def test_a_sorted_map_is_named_by_the_sort_key():
+    """A retractable Top-N's ``sorted-map`` (a VALUE state holding a sorted map): its key is the sort key."""
+    plan = _plan()
+    rank = sql_plan.describe_node(plan, plan.nodes[6])
+    key = RowType([STRING])
+    sort_key = RowDataType((LogicalType("BIGINT"),), (LONG,))
+    for value in (SortedMapType(sort_key, LONG, b""), TtlType(LONG, SortedMapType(sort_key, LONG, b""))):
+        names = tables.sql_field_names(rank, key, _state("sorted-map", "VALUE", value))
+        assert (names.key, names.map_key, names.map_value, names.value) == (("k",), ("v",), None, None)
+    names = tables.sql_field_names(rank, key, _state("data-state", "MAP", MapType(sort_key, RowType([LONG]))))
+    assert names.map_key == ("v",)
+    # another arity than the plan's sort key: positional
+    two = SortedMapType(RowDataType((LogicalType("BIGINT"),) * 2, (LONG, LONG)), LONG, b"")
+    assert tables.sql_field_names(rank, key, _state("sorted-map", "VALUE", two)).map_key == ("f0", "f1")

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fstate.savepoint import sql_plan
+from fstate.savepoint import sql_binding, sql_plan
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.sql_plan import SqlOperator, StateSchema, field_names, sql_operator
 from fstate.savepoint.types.hashing import operator_id_for_uid
@@ -225,7 +225,7 @@ def test_real_plan_names_every_stateful_operator(variant):
 
     result = sql_job(variant)
     savepoint = Savepoint.open(str(result.snapshot_dir))
-    binding = sql_plan.load_binding(str(result.out_dir / result.dump["plan"]), savepoint)
+    binding = sql_binding.load_binding(str(result.out_dir / result.dump["plan"]), savepoint)
     assert binding.plan.flink_version == "2.3"
     by_id = {op["operator_id"]: op for op in result.dump["operators"]}
     described = {by_id[uid_hash]["name"]: operator for uid_hash, operator in binding.operators.items()}

@@ -19,6 +19,7 @@ from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, INT, LONG, PICKLED
 from fstate.savepoint.types import visitor as visitor_module
 from fstate.savepoint.types.cep import KINDS as CEP_KINDS, CepType
 from fstate.savepoint.types import table
+from fstate.savepoint.types.sorted_map import SortedMapType, SortKeyOrder
 from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
 
@@ -65,8 +66,10 @@ def _table_samples() -> list[TypeInfo]:
     string_data = table.TableDataType(table.STRING_DATA, 3, b"", varchar)
     decimal_data = table.TableDataType(table.DECIMAL_DATA, 3, bytes(8), decimal)
     row = table.RowDataType((LogicalType("BIGINT"), varchar, decimal), (LONG, string_data, decimal_data))
+    sort_key = table.RowDataType((LogicalType("BIGINT", False),), (LONG,))
     return [row, table.RowDataType(None, arity=2), string_data, decimal_data,
-            table.RawValueDataType(LONG), table.ExternalType(LONG, b"", False, LogicalType("BIGINT"), "java.lang.Long")]
+            table.RawValueDataType(LONG), table.ExternalType(LONG, b"", False, LogicalType("BIGINT"), "java.lang.Long"),
+            SortedMapType(sort_key, LONG, b"", order=(SortKeyOrder(0, True, False),)), SortedMapType(sort_key, LONG, b"")]
 
 
 SAMPLES = _samples()

@@ -150,3 +150,19 @@ def test_distinct_view_map_state_type():
 def test_bad_external_types(text, message):
     with pytest.raises(InvalidArgumentError, match=message):
         parse_type("SQL " + text)
+
+
+def test_a_sorted_map_has_no_type_string():
+    """A retractable Top-N's sorted map (SortedMapSerializer) is read with its snapshot, whose comparator is
+    code Flink generated: no type string names it, nor is one written for it."""
+    from fstate.savepoint import keyed
+
+    header = Path(__file__).parents[1] / "savepoint" / "data" / "sql-retractable-rank-header.bin"
+    sorted_map = {s.name: s for s in keyed.read_keyed_proxy(header.read_bytes()).states}["sorted-map"].value_type
+    with pytest.raises(InvalidArgumentError, match="SortedMap<RowData<f0 BIGINT, f1 BIGINT NOT NULL>, Long>.*"
+                                                   "comparator Flink generated.*cannot build"):
+        type_name(sorted_map)
+    for text in ("SORTED_MAP<SQL ROW<cnt BIGINT>, LONG>", "SQL SORTED_MAP<ROW<cnt BIGINT>, BIGINT>",
+                 "MAP<STRING, sorted_map<LONG, LONG>>"):
+        with pytest.raises(InvalidArgumentError, match="has no type string.*carried over or rewritten"):
+            parse_type(text)

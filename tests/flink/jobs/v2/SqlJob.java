@@ -177,7 +177,7 @@ public class SqlJob implements InternalStateOracle.Job {
     }
 
     /** ExecNodeContext.resetIdCounter() of the planner (loaded by the planner loader's own class loader). */
-    private static void resetNodeIds(StreamTableEnvironment tenv) throws Exception {
+    static void resetNodeIds(StreamTableEnvironment tenv) throws Exception {
         Object planner = ((org.apache.flink.table.api.internal.TableEnvironmentImpl) tenv).getPlanner();
         Class<?> context = Class.forName("org.apache.flink.table.planner.plan.nodes.exec.ExecNodeContext", true,
                 planner.getClass().getClassLoader());
