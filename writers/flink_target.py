@@ -5,33 +5,53 @@ A savepoint restores in one Flink release as one of its own only when it has tha
 :func:`fstate.savepoint.builder.metadata_version_for`) and the serializers that release's jobs
 have. Everything else in the state files is the same on 1.20 and 2.x: keyed backend proxy
 version 6, operator backend proxy version 6, the same checkpoint properties trailer, the same
-canonical key-group layout. The serializers differ in two ways (found by comparing savepoints of
-``tests/flink/jobs`` TypesJob written by Flink 1.20.1 and 2.3.0, byte for byte):
+canonical key-group layout, the same RocksDB files (2.3 restores 1.20's SST files, native
+savepoints and incremental checkpoints as they are). The serializers differ in three ways (found
+by comparing savepoints of ``tests/flink/jobs`` TypesJob written by Flink 1.20.1 and 2.3.0 byte for
+byte, and by restoring 1.20.1's in 2.3.0: ``tests/flink/test_flink_upgrade_oracle.py``):
 
-* Flink 2.x gives a POJO field of type List, Map or Set a nullable serializer (its
-  ``NullableListTypeInfo``/``NullableMapTypeInfo``/``NullableSetTypeInfo``):
+* Flink 2.x gives a POJO field of type List, Map or Set a nullable serializer (its type extractor
+  makes them ``NullableListTypeInfo``/``NullableMapTypeInfo``/``NullableSetTypeInfo``):
   ``List<E>`` → Nullable(List(Nullable(E))), ``Map<K, V>`` → Nullable(Map(Nullable(K), V)),
-  ``Set<E>`` → Nullable(Set(E)). Flink 1.20 gives such a field List(E) and Map(K, V).
+  ``Set<E>`` → Nullable(Set(E)). A Flink 1.20 job whose POJO type names such a field List(E) or
+  Map(K, V) (1.20's extractor makes it a Kryo-serialized generic type) has no wrapping; 2.x finds
+  the two serializers incompatible and refuses to restore the state.
 * Flink 1.x has no ``SetSerializer`` and no TTL serializer of the asynchronous state API
   (``org.apache.flink.runtime.state.v2.ttl``).
+* Kryo: Flink 1.x serializes with Kryo 2.24, Flink 2.x with Kryo 5.6, under the same
+  ``KryoSerializerSnapshot`` (version 2), so 2.x takes the snapshot and reads the bytes with Kryo
+  5: for a class Kryo writes field by field (TypesJob's ``Opaque``: a String and a long) 2.3.0
+  restored 1.20.1's values; for others (collections, registered classes, Kryo serializers of
+  their own) the bytes may differ. fstate cannot decode Kryo bytes: Kryo state is carried as it
+  is, with a warning, and an operator whose state must be re-encoded cannot hold any.
 
-:func:`type_for_target` turns a type tree into the one the target release writes (a no-op for
-2.x targets: fstate's types are 2.x's); a type the target cannot hold raises
-:class:`~fstate.savepoint.errors.InvalidArgumentError`.
+:func:`type_for_target` turns a type tree of one release's savepoint into the one the target
+release writes (:class:`Flink1Types`, :class:`Flink2Types`); a type the target cannot take raises
+:class:`~fstate.savepoint.errors.InvalidArgumentError` naming the operator and state.
+:func:`carry_for_target` and :func:`operator_carry_for_target` say, for one operator of a savepoint,
+whether its keyed and operator state can be carried into a savepoint for the target release as
+they are (None) or must be re-encoded (writers/reencode.py), and with what headers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 
-from ..savepoint.errors import InvalidArgumentError
-from ..savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, PojoType, RowType,
-                               SetType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
+from ..savepoint import keyed
+from ..savepoint import operator as operator_state
+from ..savepoint.errors import FStateWarning, InvalidArgumentError
 from ..savepoint.metainfo import StateMetaInfo
+from ..savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, OpaqueType, PojoType,
+                               RowType, SetType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
+from ..savepoint.types.snapshots import KRYO_SNAPSHOT
+from .reencode import KeyedReencode, StateSource
 
 #: The newest `_metadata` version a Flink 1.x release writes (1.16–1.20).
 LAST_FLINK_1_METADATA_VERSION = 4
 ASYNC_TTL_SNAPSHOT = "org.apache.flink.runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot"
+#: The Kryo each line bundles (is_flink_1 → version): flink-dist's META-INF/DEPENDENCIES of 1.20.1 and 2.3.0.
+KRYO_RELEASES = {True: "2.24", False: "5.6"}
 
 
 def is_flink_1(metadata_version: int) -> bool:
@@ -43,22 +63,23 @@ def flink_line(metadata_version: int) -> str:
     return "Flink 1.x" if is_flink_1(metadata_version) else "Flink 2.x"
 
 
-def type_for_target(t: TypeInfo, metadata_version: int, what: str) -> TypeInfo:
-    """``t`` as the Flink release writing ``metadata_version`` has it (``what`` names the state in
-    errors)."""
-    if not is_flink_1(metadata_version):
+def type_for_target(t: TypeInfo, metadata_version: int, what: str, source_version: int | None = None) -> TypeInfo:
+    """``t``, a serializer tree of a savepoint of `_metadata` version ``source_version`` (None:
+    fstate's own types, which are Flink 2.x's), as the release writing ``metadata_version`` has it
+    (the same object when unchanged; ``what`` names the state in errors)."""
+    to_flink_1 = is_flink_1(metadata_version)
+    if to_flink_1 == (source_version is not None and is_flink_1(source_version)):
         return t
-    return visit(t, Flink1Types(what))
+    return visit(t, Flink1Types(what) if to_flink_1 else Flink2Types(what))
 
 
 def _is_plain_nullable(t: TypeInfo) -> bool:
     return isinstance(t, NullableType) and t.padding == 0
 
 
-class Flink1Types(TypeInfoVisitor[TypeInfo]):
-    """Rebuilds a tree with Flink 1.x's serializers: POJO collection fields without 2.x's nullable
-    wrapping; Set and the async-state TTL serializer rejected. Unchanged subtrees are returned as
-    they are."""
+class ReleaseTypes(TypeInfoVisitor[TypeInfo]):
+    """Rebuilds a tree node by node; unchanged subtrees are returned as they are. Subclasses say
+    how a POJO field changes (:meth:`_pojo_field`) and what the other release cannot take."""
 
     def __init__(self, what: str = "type"):
         self.what = what
@@ -73,11 +94,14 @@ class Flink1Types(TypeInfoVisitor[TypeInfo]):
     def _leaf(self, node: TypeInfo) -> TypeInfo:
         return node
 
-    visit_scalar = visit_time_window = visit_enum = visit_pickled = visit_opaque = _leaf
+    visit_scalar = visit_time_window = visit_enum = visit_pickled = _leaf
     # the table runtime's and CEP's serializer snapshots are the same on 1.20 and 2.x
     # (docs/flink-sql-state.md; tests/flink/test_sql_bootstrap_oracle.py on 1.20.1; the sorted map's
     # snapshot and values: tests/flink/test_sql_topn_oracle.py)
     visit_row_data = visit_table_data = visit_raw_value_data = visit_external = visit_cep = visit_sorted_map = _leaf
+
+    # serializers fstate cannot read (Kryo, Avro, a user's own) have the same snapshot on both lines
+    visit_opaque = _leaf
 
     def visit_tuple(self, node: TupleType) -> TypeInfo:
         children, changed = self._children(node)
@@ -94,7 +118,7 @@ class Flink1Types(TypeInfoVisitor[TypeInfo]):
     visit_array_list = visit_list
 
     def visit_set(self, node: SetType) -> TypeInfo:
-        raise self._fail(f"Flink 1.x has no Set serializer ({node.name}); write it for Flink 2.x")
+        return self.visit_list(node)
 
     def visit_map(self, node: MapType) -> TypeInfo:
         children, changed = self._children(node)
@@ -117,61 +141,166 @@ class Flink1Types(TypeInfoVisitor[TypeInfo]):
         return TimerType(*children) if changed else node
 
     def visit_ttl(self, node: TtlType) -> TypeInfo:
-        if node.snapshot_class == ASYNC_TTL_SNAPSHOT:
-            raise self._fail("TTL state of Flink 2.x's asynchronous state API has no Flink 1.x serializer")
         children, changed = self._children(node)
         return TtlType(*children, snapshot_class=node.snapshot_class) if changed else node
 
     def visit_pojo(self, node: PojoType) -> TypeInfo:
         fields = [(name, declaring, None if t is None else self._pojo_field(t)) for name, declaring, t in node.fields]
-        if all(new is old for (_, _, new), (_, _, old) in zip(fields, node.fields)):
+        subclasses = [[(name, None if t is None else visit(t, self)) for name, t in group]
+                      for group in (node.registered, node.nonregistered)]
+        old = [t for _, _, t in node.fields] + [t for group in (node.registered, node.nonregistered) for _, t in group]
+        new = [t for _, _, t in fields] + [t for group in subclasses for _, t in group]
+        if all(a is b for a, b in zip(new, old)):
             return node
-        return PojoType(node.class_name, fields, node.registered, node.nonregistered)
+        return PojoType(node.class_name, fields, *subclasses)
 
     def _pojo_field(self, t: TypeInfo) -> TypeInfo:
-        """A POJO field's type: 2.x's Nullable(List(Nullable(E))) and Nullable(Map(Nullable(K), V))
-        become 1.x's List(E) and Map(K, V)."""
-        if _is_plain_nullable(t):
-            inner = t.inner
-            if type(inner) is ListType and _is_plain_nullable(inner.element):
-                return ListType(visit(inner.element.inner, self))
-            if type(inner) is MapType and _is_plain_nullable(inner.key):
-                return MapType(visit(inner.key.inner, self), visit(inner.value, self))
         return visit(t, self)
 
 
+# How Flink 2.x's type extractor serializes a POJO field of type List, Map or Set (one fact, read
+# both ways below): the collection and its elements (map keys) wrapped in NullableSerializer, no padding.
+
+def flink2_pojo_collection(t: ListType | MapType) -> TypeInfo:
+    """A POJO field's List(E) or Map(K, V) as Flink 2.x serializes it."""
+    if type(t) is MapType:
+        return NullableType(MapType(NullableType(t.key), t.value))
+    return NullableType(ListType(NullableType(t.element)))
 
 
-def state_meta_for_target(meta: StateMetaInfo, metadata_version: int, what: str) -> StateMetaInfo:
+def flink1_pojo_collection(t: TypeInfo) -> ListType | MapType | None:
+    """The List(E) or Map(K, V) of a POJO field Flink 2.x serialized as a nullable collection
+    (None for any other field)."""
+    if not _is_plain_nullable(t):
+        return None
+    inner = t.inner
+    if type(inner) is ListType and _is_plain_nullable(inner.element):
+        return ListType(inner.element.inner)
+    if type(inner) is MapType and _is_plain_nullable(inner.key):
+        return MapType(inner.key.inner, inner.value)
+    return None
+
+
+class Flink1Types(ReleaseTypes):
+    """Rebuilds a Flink 2.x tree with Flink 1.x's serializers: POJO collection fields without 2.x's
+    nullable wrapping; Set and the async-state TTL serializer rejected."""
+
+    def visit_set(self, node: SetType) -> TypeInfo:
+        raise self._fail(f"Flink 1.x has no Set serializer ({node.name}); write it for Flink 2.x")
+
+    def visit_ttl(self, node: TtlType) -> TypeInfo:
+        if node.snapshot_class == ASYNC_TTL_SNAPSHOT:
+            raise self._fail("TTL state of Flink 2.x's asynchronous state API has no Flink 1.x serializer")
+        return super().visit_ttl(node)
+
+    def _pojo_field(self, t: TypeInfo) -> TypeInfo:
+        plain = flink1_pojo_collection(t)
+        return visit(t if plain is None else plain, self)
+
+
+class Flink2Types(ReleaseTypes):
+    """Rebuilds a Flink 1.x tree with Flink 2.x's serializers: POJO fields of type List or Map get
+    2.x's nullable wrapping."""
+
+    def _pojo_field(self, t: TypeInfo) -> TypeInfo:
+        t = visit(t, self)
+        return flink2_pojo_collection(t) if type(t) in (ListType, MapType) else t
+
+
+def state_meta_for_target(meta: StateMetaInfo, metadata_version: int, what: str,
+                          source_version: int | None = None) -> StateMetaInfo:
     """``meta`` with every serializer as the target release has it (the same object when unchanged)."""
-    serializers = {role: type_for_target(t, metadata_version, f"{what}, state '{meta.name}'")
+    serializers = {role: type_for_target(t, metadata_version, f"{what}, state '{meta.name}'", source_version)
                    for role, t in meta.serializers.items()}
     if all(serializers[role] is t for role, t in meta.serializers.items()):
         return meta
     return dataclasses.replace(meta, serializers=serializers)
 
 
-def check_copied_types(view, metadata_version: int) -> None:
-    """Raise when an operator of a Flink 2.x savepoint, carried over byte for byte, has state whose
-    serializers Flink 1.x does not have (its bytes would have to be re-encoded)."""
-    if not is_flink_1(metadata_version) or is_flink_1(view.savepoint.metadata.version):
-        return
+def keyed_meta_for_target(meta: keyed.KeyedBackendMeta, metadata_version: int, what: str,
+                          source_version: int | None = None) -> keyed.KeyedBackendMeta:
+    """A keyed backend header with its key and state serializers as the target release has them
+    (the same object when unchanged)."""
+    key_type = type_for_target(meta.key_type, metadata_version, f"{what}, key", source_version)
+    states = [state_meta_for_target(s, metadata_version, what, source_version) for s in meta.states]
+    if key_type is meta.key_type and all(new is old for new, old in zip(states, meta.states)):
+        return meta
+    return dataclasses.replace(meta, key_type=key_type, states=states)
+
+
+def carry_for_target(view, metadata_version: int) -> KeyedReencode | None:
+    """How the keyed state of ``view`` (an operator of a savepoint) goes into a savepoint written
+    with `_metadata` version ``metadata_version``: None when its bytes can be carried as they are
+    (no keyed state, or the target release serializes it as the source did), else the plan that
+    re-encodes every state with the target's serializers (writers/reencode.py: ``reencode_keyed``).
+    Raises InvalidArgumentError naming the operator and state the target cannot take, or that fstate
+    cannot re-encode; warns (FStateWarning) about Kryo state carried across 1.x and 2.x."""
+    if not _crosses(view, metadata_version):  # the same serializers: nothing to read
+        return None
+    meta = view.keyed_meta if view.has_keyed_state else None
+    if meta is None:
+        return None
+    source = view.savepoint.metadata.version
+    target = keyed_meta_for_target(meta, metadata_version, f"operator {view.display_name}", source)
+    if target is meta:
+        _warn_kryo(view, meta.states, metadata_version, [meta.key_type])
+        return None
+    changed = "its key" if target.key_type is not meta.key_type else next(
+        f"state '{old.name}'" for old, new in zip(meta.states, target.states) if old is not new)
+    _check_decodable(view, "keyed", changed, metadata_version, meta.states, [meta.key_type])
+    return KeyedReencode(target, {s.name: StateSource(s.name) for s in meta.states})
+
+
+def operator_carry_for_target(view, metadata_version: int) -> operator_state.OperatorBackendMeta | None:
+    """The operator-state counterpart of :func:`carry_for_target`: None when the list, union and
+    broadcast state of ``view`` can be carried as it is, else the header to re-encode it with
+    (writers/reencode.py: ``reencode_operator``)."""
+    meta = view.operator_meta if _crosses(view, metadata_version) else None
+    if meta is None:
+        return None
     what = f"operator {view.display_name}"
-    metas = []
-    keyed_meta = view.keyed_meta if view.has_keyed_state else None
-    if keyed_meta is not None:
-        if type_for_target(keyed_meta.key_type, metadata_version, f"{what}, key") is not keyed_meta.key_type:
-            raise InvalidArgumentError(f"{what}: its key serializer differs in Flink 1.x")
-        metas.extend(keyed_meta.states)
-    if view.operator_meta is not None:
-        metas.extend(view.operator_meta.states)
-    for meta in metas:
-        if state_meta_for_target(meta, metadata_version, what) is not meta:
+    states = [state_meta_for_target(s, metadata_version, what, view.savepoint.metadata.version) for s in meta.states]
+    if all(new is old for new, old in zip(states, meta.states)):
+        _warn_kryo(view, meta.states, metadata_version)
+        return None
+    changed = next(f"state '{old.name}'" for old, new in zip(meta.states, states) if old is not new)
+    _check_decodable(view, "operator", changed, metadata_version, meta.states)
+    return dataclasses.replace(meta, states=states)
+
+
+def _parts(states: list[StateMetaInfo], key: list[TypeInfo]) -> list[tuple[str, list[TypeInfo]]]:
+    """(what, its serializer trees) for a backend's key (when given) and each of its states."""
+    return [("its key", key), *((f"state '{s.name}'", list(s.serializers.values())) for s in states)]
+
+
+def _crosses(view, metadata_version: int) -> bool:
+    return is_flink_1(view.savepoint.metadata.version) != is_flink_1(metadata_version)
+
+
+def _check_decodable(view, part: str, changed: str, metadata_version: int, states: list[StateMetaInfo],
+                     extra: list[TypeInfo] = ()) -> None:
+    """Re-encoding decodes every state of the operator's keyed (or operator) backend: one fstate
+    cannot decode (Kryo, Avro, ...) stops it."""
+    for what, types in _parts(states, extra):
+        opaque = [t for root in types for t in root.walk() if not t.decodable]
+        if opaque:
             raise InvalidArgumentError(
-                f"{what}, state '{meta.name}': Flink 1.x serializes it differently from Flink 2.x (a POJO field of "
-                "type List or Map); transform the state (its values are then written for Flink 1.x) or write the "
-                "savepoint for Flink 2.x")
+                f"operator {view.display_name}: its {part} state must be re-encoded for {flink_line(metadata_version)} "
+                f"({changed} is serialized differently there), but {what} holds values of {opaque[0].name}, which "
+                "fstate cannot decode")
 
 
-__all__ = ["type_for_target", "state_meta_for_target", "check_copied_types", "is_flink_1", "flink_line",
-           "Flink1Types", "LAST_FLINK_1_METADATA_VERSION"]
+def _warn_kryo(view, states: list[StateMetaInfo], metadata_version: int, extra: list[TypeInfo] = ()) -> None:
+    for what, types in _parts(states, extra):
+        if any(isinstance(t, OpaqueType) and t.snapshot_class == KRYO_SNAPSHOT for root in types for t in root.walk()):
+            warnings.warn(
+                f"operator {view.display_name}, {what}: Kryo-serialized values are carried as they are; "
+                f"{flink_line(view.savepoint.metadata.version)} wrote them with Kryo "
+                f"{KRYO_RELEASES[is_flink_1(view.savepoint.metadata.version)]}, {flink_line(metadata_version)} reads "
+                f"them with Kryo {KRYO_RELEASES[is_flink_1(metadata_version)]} (classes Kryo writes field by field "
+                "restore; restore the result once before relying on it)", FStateWarning, stacklevel=3)
+
+
+__all__ = ["type_for_target", "state_meta_for_target", "keyed_meta_for_target", "carry_for_target",
+           "operator_carry_for_target", "is_flink_1", "flink_line", "Flink1Types", "Flink2Types",
+           "LAST_FLINK_1_METADATA_VERSION"]

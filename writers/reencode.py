@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from ..savepoint import handles, keyed, metainfo
+from ..savepoint import operator as operator_state
 from ..savepoint.builder import INLINE_THRESHOLD, write_stream
-from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.errors import InvalidArgumentError, UnsupportedSerializerError
 from ..savepoint.ttl_meta import stored_ttl, with_timestamped_states
 from ..savepoint.types import TtlValue
 from ..savepoint.types.composites import ttl_write_timestamp
@@ -183,8 +184,40 @@ def write_key_group_streams(meta: keyed.KeyedBackendMeta, pairs_by_kg: dict[int,
     return out
 
 
+def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, metadata_version: int, directory: str,
+                      inline_threshold: int = INLINE_THRESHOLD, fs_options=None
+                      ) -> dict[int, handles.OperatorStreamHandle]:
+    """The list, union and broadcast state of every subtask of ``view`` decoded and written again
+    under the header ``meta`` (the same state names, other serializers: writers/flink_target.py),
+    each subtask keeping its own elements (Flink redistributes them on restore as it would have)."""
+    what = f"operator {view.display_name}"
+    version = operator_state.proxy_version_for_metadata(metadata_version)
+    out = {}
+    for subtask, h in view.operator_handles():
+        if h.delegate is None:
+            continue
+        buf = view.savepoint.read_stream(h.delegate)
+        src = view.savepoint.stream_source(h.delegate).label
+        old = operator_state.read_operator_proxy(buf, src, operator_state.header_end(h, len(buf)))
+        parts = []
+        for info in meta.states:
+            if old.state(info.name) is None:
+                raise InvalidArgumentError(f"{what}, subtask {subtask} has no operator state '{info.name}'")
+            if info.kind == "BROADCAST":
+                values = list(operator_state.read_broadcast_state(buf, h, old, info.name, src))
+            else:
+                values = operator_state.read_list_state(buf, h, old, info.name, src)
+            parts.append((info, values))
+        try:
+            data, offsets = operator_state.encode_operator_stream(parts, version)
+        except (TypeError, ValueError, OverflowError, AttributeError, IndexError, UnsupportedSerializerError) as e:
+            raise InvalidArgumentError(f"{what}, subtask {subtask}: cannot encode its operator state ({e})") from None
+        out[subtask] = handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
+    return out
+
+
 def _present(pairs_by_kg: dict[int, Any], lo: int, hi: int) -> Iterable[int]:
     return (kg for kg in pairs_by_kg if lo <= kg <= hi)
 
 
-__all__ = ["KeyedReencode", "StateSource", "reencode_keyed", "write_key_group_streams", "DROP"]
+__all__ = ["KeyedReencode", "StateSource", "reencode_keyed", "reencode_operator", "write_key_group_streams", "DROP"]

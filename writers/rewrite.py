@@ -3,7 +3,10 @@
 Each planned operator is written the one way its plan asks for: added by a SavepointWriter, its keyed
 state transformed (re-keyed at the same time), re-keyed for a new max parallelism, its list state
 split over a new parallelism, or copied (shallow: absolute handles into BASE; deep: copies of the
-files). Renames need no rewrite: every way writes the planned operator id, uid and name.
+files). Renames need no rewrite: every way writes the planned operator id, uid and name. State whose
+serializers differ in the Flink release NEW is for (writers/flink_target.py: ``carry_for_target``,
+``operator_carry_for_target``) is re-encoded with that release's serializers instead of copied
+(writers/reencode.py), re-keyed at the same time when its max parallelism changed.
 """
 
 from __future__ import annotations
@@ -22,8 +25,9 @@ from ..savepoint.errors import FStateWarning, InvalidArgumentError
 from ..savepoint.io import copy_range, is_remote, join, strip_file_scheme
 from ..savepoint.metadata import OperatorState, SubtaskState, map_subtask_stream_handles
 from ..savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
-from .flink_target import check_copied_types
+from .flink_target import carry_for_target, keyed_meta_for_target, operator_carry_for_target
 from .operations import PlannedOperator
+from .reencode import KeyedReencode, StateSource, reencode_keyed, reencode_operator
 from .writer import SavepointWriter, write_keyed_pairs
 
 
@@ -96,15 +100,20 @@ class PlanWriter:
         elif planned.transforms:
             self.transformed(planned)  # re-encoded with the target release's serializers
         else:
-            # state re-used with its serializers: they must be the target release's
-            check_copied_types(planned.source, self.builder.metadata_version)
             self.reused(planned)
 
     def reused(self, planned: PlannedOperator) -> None:
-        if planned.rekeyed:
+        """State re-used: carried as it is when the target release serializes it as BASE's did,
+        else re-encoded with the target's serializers."""
+        view, target = planned.source, self.builder.metadata_version
+        keyed_plan = carry_for_target(view, target)
+        operator_meta = operator_carry_for_target(view, target)
+        if planned.split_parallelism is not None:
+            self.split(planned, operator_meta)  # (no keyed state) decoded and written again anyway
+        elif keyed_plan is not None or operator_meta is not None:
+            self.reencoded(planned, keyed_plan, operator_meta)
+        elif planned.rekeyed:
             self.rekeyed(planned)
-        elif planned.split_parallelism is not None:
-            self.split(planned)
         else:
             self.copied(planned)
 
@@ -157,10 +166,48 @@ class PlanWriter:
             view.state, parallelism=max(p, max(subtasks) + 1), max_parallelism=new_max, subtasks=subtasks,
             entry_order=(), **self._identity(planned)))
 
-    def split(self, planned: PlannedOperator) -> None:
-        """List state split (union state too), broadcast state copied, over the planned parallelism."""
+    def reencoded(self, planned: PlannedOperator, keyed_plan: KeyedReencode | None,
+                  operator_meta: operator_state.OperatorBackendMeta | None) -> None:
+        """Keyed state (``keyed_plan``) and operator state (``operator_meta``) re-encoded with the
+        target release's serializers, each subtask's own (keyed state put into the key groups of
+        the planned max parallelism and parallelism); the part without a plan is carried as it is."""
+        view, builder = planned.source, self.builder
+        p = planned.parallelism
+        if keyed_plan is None and planned.rekeyed:  # the same serializers, new key groups
+            keyed_plan = KeyedReencode(view.keyed_meta, {s.name: StateSource(s.name) for s in view.keyed_meta.states})
+        keyed_handles = {}
+        if keyed_plan is not None:
+            keyed_handles = reencode_keyed(view, keyed_plan, parallelism=p, max_parallelism=planned.max_parallelism,
+                                           directory=builder.temp_dir, inline_threshold=builder.inline_threshold,
+                                           fs_options=builder.fs_options)
+        operator_handles = {}
+        if operator_meta is not None:
+            operator_handles = reencode_operator(view, operator_meta, metadata_version=builder.metadata_version,
+                                                 directory=builder.temp_dir, inline_threshold=builder.inline_threshold,
+                                                 fs_options=builder.fs_options)
+        subtasks = {}
+        # operator state stays with the subtask that held it (Flink redistributes it on restore)
+        for i in sorted(set(range(p)) | set(view.state.subtasks)):
+            old = view.state.subtasks.get(i)
+            mapped = self.mapper.subtask(old) if old is not None else SubtaskState()
+            managed_operator = operator_handles.get(i) if operator_meta is not None else mapped.managed_operator
+            if keyed_plan is None:
+                managed_keyed, raw_keyed = mapped.managed_keyed, mapped.raw_keyed
+            else:  # raw keyed state cannot be re-keyed: kept only where the key groups stay
+                managed_keyed = keyed_handles.get(i)
+                raw_keyed = None if planned.rekeyed else mapped.raw_keyed
+            sub = SubtaskState(managed_operator, mapped.raw_operator, managed_keyed, raw_keyed)
+            if i < p or not sub.is_empty:
+                subtasks[i] = sub
+        builder.add_operator_state(dataclasses.replace(
+            view.state, parallelism=max(p, max(subtasks) + 1), max_parallelism=planned.max_parallelism,
+            subtasks=subtasks, entry_order=(), **self._identity(planned)))
+
+    def split(self, planned: PlannedOperator, operator_meta: operator_state.OperatorBackendMeta | None = None) -> None:
+        """List state split (union state too), broadcast state copied, over the planned parallelism
+        (with the headers of ``operator_meta`` when the target release's serializers differ)."""
         view, parallelism = planned.source, planned.split_parallelism
-        om = view.operator_meta
+        om = operator_meta or view.operator_meta
         infos = om.states if om else []
         broadcast = {i.name: dict(view.broadcast_state(i.name)) for i in infos if i.kind == "BROADCAST"}
         lists = {i.name: [v for _, _, v in view.list_state(i.name)] for i in infos if i.kind != "BROADCAST"}
@@ -183,7 +230,9 @@ class PlanWriter:
         from ..readers.reader import SavepointReader
 
         view = planned.source
-        km = view.keyed_meta
+        # the states' serializers as the target release has them
+        km = keyed_meta_for_target(view.keyed_meta, self.builder.metadata_version, f"operator {view.display_name}",
+                                   view.savepoint.metadata.version)
         if any(s.namespace_type.name != "VoidNamespace" for _, s in km.value_states):
             raise InvalidArgumentError(f"operator {view.display_name}: windowed (namespaced) state cannot be transformed")
         services = {s.name for _, s in km.timer_states}
@@ -232,10 +281,15 @@ class PlanWriter:
                                 event_timers=timer_cols.get("event"), processing_timers=timer_cols.get("processing"))
         writer.write_operator(builder, writer.operators[0])
         built = builder.operators.pop(planned.operator_id)
+        operator_meta = operator_carry_for_target(view, builder.metadata_version)
+        converted = {} if operator_meta is None else reencode_operator(
+            view, operator_meta, metadata_version=builder.metadata_version, directory=builder.temp_dir,
+            inline_threshold=builder.inline_threshold, fs_options=builder.fs_options)
         for i, s in view.state.subtasks.items():
             mapped = self.mapper.subtask(s)
             sub = built.subtask(i)
-            sub.managed_operator, sub.raw_operator = mapped.managed_operator, mapped.raw_operator
+            sub.managed_operator = mapped.managed_operator if operator_meta is None else converted.get(i)
+            sub.raw_operator = mapped.raw_operator
         builder.add_operator_state(OperatorState(planned.operator_id, built.parallelism, built.max_parallelism,
                                                  {i: s for i, s in built.subtasks.items() if not s.is_empty},
                                                  name=planned.name, uid=planned.uid))

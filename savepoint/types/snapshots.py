@@ -255,7 +255,7 @@ def _kryo(inp, version, depth):
     else:
         raise inp.fail(f"unknown KryoSerializer snapshot version {version}", UnsupportedVersionError)
     payload = bytes(inp.buf[start:inp.pos])
-    return OpaqueType(_KRYO, version, payload, type_class, "Kryo-serialized values")
+    return OpaqueType(KRYO_SNAPSHOT, version, payload, type_class, "Kryo-serialized values")
 
 
 def _type_class_only(reason: str):
@@ -385,7 +385,7 @@ def _sorted_map(inp, version, depth):
     return sorted_map.SortedMapType(nested[0], nested[1], raw, version, sorted_map.comparator_order(comparator))
 
 
-_KRYO = RUNTIME + "kryo.KryoSerializerSnapshot"
+KRYO_SNAPSHOT = RUNTIME + "kryo.KryoSerializerSnapshot"
 
 _PARSERS: dict[str, Callable] = {
     TupleType.snapshot_class: _tuple,
@@ -404,7 +404,7 @@ _PARSERS: dict[str, Callable] = {
     PojoType.snapshot_class: _pojo,
     EnumType.snapshot_class: _enum,
     PickledType.snapshot_class: _pickled,
-    _KRYO: _kryo,
+    KRYO_SNAPSHOT: _kryo,
     # CEP
     **{cls: _cep(kind) for kind, (cls, _, _) in CEP_KINDS.items()},
 }

@@ -1,7 +1,9 @@
-"""The serializers fstate writes for Flink 1.20 are exactly Flink 1.20's: the state headers of the
-TypesJob savepoint Flink 2.3 wrote, turned into Flink 1.20's types (writers/flink_target.py) and
-written again, are byte for byte those of the TypesJob savepoint Flink 1.20.1 wrote (POJO fields
-of type List lose Flink 2.x's nullable wrapping)."""
+"""The serializers fstate writes for Flink 1.20 are exactly Flink 1.20's, and those it writes for
+Flink 2.3 from a 1.20 savepoint exactly Flink 2.3's: the state headers of the TypesJob savepoint one
+release wrote, turned into the other release's types (writers/flink_target.py) and written again,
+are byte for byte those of the TypesJob savepoint the other release wrote (POJO fields of type List
+lose, or gain, Flink 2.x's nullable wrapping; everything else, Kryo's snapshot included, is the
+same)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from fstate.savepoint.binary import DataOutput
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import LONG, STRING, ListType, NullableType, PojoType, SetType
-from fstate.writers.flink_target import state_meta_for_target, type_for_target
+from fstate.writers.flink_target import keyed_meta_for_target, state_meta_for_target, type_for_target
 from tests.flink import harness
 
 pytestmark = pytest.mark.flink
@@ -39,18 +41,22 @@ def _headers(version: str) -> dict[tuple[str, str], bytes]:
     return out
 
 
-def _for_flink_1_20(kind: str, header: bytes) -> bytes:
+def _for_release(kind: str, header: bytes, metadata_version: int, source_version: int) -> bytes:
     out = DataOutput()
     if kind == "keyed":
-        meta = keyed_proxy.read_keyed_proxy(header)
-        meta = dataclasses.replace(meta, key_type=type_for_target(meta.key_type, 4, "key"),
-                                   states=[state_meta_for_target(s, 4, "state") for s in meta.states])
+        meta = keyed_meta_for_target(keyed_proxy.read_keyed_proxy(header), metadata_version, "operator",
+                                     source_version)
         keyed_proxy.write_keyed_proxy(out, meta)
     else:
         meta = operator_state.read_operator_proxy(header)
-        meta = dataclasses.replace(meta, states=[state_meta_for_target(s, 4, "state") for s in meta.states])
+        meta = dataclasses.replace(meta, states=[state_meta_for_target(s, metadata_version, "state", source_version)
+                                                 for s in meta.states])
         operator_state.write_operator_proxy(out, meta)
     return out.getvalue()
+
+
+def _for_flink_1_20(kind: str, header: bytes) -> bytes:
+    return _for_release(kind, header, 4, 6)
 
 
 def test_types_for_flink_1_20_are_flink_1_20s_byte_for_byte():
@@ -62,10 +68,21 @@ def test_types_for_flink_1_20_are_flink_1_20s_byte_for_byte():
         assert _for_flink_1_20(key[1], header) == written_by_1_20[key], key
 
 
+def test_types_for_flink_2_3_from_1_20_are_flink_2_3s_byte_for_byte():
+    written_by_2_3, written_by_1_20 = _headers("2.3.0"), _headers("1.20.1")
+    assert set(written_by_2_3) == set(written_by_1_20)
+    for key, header in sorted(written_by_1_20.items()):
+        assert _for_release(key[1], header, 6, 4) == written_by_2_3[key], key
+        assert _for_release(key[1], header, 4, 4) == header, key  # 1.20 to 1.20: as it is
+
+
 def test_what_flink_1_has_no_serializer_for():
     pojo = PojoType("com.acme.Order", [("tags", "com.acme.Order", NullableType(ListType(NullableType(STRING))))])
     assert type_for_target(pojo, 6, "s") is pojo
-    assert type_for_target(pojo, 4, "s") == PojoType("com.acme.Order", [("tags", "com.acme.Order", ListType(STRING))])
+    flink_1 = type_for_target(pojo, 4, "s")
+    assert flink_1 == PojoType("com.acme.Order", [("tags", "com.acme.Order", ListType(STRING))])
+    assert type_for_target(flink_1, 6, "s", source_version=4) == pojo  # and back
+    assert type_for_target(flink_1, 4, "s", source_version=4) is flink_1
     assert type_for_target(NullableType(ListType(NullableType(LONG))), 4, "s") == NullableType(
         ListType(NullableType(LONG)))  # outside a POJO: as given
     with pytest.raises(InvalidArgumentError, match="state 'x': Flink 1.x has no Set serializer"):

@@ -145,8 +145,8 @@ def test_every_variant_runs(job: str, version: str, backend: str, snapshot: str)
     assert r.dump["kind"] == snapshot
 
 
-# the jobs with a verify (--restore) mode; TypesJob's dumps are checked against fstate's reading only
-@pytest.mark.parametrize("job", ["OperatorStateJob", "KeyedStateJob"])
+# the jobs with a verify (--restore) mode
+@pytest.mark.parametrize("job", ["OperatorStateJob", "KeyedStateJob", "TypesJob"])
 def test_flink_restores_exactly_the_dump(job: str, tmp_path) -> None:
     """The mirrors are right: Flink restoring a copy of the snapshot reports the same state the
     dump describes. (Cached by snapshot content, so later runs do not start a JVM.)"""

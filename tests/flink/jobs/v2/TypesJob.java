@@ -42,6 +42,7 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.ExecutionOptions;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.TimeDomain;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -75,8 +76,14 @@ import org.apache.flink.util.Collector;
  * Float -> the double it widens to, int[]/long[]/String[] -> array, Map -> sorted [k, v] pairs.
  * Kryo values are not dumped: their state entry says "opaque": true and every value is null.
  *
+ * Verify mode (--restore SNAPSHOT_DIR): the source emits 0..KEYS-1 again and finishes; every
+ * function reads (and never writes) all state of each key it gets and records what it read, the
+ * final watermark fires the restored event-time timers (recorded by onTimer), and types-ops
+ * records the lists it restored. A restored Kryo value is recorded as null when it equals the
+ * value written (toString), as its text otherwise.
+ *
  * Args: --backend hashmap|rocksdb --snapshot savepoint|checkpoint --out DIR [--compression]
- *       [--no-kryo]
+ *       [--no-kryo] [--restore SNAPSHOT_DIR]
  *   --compression  snapshot compression (execution.checkpointing.snapshot-compression)
  *   --no-kryo      leave out v_kryo (heap checkpoints cannot be parsed past Kryo bytes without Kryo)
  */
@@ -113,10 +120,10 @@ public class TypesJob implements Oracle.JobDef {
 
     @Override
     public Map<String, Long> expectedCounts(Driver.Params p) {
-        if (Oracle.restoring()) {
-            throw new IllegalArgumentException("TypesJob has no verify (--restore) mode");
-        }
         Map<String, Long> m = new LinkedHashMap<>();
+        if (Oracle.restoring()) {
+            return m; // the sources finish; the driver waits for the job to finish
+        }
         m.put("src", (long) KEYS);
         m.put("types-string-key", (long) KEYS);
         m.put("types-long-key", (long) LONG_KEYS);
@@ -457,6 +464,31 @@ public class TypesJob implements Oracle.JobDef {
             last = null;
         }
 
+        /** Verify mode: what a state holds for a key as the dump has it (null: nothing). */
+        void putRestored(String name, Object encKey, Object value) {
+            if (value != null) {
+                put(name, encKey, value instanceof Map ? Enc.pairs((Map<?, ?>) value) : Enc.enc(value));
+            }
+        }
+
+        /** A list state's elements, null when it holds none (no list for the key). */
+        static List<Object> restoredList(Iterable<?> elements) {
+            List<Object> l = new ArrayList<>();
+            if (elements != null) {
+                elements.forEach(l::add);
+            }
+            return l.isEmpty() ? null : l;
+        }
+
+        /** A map state's entries, null when it holds none (no map for the key). */
+        static <K, V> Map<K, V> restoredMap(Iterable<Map.Entry<K, V>> entries) throws Exception {
+            Map<K, V> m = new HashMap<>();
+            for (Map.Entry<K, V> e : entries) {
+                m.put(e.getKey(), e.getValue());
+            }
+            return m.isEmpty() ? null : m;
+        }
+
         void timer(String kind, Object encKey, long ts) {
             timers.add(new Object[] {kind, encKey, ts});
             last = null;
@@ -497,6 +529,9 @@ public class TypesJob implements Oracle.JobDef {
                     emitted++;
                     Oracle.count("src");
                 }
+            }
+            if (Oracle.restoring()) {
+                return; // finishing emits the final watermark: every event-time timer fires
             }
             while (running) {
                 Thread.sleep(20);
@@ -596,6 +631,8 @@ public class TypesJob implements Oracle.JobDef {
         private transient MapState<Long, String> mLongKeys;
 
         private transient KeyedMirror mirror;
+        /** value states by name, in declaration order (verify mode reads them all). */
+        private transient LinkedHashMap<String, ValueState<?>> valueStates;
         private final boolean kryo;
 
         StringKeyFn(boolean kryo) {
@@ -611,12 +648,14 @@ public class TypesJob implements Oracle.JobDef {
             ValueStateDescriptor<T> d = new ValueStateDescriptor<>(name, t);
             ValueState<T> s = getRuntimeContext().getState(d);
             mirror.declare(name, "VALUE", type, d, false);
+            valueStates.put(name, s);
             return s;
         }
 
         @Override
         @SuppressWarnings({"unchecked", "rawtypes"})
         public void open(OpenContext openContext) {
+            valueStates = new LinkedHashMap<>();
             vLong = value("v_long", "Long", Types.LONG);
             vInt = value("v_int", "Integer", Types.INT);
             vShort = value("v_short", "Short", Types.SHORT);
@@ -654,12 +693,14 @@ public class TypesJob implements Oracle.JobDef {
             ValueStateDescriptor<Tuple2<Long, String>> nd = new ValueStateDescriptor<>("v_nullable",
                     new TupleSerializer<Tuple2<Long, String>>((Class) Tuple2.class, fields));
             vNullable = getRuntimeContext().getState(nd);
+            valueStates.put("v_nullable", vNullable);
             mirror.declare("v_nullable", "VALUE", "Tuple2<Long (NullableSerializer, padded), String> with null fields", nd,
                     false);
 
             if (kryo) {
                 ValueStateDescriptor<Opaque> kd = new ValueStateDescriptor<>("v_kryo", TypeInformation.of(Opaque.class));
                 vKryo = getRuntimeContext().getState(kd);
+                valueStates.put("v_kryo", vKryo);
                 mirror.declare("v_kryo", "VALUE", "Opaque (not a POJO: Kryo)", kd, true);
             }
 
@@ -689,6 +730,22 @@ public class TypesJob implements Oracle.JobDef {
         public void processElement(Long i, Context ctx, Collector<String> out) throws Exception {
             String key = ctx.getCurrentKey();
             long idx = i;
+            if (Oracle.restoring()) {
+                for (Map.Entry<String, ValueState<?>> e : valueStates.entrySet()) {
+                    Object v = e.getValue().value();
+                    if (e.getKey().equals("v_kryo") && v != null) {
+                        String written = new Opaque("k" + idx, idx).toString();
+                        mirror.put("v_kryo", key, v.toString().equals(written) ? null : v.toString());
+                    } else {
+                        mirror.putRestored(e.getKey(), key, v);
+                    }
+                }
+                mirror.putRestored("l_tuples", key, KeyedMirror.restoredList(lTuples.get()));
+                mirror.putRestored("m_pojos", key, KeyedMirror.restoredMap(mPojos.entries()));
+                mirror.putRestored("m_long_keys", key, KeyedMirror.restoredMap(mLongKeys.entries()));
+                out.collect(key);
+                return;
+            }
 
             set("v_long", vLong, key, idx, idx == 0 ? Long.MIN_VALUE : idx == 2 ? Long.MAX_VALUE
                     : (idx % 2 == 0 ? 1 : -1) * idx * 2_654_435_761L);
@@ -811,6 +868,13 @@ public class TypesJob implements Oracle.JobDef {
             Oracle.record("types-string-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
                     ctx.getCheckpointId(), mirror.snapshot());
         }
+
+        @Override
+        public void close() {
+            if (mirror != null) { // null when the restore failed before initializeState
+                Oracle.recordRestored("types-string-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), mirror.snapshot());
+            }
+        }
     }
 
     // ------------------------------------------------------------------ types-long-key
@@ -838,6 +902,12 @@ public class TypesJob implements Oracle.JobDef {
         @Override
         public void processElement(Long i, Context ctx, Collector<String> out) throws Exception {
             long key = ctx.getCurrentKey();
+            if (Oracle.restoring()) {
+                mirror.putRestored("label", key, label.value());
+                mirror.putRestored("history", key, KeyedMirror.restoredList(history.get()));
+                out.collect("" + key);
+                return;
+            }
             if (i % 5 != 0) {
                 String v = "label-" + i;
                 label.update(v);
@@ -857,13 +927,23 @@ public class TypesJob implements Oracle.JobDef {
 
         @Override
         public void onTimer(long timestamp, OnTimerContext ctx, Collector<String> out) {
-            throw new IllegalStateException("oracle timer fired unexpectedly: " + ctx.getCurrentKey() + " @" + timestamp);
+            if (!Oracle.restoring() || ctx.timeDomain() != TimeDomain.EVENT_TIME) {
+                throw new IllegalStateException("oracle timer fired unexpectedly: " + ctx.getCurrentKey() + " @" + timestamp);
+            }
+            mirror.timer("event", ctx.getCurrentKey(), timestamp); // the final watermark fires it
         }
 
         @Override
         public void snapshotState(FunctionSnapshotContext ctx) {
             Oracle.record("types-long-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
                     ctx.getCheckpointId(), mirror.snapshot());
+        }
+
+        @Override
+        public void close() {
+            if (mirror != null) { // null when the restore failed before initializeState
+                Oracle.recordRestored("types-long-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), mirror.snapshot());
+            }
         }
     }
 
@@ -888,6 +968,11 @@ public class TypesJob implements Oracle.JobDef {
         @Override
         public void processElement(Long i, Context ctx, Collector<String> out) throws Exception {
             int key = ctx.getCurrentKey();
+            if (Oracle.restoring()) {
+                mirror.putRestored("counts", key, KeyedMirror.restoredMap(counts.entries()));
+                out.collect("" + key);
+                return;
+            }
             Map<String, Integer> m = new HashMap<>();
             for (int k = 0; k <= i % 4; k++) {
                 m.put("c" + k, (int) (key * 3 + k));
@@ -902,6 +987,13 @@ public class TypesJob implements Oracle.JobDef {
         public void snapshotState(FunctionSnapshotContext ctx) {
             Oracle.record("types-int-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
                     ctx.getCheckpointId(), mirror.snapshot());
+        }
+
+        @Override
+        public void close() {
+            if (mirror != null) { // null when the restore failed before initializeState
+                Oracle.recordRestored("types-int-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), mirror.snapshot());
+            }
         }
     }
 
@@ -927,6 +1019,11 @@ public class TypesJob implements Oracle.JobDef {
         @Override
         public void processElement(Long i, Context ctx, Collector<String> out) throws Exception {
             Object key = Enc.enc(ctx.getCurrentKey());
+            if (Oracle.restoring()) {
+                mirror.putRestored("total", key, total.value());
+                out.collect(String.valueOf(key));
+                return;
+            }
             long v = i * i - 1000;
             total.update(v);
             mirror.put("total", key, v);
@@ -947,6 +1044,13 @@ public class TypesJob implements Oracle.JobDef {
         public void snapshotState(FunctionSnapshotContext ctx) {
             Oracle.record("types-tuple-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
                     ctx.getCheckpointId(), mirror.snapshot());
+        }
+
+        @Override
+        public void close() {
+            if (mirror != null) { // null when the restore failed before initializeState
+                Oracle.recordRestored("types-tuple-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), mirror.snapshot());
+            }
         }
     }
 
@@ -971,6 +1075,11 @@ public class TypesJob implements Oracle.JobDef {
         @Override
         public void processElement(Long i, Context ctx, Collector<String> out) throws Exception {
             Object key = Enc.enc(ctx.getCurrentKey());
+            if (Oracle.restoring()) {
+                mirror.putRestored("label", key, label.value());
+                out.collect(String.valueOf(key));
+                return;
+            }
             String v = i % 9 == 0 ? "" : "pk-" + i;
             label.update(v);
             mirror.put("label", key, v);
@@ -982,6 +1091,13 @@ public class TypesJob implements Oracle.JobDef {
         public void snapshotState(FunctionSnapshotContext ctx) {
             Oracle.record("types-pojo-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
                     ctx.getCheckpointId(), mirror.snapshot());
+        }
+
+        @Override
+        public void close() {
+            if (mirror != null) { // null when the restore failed before initializeState
+                Oracle.recordRestored("types-pojo-key", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), mirror.snapshot());
+            }
         }
     }
 
@@ -1006,6 +1122,10 @@ public class TypesJob implements Oracle.JobDef {
 
         @Override
         public void processElement(Long i, Context ctx, Collector<String> out) {
+            if (Oracle.restoring()) {
+                out.collect("" + i);
+                return;
+            }
             mPojos.add(pojo(i * 100 + 1));
             if (i % 4 != 3) {
                 mDates.add(localDate(i * 1000));
@@ -1018,12 +1138,24 @@ public class TypesJob implements Oracle.JobDef {
         public void snapshotState(FunctionSnapshotContext ctx) throws Exception {
             pojos.update(new ArrayList<>(mPojos));
             dates.update(new ArrayList<>(mDates));
+            Oracle.record("types-ops", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), ctx.getCheckpointId(),
+                    mirror());
+        }
+
+        /** In verify mode: what initializeState restored. */
+        @Override
+        public void close() {
+            if (mPojos != null) { // null when the restore failed in initializeState
+                Oracle.recordRestored("types-ops", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), mirror());
+            }
+        }
+
+        private Oracle.OpSnapshot mirror() {
             List<Object> encPojos = new ArrayList<>();
             mPojos.forEach(x -> encPojos.add(Enc.enc(x)));
             List<Object> encDates = new ArrayList<>();
             mDates.forEach(x -> encDates.add(Enc.enc(x)));
-            Oracle.record("types-ops", getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), ctx.getCheckpointId(),
-                    new Oracle.OpSnapshot().list("pojos", "SPLIT_DISTRIBUTE", encPojos).list("dates", "UNION", encDates));
+            return new Oracle.OpSnapshot().list("pojos", "SPLIT_DISTRIBUTE", encPojos).list("dates", "UNION", encDates);
         }
     }
 }
