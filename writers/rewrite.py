@@ -169,39 +169,10 @@ class PlanWriter:
     def reencoded(self, planned: PlannedOperator, keyed_plan: KeyedReencode | None,
                   operator_meta: operator_state.OperatorBackendMeta | None) -> None:
         """Keyed state (``keyed_plan``) and operator state (``operator_meta``) re-encoded with the
-        target release's serializers, each subtask's own (keyed state put into the key groups of
-        the planned max parallelism and parallelism); the part without a plan is carried as it is."""
-        view, builder = planned.source, self.builder
-        p = planned.parallelism
-        if keyed_plan is None and planned.rekeyed:  # the same serializers, new key groups
-            keyed_plan = KeyedReencode(view.keyed_meta, {s.name: StateSource(s.name) for s in view.keyed_meta.states})
-        keyed_handles = {}
-        if keyed_plan is not None:
-            keyed_handles = reencode_keyed(view, keyed_plan, parallelism=p, max_parallelism=planned.max_parallelism,
-                                           directory=builder.temp_dir, inline_threshold=builder.inline_threshold,
-                                           fs_options=builder.fs_options)
-        operator_handles = {}
-        if operator_meta is not None:
-            operator_handles = reencode_operator(view, operator_meta, metadata_version=builder.metadata_version,
-                                                 directory=builder.temp_dir, inline_threshold=builder.inline_threshold,
-                                                 fs_options=builder.fs_options)
-        subtasks = {}
-        # operator state stays with the subtask that held it (Flink redistributes it on restore)
-        for i in sorted(set(range(p)) | set(view.state.subtasks)):
-            old = view.state.subtasks.get(i)
-            mapped = self.mapper.subtask(old) if old is not None else SubtaskState()
-            managed_operator = operator_handles.get(i) if operator_meta is not None else mapped.managed_operator
-            if keyed_plan is None:
-                managed_keyed, raw_keyed = mapped.managed_keyed, mapped.raw_keyed
-            else:  # raw keyed state cannot be re-keyed: kept only where the key groups stay
-                managed_keyed = keyed_handles.get(i)
-                raw_keyed = None if planned.rekeyed else mapped.raw_keyed
-            sub = SubtaskState(managed_operator, mapped.raw_operator, managed_keyed, raw_keyed)
-            if i < p or not sub.is_empty:
-                subtasks[i] = sub
-        builder.add_operator_state(dataclasses.replace(
-            view.state, parallelism=max(p, max(subtasks) + 1), max_parallelism=planned.max_parallelism,
-            subtasks=subtasks, entry_order=(), **self._identity(planned)))
+        target release's serializers (see :func:`reencoded_state`)."""
+        self.builder.add_operator_state(reencoded_state(
+            planned.source, self.builder, self.mapper, keyed_plan, operator_meta, parallelism=planned.parallelism,
+            max_parallelism=planned.max_parallelism, **self._identity(planned)))
 
     def split(self, planned: PlannedOperator, operator_meta: operator_state.OperatorBackendMeta | None = None) -> None:
         """List state split (union state too), broadcast state copied, over the planned parallelism
@@ -293,6 +264,46 @@ class PlanWriter:
         builder.add_operator_state(OperatorState(planned.operator_id, built.parallelism, built.max_parallelism,
                                                  {i: s for i, s in built.subtasks.items() if not s.is_empty},
                                                  name=planned.name, uid=planned.uid))
+
+
+def reencoded_state(view, builder: SavepointBuilder, mapper: HandleMapper, keyed_plan: KeyedReencode | None,
+                    operator_meta: operator_state.OperatorBackendMeta | None, *, parallelism: int, max_parallelism: int,
+                    operator_id: bytes, uid: str | None, name: str | None) -> OperatorState:
+    """The state of ``view`` (a loader.OperatorView) for the new savepoint: keyed state re-encoded by
+    ``keyed_plan`` (or, without one but under another max parallelism or parallelism, re-assigned to
+    key groups with its own serializers), operator state re-encoded with ``operator_meta``; each part
+    without a plan carried as it is (files copied or referred to by ``mapper``)."""
+    rekeyed = view.has_keyed_state and view.keyed_meta is not None and (
+        (max_parallelism, parallelism) != (view.max_parallelism, view.parallelism))
+    if keyed_plan is None and rekeyed:  # the same serializers, new key groups
+        keyed_plan = KeyedReencode(view.keyed_meta, {s.name: StateSource(s.name) for s in view.keyed_meta.states})
+    keyed_handles = {}
+    if keyed_plan is not None:
+        keyed_handles = reencode_keyed(view, keyed_plan, parallelism=parallelism, max_parallelism=max_parallelism,
+                                       directory=builder.temp_dir, inline_threshold=builder.inline_threshold,
+                                       fs_options=builder.fs_options)
+    operator_handles = {}
+    if operator_meta is not None:
+        operator_handles = reencode_operator(view, operator_meta, metadata_version=builder.metadata_version,
+                                             directory=builder.temp_dir, inline_threshold=builder.inline_threshold,
+                                             fs_options=builder.fs_options)
+    subtasks = {}
+    # operator state stays with the subtask that held it (Flink redistributes it on restore)
+    for i in sorted(set(range(parallelism)) | set(view.state.subtasks)):
+        old = view.state.subtasks.get(i)
+        mapped = mapper.subtask(old) if old is not None else SubtaskState()
+        managed_operator = operator_handles.get(i) if operator_meta is not None else mapped.managed_operator
+        if keyed_plan is None:
+            managed_keyed, raw_keyed = mapped.managed_keyed, mapped.raw_keyed
+        else:  # raw keyed state cannot be re-keyed: kept only where the key groups stay
+            managed_keyed = keyed_handles.get(i)
+            raw_keyed = None if rekeyed else mapped.raw_keyed
+        sub = SubtaskState(managed_operator, mapped.raw_operator, managed_keyed, raw_keyed)
+        if i < parallelism or not sub.is_empty:
+            subtasks[i] = sub
+    return dataclasses.replace(view.state, parallelism=max(parallelism, max(subtasks) + 1),
+                               max_parallelism=max_parallelism, subtasks=subtasks, entry_order=(),
+                               operator_id=operator_id, uid=uid, name=name)
 
 
 def _transformed_spec(operator: str, t, spec: dict[str, Any], new_type, old_type) -> dict[str, Any] | None:

@@ -29,13 +29,14 @@ from typing import Any
 from ..savepoint.builder import SavepointBuilder, metadata_version_for
 from ..savepoint.errors import CorruptStateError, InvalidArgumentError
 from ..savepoint.loader import OperatorView, Savepoint
-from ..savepoint.metadata import OperatorState, SubtaskState
+from ..savepoint.metadata import OperatorState
 from ..savepoint.sql_binding import bind_savepoint
 from ..savepoint.sql_plan import Plan, load_plan
 from ..savepoint.sql_upgrade import Decision, Pairing, match_plans
 from ..savepoint.types.hashing import operator_id_for_uid
-from .reencode import KeyedReencode, StateSource, reencode_keyed
-from .rewrite import HandleMapper
+from .flink_target import carry_for_target, operator_carry_for_target
+from .reencode import KeyedReencode, StateSource
+from .rewrite import HandleMapper, reencoded_state
 from .sql_migration import sql_reencode
 
 _GENERATED_UID = re.compile(r"^\d+_[a-z][a-z0-9-]*$")
@@ -241,10 +242,9 @@ class SavepointUpgrader:
         for view in self.old.operators:
             if view.uid_hash in sql_old:
                 continue
-            if targets is None:
-                steps.append(Step(Decision.CARRIED, "same operator id", view, Target.of(view)))
-            elif view.uid_hash in targets:
-                steps.append(Step(Decision.CARRIED, "same operator id", view, Target.of(targets.pop(view.uid_hash))))
+            if targets is None or view.uid_hash in targets:
+                target = Target.of(targets.pop(view.uid_hash) if targets is not None else view)
+                steps.append(self._carried_step(view, target))
             elif _has_state(view):
                 steps.append(Step(Decision.DROPPED, "the new job has no operator with this id: its state is "
                                   "left behind", view))
@@ -253,6 +253,24 @@ class SavepointUpgrader:
                 steps.append(Step(Decision.NEW, "an operator the old job did not have: starts empty",
                                   None, Target.of(target)))
         return steps
+
+    def _carried_step(self, view: OperatorView, target: Target) -> Step:
+        """An operator kept by its id: carried as it is, or re-encoded where the new job's headers
+        (a template's) or the target release's serializers differ; refused when that cannot be done."""
+        if not _has_state(view):
+            return Step(Decision.CARRIED, "same operator id (no state)", view, target)
+        if _template_plan(view, target) is not None or _template_operator_meta(view, target) is not None:
+            return Step(Decision.MIGRATED, "same operator id; the new job's serializers differ: re-encoded",
+                        view, target)
+        try:
+            crossing = (carry_for_target(view, self.target_version) is not None
+                        or operator_carry_for_target(view, self.target_version) is not None)
+        except InvalidArgumentError as e:
+            return Step(Decision.INCOMPATIBLE, str(e), view, target)
+        if crossing:
+            return Step(Decision.MIGRATED, "same operator id; re-encoded with the target release's serializers",
+                        view, target)
+        return Step(Decision.CARRIED, "same operator id", view, target)
 
     # ------------------------------------------------------------------------------------------
     # writing
@@ -295,28 +313,42 @@ class SavepointUpgrader:
         return builder.commit(check=_verified if verify else None)
 
     def _written(self, step: Step, builder: SavepointBuilder, mapper: HandleMapper) -> OperatorState:
+        """The state of one carried or migrated operator in the new savepoint: SQL state re-encoded
+        for the new query; otherwise the new job's headers (a template's, or the target release's
+        serializers: writers/flink_target.py) wherever they differ from the old ones; bytes copied
+        where nothing differs."""
         old, target = step.old, step.target
+        if step.sql and step.decision is Decision.MIGRATED:
+            keyed_plan = sql_reencode(step.pairing, old.keyed_meta, target.keyed_meta, f"operator {old.display_name}")
+        else:
+            keyed_plan = _template_plan(old, target) or carry_for_target(old, self.target_version)
+        operator_meta = _template_operator_meta(old, target) or operator_carry_for_target(old, self.target_version)
         identity = dict(operator_id=target.operator_id, uid=target.uid, name=target.name)
-        rekey = old.has_keyed_state and old.max_parallelism != target.max_parallelism
-        if step.decision is Decision.CARRIED and not rekey:
+        if keyed_plan is None and operator_meta is None and old.max_parallelism == target.max_parallelism:
             return dataclasses.replace(old.state, subtasks={i: mapper.subtask(s) for i, s in old.state.subtasks.items()},
-                                       max_parallelism=target.max_parallelism, entry_order=(), **identity)
-        if step.decision is Decision.MIGRATED:
-            plan = sql_reencode(step.pairing, old.keyed_meta, target.keyed_meta, f"operator {old.display_name}")
-        else:  # carried under another max parallelism: the same states, re-assigned to key groups
-            plan = KeyedReencode(old.keyed_meta, {s.name: StateSource(s.name) for s in old.keyed_meta.states})
-        keyed_handles = reencode_keyed(old, plan, parallelism=target.parallelism,
-                                       max_parallelism=target.max_parallelism, directory=builder.temp_dir,
-                                       inline_threshold=builder.inline_threshold, fs_options=builder.fs_options)
-        subtasks = {i: SubtaskState(managed_keyed=h) for i, h in keyed_handles.items()}
-        for i, s in old.state.subtasks.items():  # operator (non-keyed) state: Flink redistributes it
-            if s.managed_operator is not None or s.raw_operator is not None:
-                mapped = mapper.subtask(s)
-                base = subtasks.get(i, SubtaskState())
-                subtasks[i] = dataclasses.replace(base, managed_operator=mapped.managed_operator,
-                                                  raw_operator=mapped.raw_operator)
-        return OperatorState(parallelism=max(target.parallelism, max(subtasks, default=0) + 1),
-                             max_parallelism=target.max_parallelism, subtasks=subtasks, **identity)
+                                       entry_order=(), **identity)
+        parallelism = target.parallelism if keyed_plan is not None or old.max_parallelism != target.max_parallelism \
+            else old.parallelism
+        return reencoded_state(old, builder, mapper, keyed_plan, operator_meta, parallelism=parallelism,
+                               max_parallelism=target.max_parallelism, **identity)
+
+
+def _template_plan(old: OperatorView, target: Target) -> KeyedReencode | None:
+    """The old keyed state re-encoded with the template's header, where the template's differs."""
+    new = target.keyed_meta
+    if new is None or not old.has_keyed_state or _same_header(old.keyed_meta, new):
+        return None
+    return KeyedReencode(new, {s.name: StateSource(s.name) for s in new.states if old.keyed_meta.state_id(s.name)
+                               is not None})
+
+
+def _template_operator_meta(old: OperatorView, target: Target):
+    """The template's operator-state header, where it differs from the old one's."""
+    new = target.view.operator_meta if target.view is not None else None
+    current = old.operator_meta
+    if new is None or current is None or new.states == current.states:
+        return None
+    return new
 
 
 def _has_state(view: OperatorView) -> bool:

@@ -15,6 +15,7 @@ runs every backend and snapshot kind of TypesJob, KeyedStateJob and OperatorStat
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pytest
 from fstate.savepoint.errors import FStateWarning, InvalidArgumentError
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import STRING, ListType, NullableType, PojoType
+from fstate.savepoint.types.hashing import operator_id_for_uid
 from fstate.writers.modify import SavepointModifier
 from tests.flink import harness
 
@@ -103,6 +105,19 @@ def test_flink_2_3_refuses_a_1_20_savepoint_as_it_is_and_restores_it_written_for
     assert _tags_field(Savepoint.open(str(res.snapshot_dir))) == ListType(STRING)
     assert _tags_field(sp) == NullableType(ListType(NullableType(STRING)))
     _restored_as_dumped("TypesJob", res, "2.3.0", new, "hashmap", NO_KRYO, tmp_path / "restored")
+
+    # the same with fstate upgrade, which says first what happens to each operator's state
+    checked = _fstate("--json", "upgrade", str(res.snapshot_dir), "--flink-version", "2.3", "--check")
+    assert checked.returncode == 0, checked.stderr
+    decisions = {o["old_operator_id"]: o["decision"] for o in json.loads(checked.stdout)["operators"]}
+    assert decisions[operator_id_for_uid("types-string-key").hex()] == "migrated"  # 1.20 names no uid (V4)
+    assert "carried" in decisions.values()
+    upgraded = tmp_path / "upgraded"
+    done = _fstate("upgrade", str(res.snapshot_dir), "--flink-version", "2.3", "--out", str(upgraded))
+    assert done.returncode == 0, done.stderr
+    assert _tags_field(Savepoint.open(str(upgraded))) == NullableType(ListType(NullableType(STRING)))
+    _restored_as_dumped("TypesJob", res, "2.3.0", upgraded, "hashmap", NO_KRYO, tmp_path / "restored-upgrade")
+
 
 @pytest.mark.parametrize("job,backend,snapshot,extra", UPGRADES)
 def test_flink_2_3_restores_a_1_20_snapshot_written_for_it(tmp_path, job, backend, snapshot, extra):
