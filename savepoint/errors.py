@@ -11,6 +11,9 @@ import struct
 #: What Python raises when state bytes are not what their serializer says: decoders turn these into
 #: CorruptStateError naming the key group and the file.
 DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, KeyError, TypeError)
+#: what an encoder raises for a value its type cannot hold
+ENCODE_ERRORS = (struct.error, TypeError, ValueError, OverflowError, AttributeError, IndexError, KeyError,
+                 UnicodeEncodeError)
 
 
 class FStateError(Exception):

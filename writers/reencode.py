@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable
 from ..savepoint import handles, keyed, metainfo
 from ..savepoint import operator as operator_state
 from ..savepoint.builder import INLINE_THRESHOLD, write_stream
-from ..savepoint.errors import InvalidArgumentError, UnsupportedSerializerError
+from ..savepoint.errors import ENCODE_ERRORS, InvalidArgumentError, UnsupportedSerializerError
 from ..savepoint.ttl_meta import stored_ttl, with_timestamped_states
 from ..savepoint.types import TtlValue
 from ..savepoint.types.composites import ttl_write_timestamp
@@ -158,7 +158,7 @@ def reencode_keyed(view, plan: KeyedReencode, *, parallelism: int, max_paralleli
                     for writer in writers[old_id]:
                         try:
                             pairs = writer.pairs(kg, new_key, namespace, value)
-                        except (TypeError, ValueError, OverflowError, AttributeError, IndexError) as e:
+                        except ENCODE_ERRORS as e:
                             raise InvalidArgumentError(f"{what}, state '{writer.new.name}': cannot encode the value "
                                                        f"{value!r} of key {key!r} ({e})") from None
                         if pairs:
@@ -210,7 +210,7 @@ def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, metadat
             parts.append((info, values))
         try:
             data, offsets = operator_state.encode_operator_stream(parts, version)
-        except (TypeError, ValueError, OverflowError, AttributeError, IndexError, UnsupportedSerializerError) as e:
+        except (*ENCODE_ERRORS, UnsupportedSerializerError) as e:
             raise InvalidArgumentError(f"{what}, subtask {subtask}: cannot encode its operator state ({e})") from None
         out[subtask] = handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
     return out

@@ -7,6 +7,8 @@ inside length-framed entries (POJO fields, Kryo registrations), where the bytes 
 
 from __future__ import annotations
 
+import re
+
 from typing import Callable
 
 from ..binary import DataInput, DataOutput
@@ -43,6 +45,10 @@ def write_serializer_snapshot(out: DataOutput, t: TypeInfo) -> None:
     t.write_snapshot(out)
 
 
+#: a Java binary class name: dot-separated identifiers (letters, digits, _ and $, not starting with a digit)
+JAVA_CLASS_NAME = re.compile(r"^(?:[^\W\d][\w$]*|\$[\w$]*)(?:\.(?:[^\W\d][\w$]*|\$[\w$]*))*$")
+
+
 def read_versioned_snapshot(inp: DataInput, depth: int = 0) -> TypeInfo:
     if depth > _MAX_DEPTH:
         raise inp.fail("serializer snapshots nested too deeply")
@@ -61,6 +67,9 @@ def read_versioned_snapshot(inp: DataInput, depth: int = 0) -> TypeInfo:
             inp.read_utf()
         return TIME_WINDOW
     parser = _PARSERS.get(cls)
+    if parser is None and not JAVA_CLASS_NAME.match(cls):
+        # damage, not a serializer fstate does not know: no Java class has such a name
+        raise inp.fail(f"serializer snapshot class name {cls[:80]!r} is not a Java class name")
     if parser is None:
         inp.pos = start
         raise UnsupportedSerializerError(
