@@ -255,10 +255,6 @@ def broadcast_state_meta(name: str, key_type, value_type) -> StateMetaInfo:
                          {metainfo.KEY_SERIALIZER: key_type, metainfo.VALUE_SERIALIZER: value_type})
 
 
-def proxy_version_for_metadata(metadata_version: int) -> int:
-    return 5 if metadata_version <= 3 else CURRENT_VERSION
-
-
 def encode_operator_stream(states: list[tuple[StateMetaInfo, Any]], version: int = CURRENT_VERSION):
     """One subtask's operator state stream and the per-state offsets for its handle.
 

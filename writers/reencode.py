@@ -184,14 +184,15 @@ def write_key_group_streams(meta: keyed.KeyedBackendMeta, pairs_by_kg: dict[int,
     return out
 
 
-def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, metadata_version: int, directory: str,
+def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, proxy_version: int, directory: str,
                       inline_threshold: int = INLINE_THRESHOLD, fs_options=None
                       ) -> dict[int, handles.OperatorStreamHandle]:
     """The list, union and broadcast state of every subtask of ``view`` decoded and written again
-    under the header ``meta`` (the same state names, other serializers: writers/flink_target.py),
+    under the header ``meta`` (the same state names, other serializers: writers/flink_target.py) of
+    version ``proxy_version`` (the target release's: savepoint/builder.py ``operator_proxy_version_for``),
     each subtask keeping its own elements (Flink redistributes them on restore as it would have)."""
     what = f"operator {view.display_name}"
-    version = operator_state.proxy_version_for_metadata(metadata_version)
+    version = proxy_version
     out = {}
     for subtask, h in view.operator_handles():
         if h.delegate is None:

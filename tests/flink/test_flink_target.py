@@ -17,7 +17,7 @@ from fstate.savepoint import operator as operator_state
 from fstate.savepoint.binary import DataOutput
 from fstate.savepoint.errors import InvalidArgumentError
 from fstate.savepoint.loader import Savepoint
-from fstate.savepoint.builder import metadata_version_for
+from fstate.savepoint.builder import metadata_version_for, operator_proxy_version_for
 from fstate.savepoint.types import LONG, STRING, ListType, NullableType, PojoType, SetType
 from fstate.writers.flink_target import is_flink_1, keyed_meta_for_target, state_meta_for_target, type_for_target
 from tests.flink import harness
@@ -43,7 +43,10 @@ def _headers(version: str) -> dict[tuple[str, str], bytes]:
     return out
 
 
-def _for_release(kind: str, header: bytes, metadata_version: int, source_version: int) -> bytes:
+def _for_release(kind: str, header: bytes, metadata_version: int, source_version: int,
+                 operator_proxy_version: int = 6) -> bytes:
+    """A header of a release's savepoint (of `_metadata` ``source_version``) as fstate writes it for the
+    release of ``metadata_version`` and ``operator_proxy_version``."""
     out = DataOutput()
     if kind == "keyed":
         meta = keyed_meta_for_target(keyed_proxy.read_keyed_proxy(header), metadata_version, "operator",
@@ -51,8 +54,9 @@ def _for_release(kind: str, header: bytes, metadata_version: int, source_version
         keyed_proxy.write_keyed_proxy(out, meta)
     else:
         meta = operator_state.read_operator_proxy(header)
-        meta = dataclasses.replace(meta, states=[state_meta_for_target(s, metadata_version, "state", source_version)
-                                                 for s in meta.states])
+        meta = dataclasses.replace(meta, version=operator_proxy_version,
+                                   states=[state_meta_for_target(s, metadata_version, "state", source_version)
+                                           for s in meta.states])
         operator_state.write_operator_proxy(out, meta)
     return out.getvalue()
 
@@ -62,12 +66,12 @@ def _for_release(kind: str, header: bytes, metadata_version: int, source_version
 def test_types_for_a_release_are_its_own_byte_for_byte(version):
     written_by_2_3, written_by_release = _headers(harness.DEFAULT_VERSION), _headers(version)
     assert set(written_by_2_3) == set(written_by_release)
-    metadata_version = harness.release(version).metadata_version
-    if is_flink_1(metadata_version):
+    if is_flink_1(harness.release(version).metadata_version):
         differing = [key for key in written_by_2_3 if written_by_2_3[key] != written_by_release[key]]
         assert differing, "the two releases wrote the same headers: nothing left to prove"
     for key, header in sorted(written_by_2_3.items()):
-        assert _for_release(key[1], header, metadata_version, 6) == written_by_release[key], key
+        assert _for_release(key[1], header, metadata_version_for(version), 6, operator_proxy_version_for(version)) \
+            == written_by_release[key], key
 
 
 @pytest.mark.parametrize("version", list(harness.RELEASES))
