@@ -327,5 +327,5 @@ def _warn_kryo(view, states: list[StateMetaInfo], metadata_version: int, extra: 
 
 
 __all__ = ["type_for_target", "state_meta_for_target", "keyed_meta_for_target", "carry_for_target",
-           "operator_carry_for_target", "operator_proxy_version_of", "is_flink_1", "flink_line", "Flink1Types", "Flink2Types",
-           "LAST_FLINK_1_METADATA_VERSION"]
+           "operator_carry_for_target", "operator_proxy_version_of", "is_flink_1", "flink_line", "Flink1Types",
+           "Flink2Types", "LAST_FLINK_1_METADATA_VERSION"]

@@ -192,7 +192,6 @@ def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, proxy_v
     version ``proxy_version`` (the target release's: savepoint/builder.py ``operator_proxy_version_for``),
     each subtask keeping its own elements (Flink redistributes them on restore as it would have)."""
     what = f"operator {view.display_name}"
-    version = proxy_version
     out = {}
     for subtask, h in view.operator_handles():
         if h.delegate is None:
@@ -210,7 +209,7 @@ def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, proxy_v
                 values = operator_state.read_list_state(buf, h, old, info.name, src)
             parts.append((info, values))
         try:
-            data, offsets = operator_state.encode_operator_stream(parts, version)
+            data, offsets = operator_state.encode_operator_stream(parts, proxy_version)
         except (*ENCODE_ERRORS, UnsupportedSerializerError) as e:
             raise InvalidArgumentError(f"{what}, subtask {subtask}: cannot encode its operator state ({e})") from None
         out[subtask] = handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))

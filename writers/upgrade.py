@@ -279,7 +279,8 @@ class SavepointUpgrader:
         except InvalidArgumentError as e:
             return Step(Decision.INCOMPATIBLE, str(e), view, target)
         if crossing:
-            return Step(Decision.MIGRATED, "same operator id; re-encoded with the target release's serializers",
+            return Step(Decision.MIGRATED, "same operator id; re-encoded with the target release's serializers "
+                        "(or operator-state header)",
                         view, target)
         return Step(Decision.CARRIED, "same operator id", view, target)
 

@@ -73,3 +73,20 @@ def test_operator_state_carried_over_for_1_16_is_written_again(tmp_path):
     for name in ("offsets", "marks"):
         assert list(new.list_state(name)) == list(base.list_state(name))
     assert dict(new.broadcast_state("rules")) == {"r1": "allow", "r2": "d\u00e9ny"}
+
+
+def test_upgrade_for_1_17_writes_the_operator_state_again(tmp_path):
+    """``fstate upgrade --flink-version 1.17`` of a 2.3 savepoint: the operator state is re-encoded
+    under header version 5 (the same rule as modify's)."""
+    from fstate.writers.upgrade import SavepointUpgrader
+
+    SavepointWriter(128).with_list_state("src", "offsets", [3, 1, 4], type="LONG").write(str(tmp_path / "old"))
+    upgrader = SavepointUpgrader(str(tmp_path / "old"), flink_version="1.17")
+    assert [s.decision.value for s in upgrader.report().steps] == ["migrated"]
+    upgrader.write(str(tmp_path / "new"))
+    new = Savepoint.open(str(tmp_path / "new"))
+    assert (new.metadata.version, new.operator("src").operator_meta.version) == (4, 5)
+    assert [v for _, _, v in new.operator("src").list_state("offsets")] == [3, 1, 4]
+    # kept for a release that reads it
+    SavepointUpgrader(str(tmp_path / "new"), flink_version="1.18").write(str(tmp_path / "for-1.18"))
+    assert _header_version(tmp_path / "for-1.18", "src") == 5
