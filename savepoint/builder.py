@@ -31,6 +31,20 @@ from .types.hashing import check_parallelism, operator_id_for_uid, parse_operato
 #: inlined into `_metadata`, larger ones get their own file next to it.
 INLINE_THRESHOLD = 20 * 1024
 METADATA_VERSION = 6
+#: The operator-state header version Flink 1.18 and later write (with the compression flag).
+OPERATOR_PROXY_VERSION = 6
+
+
+def _release(flink_version: str) -> tuple[int, int]:
+    """(major, minor) of a Flink release named like "1.18", "1.18.1" or "2"."""
+    try:
+        parts = [int(x) for x in flink_version.split(".")[:2]]
+    except ValueError:
+        raise InvalidArgumentError(f"not a Flink version: '{flink_version}'") from None
+    release = (parts[0], parts[1] if len(parts) > 1 else 0)
+    if release < (1, 11):
+        raise InvalidArgumentError(f"Flink {flink_version} is older than 1.11; fstate writes metadata V3 to V6")
+    return release
 
 
 def metadata_version_for(flink_version: str | None) -> int:
@@ -38,20 +52,22 @@ def metadata_version_for(flink_version: str | None) -> int:
     2.0 → 5, 2.1 and later → 6."""
     if not flink_version:
         return METADATA_VERSION
-    try:
-        parts = [int(x) for x in flink_version.split(".")[:2]]
-        major, minor = parts[0], parts[1] if len(parts) > 1 else 0
-    except ValueError:
-        raise InvalidArgumentError(f"not a Flink version: '{flink_version}'") from None
-    if major == 1 and 11 <= minor <= 15:
+    release = _release(flink_version)
+    if release < (1, 16):
         return 3
-    if major == 1 and 16 <= minor:
+    if release < (2, 0):
         return 4
-    if major == 2 and minor == 0:
-        return 5
-    if major >= 2:
-        return 6
-    raise InvalidArgumentError(f"Flink {flink_version} is older than 1.11; fstate writes metadata V3 to V6")
+    return 5 if release == (2, 0) else 6
+
+
+def operator_proxy_version_for(flink_version: str | None) -> int:
+    """The operator-state header version a Flink release writes: 5 up to 1.17, 6 (which adds the
+    compression flag, and which 1.16 and 1.17 refuse) from 1.18 on."""
+    if not flink_version:
+        return OPERATOR_PROXY_VERSION
+    return 5 if _release(flink_version) < (1, 18) else OPERATOR_PROXY_VERSION
+
+
 #: The State Processor API writes bootstrapped savepoints with checkpoint id 0.
 BOOTSTRAP_CHECKPOINT_ID = 0
 
@@ -104,7 +120,8 @@ class SavepointBuilder:
 
     def __init__(self, target: str, *, overwrite: bool = False, checkpoint_id: int = BOOTSTRAP_CHECKPOINT_ID,
                  properties: bytes = CANONICAL_SAVEPOINT_PROPERTIES, inline_threshold: int = INLINE_THRESHOLD,
-                 metadata_version: int = METADATA_VERSION, fs_options=None):
+                 metadata_version: int = METADATA_VERSION, operator_proxy_version: int = OPERATOR_PROXY_VERSION,
+                 fs_options=None):
         #: file-system options for a remote target (passed on to the executors that write files)
         self.fs_options = resolve_fs_options(fs_options)
         self.remote = is_remote(target)
@@ -120,6 +137,8 @@ class SavepointBuilder:
         self.properties = properties
         self.inline_threshold = inline_threshold
         self.metadata_version = metadata_version
+        #: the operator-state header version of the streams written for it (operator_proxy_version_for)
+        self.operator_proxy_version = operator_proxy_version
         self.operators: dict[bytes, OperatorBuild] = {}
         self.extra_operators: list[OperatorState] = []
         self._done = False

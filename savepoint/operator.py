@@ -10,7 +10,8 @@ from typing import Any, Iterator
 from .binary import DataInput, DataOutput
 from .compression import decompress_framed
 from . import header_search
-from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnknownStateError, UnsupportedVersionError
+from .errors import (DECODE_ERRORS, CorruptStateError, FStateError, UnknownStateError, UnsupportedSerializerError,
+                     UnsupportedVersionError)
 from .handles import OperatorStreamHandle
 from .metainfo import StateMetaInfo, read_state_meta_info, write_state_meta_info
 
@@ -89,10 +90,52 @@ def check_handle_names(handle: OperatorStreamHandle, meta: OperatorBackendMeta, 
                                     source)
 
 
+def compressed_region(buf: bytes, offsets, all_offsets, name: str,
+                      source: str | None = None) -> tuple[bytes, list[int], list[int]]:
+    """A state of a compressed operator-state stream: the decompressed bytes from its first offset on,
+    the position in them each of ``offsets`` names, and the sorted positions ``all_offsets`` (every
+    state's) name there. Offsets name data chunks: Flink 1.19+ writes every state into one framed
+    stream and flushes a chunk per element; 1.18 a framed stream per state without flushing."""
+    data, chunk_pos = decompress_framed(buf, min(offsets), source=source)
+    try:
+        starts = [chunk_pos[o] for o in offsets]
+    except KeyError:
+        raise CorruptStateError(f"operator state '{name}': an element offset is not a chunk boundary",
+                                source) from None
+    # other states' elements may follow in the same compressed stream: they bound this one's too
+    bounds = sorted({chunk_pos[o] for o in all_offsets if o in chunk_pos} | set(starts))
+    return data, starts, bounds
+
+
+def decode_compressed_elements(data: bytes, starts: list[int], bounds: list[int], decode, name: str,
+                               source: str | None = None) -> list[Any]:
+    """The elements of a list state of a compressed stream (see :func:`compressed_region`), decoded one
+    after the other. Each starts where the one before ended, inside the chunk its offset names (1.19+:
+    at that chunk's start; 1.18, whose offsets are where the stream stood when the element was
+    written: anywhere in it, up to its end when the element before filled it); the last ends exactly
+    where the state's region does."""
+    chunk_ends = dict(zip(bounds, bounds[1:] + [len(data)]))
+    out = []
+    pos = starts[0]
+    for i, start in enumerate(starts):
+        end = chunk_ends[start]
+        if not start <= pos <= end:
+            raise CorruptStateError(f"operator state '{name}': element {i} starts at byte {pos} of the decompressed "
+                                    f"stream, outside the chunk its offset names (bytes {start}-{end})", source)
+        value, pos = decode(data, pos)
+        out.append(value)
+    region_end = _region_end(bounds, starts[-1], len(data))
+    if pos != region_end:
+        raise CorruptStateError(f"operator state '{name}': its {len(starts)} elements end at byte {pos} of the "
+                                f"decompressed stream, its region at byte {region_end}", source)
+    return out
+
+
 def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
                     source: str | None = None) -> list[Any]:
     """The elements of list/union state ``name`` held by this subtask, in list order. Strict: each
-    element decodes to exactly the bytes up to the next element's (or state's) offset."""
+    element decodes to exactly the bytes up to the next element's (or state's) offset; in a
+    compressed stream, see :func:`decode_compressed_elements`."""
     info = meta.state(name)
     offsets_entry = handle.states.get(name)
     if info is None:
@@ -104,15 +147,18 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
     elem = info.value_type
     all_offsets = sorted({o for so in handle.states.values() for o in so.offsets} | {meta.header_size})
     if meta.compressed:
-        data, chunk_pos = decompress_framed(buf, min(offsets), source=source)
-        try:
-            offsets = [chunk_pos[o] for o in offsets]
-        except KeyError:
-            raise CorruptStateError(f"operator state '{name}': an element offset is not a chunk boundary",
-                                    source) from None
-        # other states' elements may follow in the same compressed stream: they bound this one's too
-        base_buf, stream_len = data, len(data)
-        all_offsets = sorted({chunk_pos[o] for o in all_offsets if o in chunk_pos} | set(offsets))
+        base_buf, offsets, all_offsets = compressed_region(buf, offsets, all_offsets, name, source)
+        stream_len = len(base_buf)
+        if elem.fully_decodable:
+            try:
+                return decode_compressed_elements(base_buf, offsets, all_offsets, elem.decoder(), name, source)
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"operator state '{name}' ({elem.name}): cannot decode an element: {e}",
+                                        source) from None
+        if len(set(offsets)) != len(offsets):
+            raise UnsupportedSerializerError(
+                f"operator state '{name}' ({elem.name}): its elements share compressed chunks (Flink 1.18) and "
+                "have no length framing fstate can decode, so they cannot be told apart", source)
     else:
         base_buf, stream_len = buf, len(buf)
     lowest = 0 if meta.compressed else meta.header_size
@@ -207,10 +253,6 @@ def broadcast_state_meta(name: str, key_type, value_type) -> StateMetaInfo:
 
     return StateMetaInfo(name, metainfo.BROADCAST, {metainfo.DISTRIBUTION_MODE: "BROADCAST"},
                          {metainfo.KEY_SERIALIZER: key_type, metainfo.VALUE_SERIALIZER: value_type})
-
-
-def proxy_version_for_metadata(metadata_version: int) -> int:
-    return 5 if metadata_version <= 3 else CURRENT_VERSION
 
 
 def encode_operator_stream(states: list[tuple[StateMetaInfo, Any]], version: int = CURRENT_VERSION):

@@ -14,7 +14,7 @@ import struct
 
 from . import handles
 from . import operator as operator_state
-from .compression import STREAM_IDENTIFIER, decompress_framed
+from .compression import STREAM_IDENTIFIER
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
 from .types.hashing import key_group_for_hash
 
@@ -232,14 +232,7 @@ def _region(buf: bytes, offsets: tuple[int, ...], all_offsets: list[int], meta, 
     if not meta.compressed:
         return buf, list(offsets), all_offsets, len(buf)
     # a compressed stream ends where the next stream's identifier starts
-    data, chunk_pos = decompress_framed(buf, min(offsets), source=source)
-    try:
-        mapped = [chunk_pos[o] for o in offsets]
-    except KeyError:
-        raise CorruptStateError(f"operator state '{name}': an element offset is not a chunk boundary",
-                                source) from None
-    # other states' elements may follow in the same compressed stream: they bound this one's too
-    bounds = sorted({chunk_pos[o] for o in all_offsets if o in chunk_pos})
+    data, mapped, bounds = operator_state.compressed_region(buf, offsets, all_offsets, name, source)
     return data, mapped, bounds, len(data)
 
 
@@ -248,6 +241,9 @@ def _check_list(buf, offsets, all_offsets, meta, info, name, source) -> None:
     if elem is None or not elem.fully_decodable:
         return
     data, mapped, bounds, length = _region(buf, offsets, all_offsets, meta, name, source)
+    if meta.compressed:  # elements one after the other, each inside the chunk its offset names
+        operator_state.decode_compressed_elements(data, mapped, bounds, elem.decoder(), name, source)
+        return
     if mapped != sorted(mapped) or len(set(mapped)) != len(mapped):
         raise CorruptStateError(f"operator state '{name}': element offsets are not increasing", source)
     dec = elem.decoder()

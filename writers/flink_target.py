@@ -2,13 +2,17 @@
 
 A savepoint restores in one Flink release as one of its own only when it has that release's
 `_metadata` version (1.16–1.20: V4, 2.0: V5, 2.1 and later: V6; see
-:func:`fstate.savepoint.builder.metadata_version_for`) and the serializers that release's jobs
-have. Everything else in the state files is the same on 1.20 and 2.x: keyed backend proxy
-version 6, operator backend proxy version 6, the same checkpoint properties trailer, the same
+:func:`fstate.savepoint.builder.metadata_version_for`), an operator-state header it reads (1.16
+and 1.17 write and read version 5 only; 1.18 and later write 6, with the compression flag:
+:func:`fstate.savepoint.builder.operator_proxy_version_for`, :func:`operator_proxy_version_of`)
+and the serializers that release's jobs have. Everything else in the state files is the same on
+1.16–1.20 and 2.x: keyed backend proxy version 6, the same checkpoint properties trailer, the same
 canonical key-group layout, the same RocksDB files (2.3 restores 1.20's SST files, native
-savepoints and incremental checkpoints as they are). The serializers differ in three ways (found
-by comparing savepoints of ``tests/flink/jobs`` TypesJob written by Flink 1.20.1 and 2.3.0 byte for
-byte, and by restoring 1.20.1's in 2.3.0: ``tests/flink/test_flink_upgrade_oracle.py``):
+savepoints and incremental checkpoints as they are). The serializers of 1.16–1.20 are one set,
+those of 2.0–2.3 another (the state headers of TypesJob's savepoints of every release, byte for
+byte: tests/flink/test_flink_target.py). They differ in three ways (found by comparing savepoints
+of ``tests/flink/jobs`` TypesJob written by Flink 1.20.1 and 2.3.0 byte for byte, and by restoring
+1.20.1's in 2.3.0: ``tests/flink/test_flink_upgrade_oracle.py``):
 
 * Flink 2.x gives a POJO field of type List, Map or Set a nullable serializer (its type extractor
   makes them ``NullableListTypeInfo``/``NullableMapTypeInfo``/``NullableSetTypeInfo``):
@@ -251,21 +255,40 @@ def carry_for_target(view, metadata_version: int) -> KeyedReencode | None:
     return KeyedReencode(target, {s.name: StateSource(s.name) for s in meta.states})
 
 
-def operator_carry_for_target(view, metadata_version: int) -> operator_state.OperatorBackendMeta | None:
+def operator_carry_for_target(view, metadata_version: int, operator_proxy_version: int | None = None
+                              ) -> operator_state.OperatorBackendMeta | None:
     """The operator-state counterpart of :func:`carry_for_target`: None when the list, union and
     broadcast state of ``view`` can be carried as it is, else the header to re-encode it with
-    (writers/reencode.py: ``reencode_operator``)."""
-    meta = view.operator_meta if _crosses(view, metadata_version) else None
-    if meta is None:
+    (writers/reencode.py: ``reencode_operator``). Also re-encoded: streams whose header version
+    is above ``operator_proxy_version``, the one the target release reads (1.16 and 1.17 refuse 6)."""
+    meta = view.operator_meta
+    header_too_new = meta is not None and operator_proxy_version is not None and meta.version > operator_proxy_version
+    if meta is None or not (header_too_new or _crosses(view, metadata_version)):
         return None
     what = f"operator {view.display_name}"
     states = [state_meta_for_target(s, metadata_version, what, view.savepoint.metadata.version) for s in meta.states]
-    if all(new is old for new, old in zip(states, meta.states)):
+    if header_too_new:
+        _check_decodable(view, "operator", "", metadata_version, meta.states,
+                         reason=f"it has operator-state header version {meta.version}, "
+                                f"which the target release reads only up to {operator_proxy_version}")
+    elif all(new is old for new, old in zip(states, meta.states)):
         _warn_kryo(view, meta.states, metadata_version)
         return None
-    changed = next(f"state '{old.name}'" for old, new in zip(meta.states, states) if old is not new)
-    _check_decodable(view, "operator", changed, metadata_version, meta.states)
+    else:
+        changed = next(f"state '{old.name}'" for old, new in zip(meta.states, states) if old is not new)
+        _check_decodable(view, "operator", changed, metadata_version, meta.states)
     return dataclasses.replace(meta, states=states)
+
+
+def operator_proxy_version_of(savepoint) -> int:
+    """The operator-state header version of a savepoint's own streams, for state written into a copy
+    of it: the version the release that wrote it writes (1.16 and 1.17 refuse 6). Without an
+    operator-state stream to tell: 5 for a Flink 1.x savepoint (every 1.x release reads it), else 6."""
+    for view in savepoint.operators:
+        meta = view.operator_meta
+        if meta is not None:
+            return meta.version
+    return 5 if is_flink_1(savepoint.metadata.version) else 6
 
 
 def _parts(states: list[StateMetaInfo], key: list[TypeInfo]) -> list[tuple[str, list[TypeInfo]]]:
@@ -278,15 +301,17 @@ def _crosses(view, metadata_version: int) -> bool:
 
 
 def _check_decodable(view, part: str, changed: str, metadata_version: int, states: list[StateMetaInfo],
-                     extra: list[TypeInfo] = ()) -> None:
+                     extra: list[TypeInfo] = (), reason: str | None = None) -> None:
     """Re-encoding decodes every state of the operator's keyed (or operator) backend: one fstate
-    cannot decode (Kryo, Avro, ...) stops it."""
+    cannot decode (Kryo, Avro, ...) stops it. ``reason``: why it is re-encoded, when not because
+    ``changed`` is serialized differently by the target release."""
+    reason = reason or f"{changed} is serialized differently there"
     for what, types in _parts(states, extra):
         opaque = [t for root in types for t in root.walk() if not t.decodable]
         if opaque:
             raise InvalidArgumentError(
                 f"operator {view.display_name}: its {part} state must be re-encoded for {flink_line(metadata_version)} "
-                f"({changed} is serialized differently there), but {what} holds values of {opaque[0].name}, which "
+                f"({reason}), but {what} holds values of {opaque[0].name}, which "
                 "fstate cannot decode")
 
 
@@ -302,5 +327,5 @@ def _warn_kryo(view, states: list[StateMetaInfo], metadata_version: int, extra: 
 
 
 __all__ = ["type_for_target", "state_meta_for_target", "keyed_meta_for_target", "carry_for_target",
-           "operator_carry_for_target", "is_flink_1", "flink_line", "Flink1Types", "Flink2Types",
-           "LAST_FLINK_1_METADATA_VERSION"]
+           "operator_carry_for_target", "operator_proxy_version_of", "is_flink_1", "flink_line", "Flink1Types",
+           "Flink2Types", "LAST_FLINK_1_METADATA_VERSION"]

@@ -29,13 +29,14 @@ import warnings
 from typing import Any, Callable
 
 from ..savepoint import handles
-from ..savepoint.builder import SavepointBuilder, metadata_version_for, write_metadata_file
+from ..savepoint.builder import SavepointBuilder, metadata_version_for, operator_proxy_version_for, write_metadata_file
 from ..savepoint.errors import FStateWarning, InvalidArgumentError, UnknownOperatorError
 from ..savepoint.io import METADATA_FILE, canonical, family_of, io_for, is_remote, is_within, strip_file_scheme
 from ..savepoint.loader import Savepoint
 from ..savepoint.metadata import map_subtask_stream_handles, read_metadata, write_metadata
 from .operations import (AddOperators, ModifyPlan, Operation, RemoveOperator, RenameUid, SetMaxParallelism,
                          SetMaxParallelismOfAll, SetParallelism, TransformState)
+from .flink_target import operator_proxy_version_of
 from .rewrite import PlanWriter
 from .writer import SavepointWriter
 
@@ -65,12 +66,21 @@ class SavepointModifier:
         #: the `_metadata` version NEW is written with
         self.metadata_version = (metadata_version_for(flink_version) if flink_version
                                  else self.base.metadata.version)
+        self._flink_version = flink_version
         self._spark = spark
         #: operators to add (or replace), written like bootstrap's
         self.writer = SavepointWriter(spark=spark, fs_options=self.fs_options)
         #: the operations so far, in order
         self.operations: list[Operation] = []
         self._plan = ModifyPlan(self.base)
+
+    @property
+    def operator_proxy_version(self) -> int:
+        """The operator-state header version of the streams NEW gets: the asked-for release's, else
+        BASE's own (flink_target.operator_proxy_version_of)."""
+        if self._flink_version:
+            return operator_proxy_version_for(self._flink_version)
+        return operator_proxy_version_of(self.base)
 
     @property
     def spark(self):
@@ -161,7 +171,8 @@ class SavepointModifier:
         # NEW keeps BASE's metadata version (and so stays readable by the Flink that wrote BASE)
         # unless another Flink release was asked for
         builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.base.metadata.checkpoint_id,
-                                   metadata_version=self.metadata_version, fs_options=self.fs_options)
+                                   metadata_version=self.metadata_version,
+                                   operator_proxy_version=self.operator_proxy_version, fs_options=self.fs_options)
         try:
             writer = PlanWriter(self, builder, deep)
             for planned in plan.operators:

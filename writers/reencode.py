@@ -184,14 +184,14 @@ def write_key_group_streams(meta: keyed.KeyedBackendMeta, pairs_by_kg: dict[int,
     return out
 
 
-def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, metadata_version: int, directory: str,
+def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, proxy_version: int, directory: str,
                       inline_threshold: int = INLINE_THRESHOLD, fs_options=None
                       ) -> dict[int, handles.OperatorStreamHandle]:
     """The list, union and broadcast state of every subtask of ``view`` decoded and written again
-    under the header ``meta`` (the same state names, other serializers: writers/flink_target.py),
+    under the header ``meta`` (the same state names, other serializers: writers/flink_target.py) of
+    version ``proxy_version`` (the target release's: savepoint/builder.py ``operator_proxy_version_for``),
     each subtask keeping its own elements (Flink redistributes them on restore as it would have)."""
     what = f"operator {view.display_name}"
-    version = operator_state.proxy_version_for_metadata(metadata_version)
     out = {}
     for subtask, h in view.operator_handles():
         if h.delegate is None:
@@ -209,7 +209,7 @@ def reencode_operator(view, meta: operator_state.OperatorBackendMeta, *, metadat
                 values = operator_state.read_list_state(buf, h, old, info.name, src)
             parts.append((info, values))
         try:
-            data, offsets = operator_state.encode_operator_stream(parts, version)
+            data, offsets = operator_state.encode_operator_stream(parts, proxy_version)
         except (*ENCODE_ERRORS, UnsupportedSerializerError) as e:
             raise InvalidArgumentError(f"{what}, subtask {subtask}: cannot encode its operator state ({e})") from None
         out[subtask] = handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))

@@ -107,7 +107,7 @@ class PlanWriter:
         else re-encoded with the target's serializers."""
         view, target = planned.source, self.builder.metadata_version
         keyed_plan = carry_for_target(view, target)
-        operator_meta = operator_carry_for_target(view, target)
+        operator_meta = operator_carry_for_target(view, target, self.builder.operator_proxy_version)
         if planned.split_parallelism is not None:
             self.split(planned, operator_meta)  # (no keyed state) decoded and written again anyway
         elif keyed_plan is not None or operator_meta is not None:
@@ -188,7 +188,7 @@ class PlanWriter:
         b = self.builder.operator(planned.uid, uid_hash=planned.uid_hash, parallelism=parallelism,
                                   max_parallelism=planned.max_parallelism, name=planned.name)
         b.uid = planned.uid
-        version = operator_state.proxy_version_for_metadata(self.builder.metadata_version)
+        version = self.builder.operator_proxy_version
         for i in range(parallelism):
             part = [(info, broadcast[info.name] if info.kind == "BROADCAST" else parts[info.name][i])
                     for info in infos]
@@ -252,9 +252,9 @@ class PlanWriter:
                                 event_timers=timer_cols.get("event"), processing_timers=timer_cols.get("processing"))
         writer.write_operator(builder, writer.operators[0])
         built = builder.operators.pop(planned.operator_id)
-        operator_meta = operator_carry_for_target(view, builder.metadata_version)
+        operator_meta = operator_carry_for_target(view, builder.metadata_version, builder.operator_proxy_version)
         converted = {} if operator_meta is None else reencode_operator(
-            view, operator_meta, metadata_version=builder.metadata_version, directory=builder.temp_dir,
+            view, operator_meta, proxy_version=builder.operator_proxy_version, directory=builder.temp_dir,
             inline_threshold=builder.inline_threshold, fs_options=builder.fs_options)
         for i, s in view.state.subtasks.items():
             mapped = self.mapper.subtask(s)
@@ -284,7 +284,7 @@ def reencoded_state(view, builder: SavepointBuilder, mapper: HandleMapper, keyed
                                        fs_options=builder.fs_options)
     operator_handles = {}
     if operator_meta is not None:
-        operator_handles = reencode_operator(view, operator_meta, metadata_version=builder.metadata_version,
+        operator_handles = reencode_operator(view, operator_meta, proxy_version=builder.operator_proxy_version,
                                              directory=builder.temp_dir, inline_threshold=builder.inline_threshold,
                                              fs_options=builder.fs_options)
     subtasks = {}

@@ -22,11 +22,12 @@ verified before it is moved into place.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..savepoint.builder import SavepointBuilder, metadata_version_for
+from ..savepoint.builder import SavepointBuilder, metadata_version_for, operator_proxy_version_for
 from ..savepoint.errors import CorruptStateError, InvalidArgumentError
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint.metadata import OperatorState
@@ -34,7 +35,7 @@ from ..savepoint.sql_binding import bind_savepoint
 from ..savepoint.sql_plan import Plan, load_plan
 from ..savepoint.sql_upgrade import Decision, Pairing, match_plans
 from ..savepoint.types.hashing import operator_id_for_uid
-from .flink_target import carry_for_target, operator_carry_for_target
+from .flink_target import carry_for_target, operator_carry_for_target, operator_proxy_version_of
 from .reencode import KeyedReencode, StateSource
 from .rewrite import HandleMapper, reencoded_state
 from .sql_migration import sql_reencode
@@ -153,6 +154,7 @@ class SavepointUpgrader:
         self.old_plan = load_plan(old_plan) if isinstance(old_plan, str) else old_plan
         self.new_plan = load_plan(new_plan) if isinstance(new_plan, str) else new_plan
         self.template = Savepoint.open(template, fs_options=fs_options) if template else None
+        self._flink_version = flink_version
         if flink_version:
             self.target_version = metadata_version_for(flink_version)
         elif self.template is not None:
@@ -160,6 +162,14 @@ class SavepointUpgrader:
         else:
             self.target_version = self.old.metadata.version
         self._report: UpgradeReport | None = None
+
+    @functools.cached_property
+    def operator_proxy_version(self) -> int:
+        """The operator-state header version the new savepoint's streams get: the asked-for release's,
+        else the template's or the old savepoint's own (1.16 and 1.17 read only 5)."""
+        if self._flink_version:
+            return operator_proxy_version_for(self._flink_version)
+        return operator_proxy_version_of(self.template if self.template is not None else self.old)
 
     # ------------------------------------------------------------------------------------------
     # planning
@@ -264,11 +274,13 @@ class SavepointUpgrader:
                         view, target)
         try:
             crossing = (carry_for_target(view, self.target_version) is not None
-                        or operator_carry_for_target(view, self.target_version) is not None)
+                        or operator_carry_for_target(view, self.target_version,
+                                                     self.operator_proxy_version) is not None)
         except InvalidArgumentError as e:
             return Step(Decision.INCOMPATIBLE, str(e), view, target)
         if crossing:
-            return Step(Decision.MIGRATED, "same operator id; re-encoded with the target release's serializers",
+            return Step(Decision.MIGRATED, "same operator id; re-encoded with the target release's serializers "
+                        "(or operator-state header)",
                         view, target)
         return Step(Decision.CARRIED, "same operator id", view, target)
 
@@ -300,7 +312,8 @@ class SavepointUpgrader:
         """Write the upgraded savepoint (nothing when a step is refused or not allowed)."""
         self.check_allowed(allow_empty, allow_drop)
         builder = SavepointBuilder(path, overwrite=overwrite, checkpoint_id=self.old.metadata.checkpoint_id,
-                                   metadata_version=self.target_version, fs_options=self.old.fs_options)
+                                   metadata_version=self.target_version,
+                                   operator_proxy_version=self.operator_proxy_version, fs_options=self.old.fs_options)
         try:
             mapper = HandleMapper(self.old, builder.temp_dir, True, builder.fs_options)
             for step in self.report().steps:
@@ -322,7 +335,8 @@ class SavepointUpgrader:
             keyed_plan = sql_reencode(step.pairing, old.keyed_meta, target.keyed_meta, f"operator {old.display_name}")
         else:
             keyed_plan = _template_plan(old, target) or carry_for_target(old, self.target_version)
-        operator_meta = _template_operator_meta(old, target) or operator_carry_for_target(old, self.target_version)
+        operator_meta = _template_operator_meta(old, target) or operator_carry_for_target(
+            old, self.target_version, self.operator_proxy_version)
         identity = dict(operator_id=target.operator_id, uid=target.uid, name=target.name)
         if keyed_plan is None and operator_meta is None and old.max_parallelism == target.max_parallelism:
             return dataclasses.replace(old.state, subtasks={i: mapper.subtask(s) for i, s in old.state.subtasks.items()},

@@ -24,7 +24,8 @@ from typing import Any
 from ..savepoint import handles
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
-from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, resolve_operator_id,
+from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, operator_proxy_version_for,
+                                 resolve_operator_id,
                                  write_stream)
 from ..savepoint.errors import FStateError, InvalidArgumentError
 from ..savepoint.io import io_for, join
@@ -121,6 +122,7 @@ class SavepointWriter:
         self.fs_options = fs_options
         self.max_parallelism = max_parallelism
         self.metadata_version = metadata_version_for(flink_version)
+        self.operator_proxy_version = operator_proxy_version_for(flink_version)
         self._spark = spark
         self.inline_threshold = inline_threshold
         self._ops: dict[bytes, OperatorSpec] = {}
@@ -265,7 +267,8 @@ class SavepointWriter:
         if not self._ops:
             raise InvalidArgumentError("nothing to write: add keyed, list, union or broadcast state")
         builder = SavepointBuilder(path, overwrite=overwrite, inline_threshold=self.inline_threshold,
-                                   metadata_version=self.metadata_version, fs_options=self.fs_options)
+                                   metadata_version=self.metadata_version,
+                                   operator_proxy_version=self.operator_proxy_version, fs_options=self.fs_options)
         try:
             for op in self._ops.values():
                 self.write_operator(builder, op)
@@ -289,8 +292,7 @@ class SavepointWriter:
                 b.subtask(subtask).managed_keyed = handle
         if op.operator_states:
             for subtask, handle in write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
-                                                         self.inline_threshold,
-                                                         operator_state.proxy_version_for_metadata(builder.metadata_version),
+                                                         self.inline_threshold, builder.operator_proxy_version,
                                                          builder.fs_options):
                 b.subtask(subtask).managed_operator = handle
 

@@ -144,7 +144,10 @@ def from_java(obj: Any, source: str | None = None) -> LogicalType:
         attributes = _list_items(obj.get("attributes"))
         params["children"] = tuple(from_java(a["type"], source) for a in attributes)
         params["field_names"] = tuple(a["name"] for a in attributes)
-        params["raw_class"] = obj.get("className") or obj.get("@class")
+        # Flink 2.1+ stores the class name; 1.x and 2.0 only the implementation class
+        implementation = obj.get("implementationClass")
+        params["raw_class"] = (obj.get("className") or (implementation.get("name") if isinstance(implementation, dict)
+                                                        else None) or obj.get("@class"))
     elif root == "DISTINCT_TYPE":
         params["raw_class"] = obj.get("@class")
     return LogicalType(root, bool(obj.get("isNullable", True)), **params)

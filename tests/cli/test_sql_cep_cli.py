@@ -48,7 +48,7 @@ def _plan(job: harness.JobResult) -> str:
 
 
 def _names_in_metadata(version: str) -> bool:
-    return version != "1.20.1"  # metadata V4 has neither operator names nor uids
+    return harness.release(version).metadata_version >= 5  # metadata V4 has neither operator names nor uids
 
 
 def _plan_binds(variant: str, version: str) -> bool:

@@ -7,6 +7,9 @@ local MiniCluster (one JVM per job), and returns the snapshot they took together
 
 Public API::
 
+    RELEASES, release(version) -> Release             # the releases (tests/flink/releases.py): API flavour,
+                                                      # `_metadata` version, which jobs run, default-suite share
+    MATRIX_VERSIONS, SAMPLE_VERSIONS, INTERNAL_STATE_VERSIONS   # what the suite runs (FSTATE_FLINK_ALL=1: all)
     flink_lib_dir(version="2.3.0") -> Path            # directory of Flink jars
     compile_jobs(version="2.3.0", job=None) -> Path   # directory of compiled job classes
     run_job(job, version, out_dir, args, timeout=..., expect_snapshot=True) -> JobResult   # always runs Flink
@@ -51,6 +54,8 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from tests.flink import jobs_v1
+from tests.flink.releases import (ALL_RELEASES, INTERNAL_STATE_VERSIONS, MATRIX_VERSIONS, RELEASES,  # noqa: F401
+                                 SAMPLE_VERSIONS, Release, Suite, release)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -60,16 +65,11 @@ CACHE = Path(os.environ.get("FSTATE_CACHE") or Path.home() / ".cache" / "fstate"
 JOBS = HERE / "jobs"
 
 DEFAULT_VERSION = "2.3.0"
-#: Versions known to run on this machine's Java 17 (see VERSIONS.md).
-SUPPORTED_VERSIONS = ("2.3.0", "2.0.0", "1.20.1", "1.15.4")
 JOBS_NAMES = ("OperatorStateJob", "KeyedStateJob", "TypesJob")
 #: Jobs whose state lives inside Flink's own operators (SQL, CEP): dump.json holds the state derived
-#: from their input plus every operator of the job graph (see VERSIONS.md). Savepoints only, on
-#: INTERNAL_STATE_VERSIONS (jobs/v2, for 1.20 ported to 1.x at compile time); not part of
-#: JOBS_NAMES, whose dumps mirror state functions wrote.
+#: from their input plus every operator of the job graph (see VERSIONS.md). Savepoints only, on the
+#: releases with ``internal_state_jobs``; not part of JOBS_NAMES, whose dumps mirror state functions wrote.
 INTERNAL_STATE_JOBS = ("SqlJob", "CepJob", "RetractableTopNJob")
-#: The versions the SQL and CEP jobs run on (1.15's SQL and CEP APIs lack what they use).
-INTERNAL_STATE_VERSIONS = ("2.3.0", "2.0.0", "1.20.1")
 
 #: Bump when the way outputs are generated changes without the Java sources changing.
 GENERATION_FORMAT = 1
@@ -153,9 +153,8 @@ class JobResult:
 
 
 def api_flavour(version: str) -> str:
-    """``v2`` for Flink 2.x, ``v1`` for 1.x: ``jobs/v2`` or its 1.x port (see :func:`job_sources`)."""
-    major = int(version.split(".")[0])
-    return "v2" if major >= 2 else "v1"
+    """``v2`` or ``v1``: ``jobs/v2`` or its 1.x port (see :func:`job_sources`)."""
+    return release(version).flavour
 
 
 @contextlib.contextmanager
@@ -516,9 +515,9 @@ def generate(
     job runs again. ``force`` always re-runs.
     """
     args = variant_args(backend, snapshot, extra_args)
-    if job in INTERNAL_STATE_JOBS and (snapshot != "savepoint" or version not in INTERNAL_STATE_VERSIONS):
-        raise ValueError(f"{job} takes savepoints on Flink {', '.join(INTERNAL_STATE_VERSIONS)} only, "
-                         f"not a {snapshot} on {version}")
+    if job in INTERNAL_STATE_JOBS and (snapshot != "savepoint" or not release(version).internal_state_jobs):
+        runs_on = ", ".join(v for v, r in RELEASES.items() if r.internal_state_jobs)
+        raise ValueError(f"{job} takes savepoints on Flink {runs_on} only, not a {snapshot} on {version}")
     key = hashlib.sha256(
         json.dumps([GENERATION_FORMAT, job, version, args, job_hash(job, version)]).encode()
     ).hexdigest()[:12]

@@ -12,8 +12,16 @@ Every substitution that must apply is checked: when a v2 source no longer holds 
 * ``getRuntimeContext().getTaskInfo().getX()`` -> ``getRuntimeContext().getX()``
 * windows: ``Duration`` -> ``Time`` (1.15 has no ``of(Duration)``)
 * 1.x configuration keys; operator ids computed with ``StreamGraphHasherV2`` traversal
-  (1.x has no ``generateUserSpecifiedHash``)
+  (1.x has no ``generateUserSpecifiedHash``), or in RestoreJob by the shaded Guava's murmur3,
+  found by reflection (its package names the Guava version: ``guava30`` in 1.16/1.17,
+  ``guava31`` in 1.18-1.20)
+* ``Time`` where 1.19 introduced ``Duration`` overloads (``StateTtlConfig.newBuilder``, CEP's
+  ``Pattern.within``); CEP conditions as a ``SimpleCondition`` subclass (``SimpleCondition.of``
+  is 1.17+)
 * Java 8 compatible String repeat
+
+The port is the same for every 1.x release (1.15 to 1.20; the harness's ``RELEASES`` says which
+jobs run on which).
 
 To read the generated sources: ``python -m tests.flink.jobs_v1 DIR`` writes them into DIR.
 """
@@ -132,16 +140,71 @@ def oracle(s: str) -> str:
     return s
 
 
+#: Flink 1.x's operator id of a uid: murmur3-128 of the uid (seed 0) by the Guava Flink shades, whose
+#: package names its version (guava30 in 1.16 and 1.17, guava31 in 1.18 to 1.20), so found by reflection.
+UID_HASH = """    private static byte[] uidHash(String uid) {
+        for (String guava : new String[] {"guava31", "guava30", "guava32"}) {
+            String pkg = "org.apache.flink.shaded." + guava + ".com.google.common.hash.";
+            try {
+                Object function = Class.forName(pkg + "Hashing").getMethod("murmur3_128", int.class).invoke(null, 0);
+                Object hasher = Class.forName(pkg + "HashFunction").getMethod("newHasher").invoke(function);
+                Class<?> hasherClass = Class.forName(pkg + "Hasher");
+                hasherClass.getMethod("putString", CharSequence.class, java.nio.charset.Charset.class)
+                        .invoke(hasher, uid, StandardCharsets.UTF_8);
+                Object code = hasherClass.getMethod("hash").invoke(hasher);
+                return (byte[]) Class.forName(pkg + "HashCode").getMethod("asBytes").invoke(code);
+            } catch (ClassNotFoundException e) {
+                // another Flink release shades another Guava
+            } catch (ReflectiveOperationException e) {
+                throw new IllegalStateException(e);
+            }
+        }
+        throw new IllegalStateException("no shaded Guava murmur3 in this Flink release");
+    }
+
+"""
+
+
 def restore_job(s: str) -> str:
-    """RestoreJob: 1.x configuration keys; the uid hash computed as Flink 1.x does (murmur3-128 of
-    the uid, seed 0, with the Guava that Flink shades), as 1.x has no ``generateUserSpecifiedHash``."""
+    """RestoreJob: 1.x configuration keys; the uid hash computed as Flink 1.x does
+    (:data:`UID_HASH`), as 1.x has no ``generateUserSpecifiedHash``; TTL built from a ``Time``
+    (``StateTtlConfig.newBuilder(Duration)`` is 1.19+)."""
     s = sub(s, '''        m.put("execution.state-recovery.path", c.savepoint);
         m.put("execution.state-recovery.ignore-unclaimed-state", String.valueOf(c.ignoreUnclaimed));''', '''        m.put("execution.savepoint.path", c.savepoint);
         m.put("execution.savepoint.ignore-unclaimed-state", String.valueOf(c.ignoreUnclaimed));''')
-    s = sub(s, "StreamGraphHasherV2.generateUserSpecifiedHash(op.uid)",
-            "org.apache.flink.shaded.guava31.com.google.common.hash.Hashing.murmur3_128(0).newHasher()"
-            ".putString(op.uid, java.nio.charset.StandardCharsets.UTF_8).hash().asBytes()")
+    s = sub(s, "StreamGraphHasherV2.generateUserSpecifiedHash(op.uid)", "uidHash(op.uid)")
+    s = sub(s, "    private static Map<String, Object> operatorDump(",
+            UID_HASH + "    private static Map<String, Object> operatorDump(")
+    s = sub(s, "StateTtlConfig.newBuilder(java.time.Duration.ofMillis(st.ttlMs))",
+            "StateTtlConfig.newBuilder(org.apache.flink.api.common.time.Time.milliseconds(st.ttlMs))")
     return s
+
+
+def cep_job(s: str) -> str:
+    """CepJob: ``Pattern.within(Time)`` (``within(Duration)`` is 1.19+) and the conditions as a
+    ``SimpleCondition`` subclass (``SimpleCondition.of`` is 1.17+)."""
+    s = sub(s, ".within(Duration.ofDays(3650));", ".within(Time.days(3650));")
+    s = sub(s, "import org.apache.flink.cep.pattern.conditions.SimpleCondition;",
+            "import org.apache.flink.cep.pattern.conditions.SimpleCondition;\n"
+            "import org.apache.flink.streaming.api.windowing.time.Time;")
+    s, n = re.subn(r'SimpleCondition\.of\(e -> e\.f1\.equals\("(\w+)"\)\)', r'new IsType("\1")', s)
+    if n != 3:
+        raise _Missing(f"expected 3 'SimpleCondition.of(e -> e.f1.equals(...))', found {n}")
+    return sub(s, "    /** Records each completed match", '''    /** The event's type is the given one. */
+    public static class IsType extends SimpleCondition<Tuple3<String, String, Long>> {
+        private final String type;
+
+        IsType(String type) {
+            this.type = type;
+        }
+
+        @Override
+        public boolean filter(Tuple3<String, String, Long> e) {
+            return e.f1.equals(type);
+        }
+    }
+
+    /** Records each completed match''')
 
 
 #: The body of a ``maxParallelism(StreamNode node)`` method: ``getMaxParallelism()`` is not public in 1.x.
@@ -180,7 +243,7 @@ def restore_types(s: str) -> str:
 
 
 #: File-specific substitutions, applied before :func:`common`.
-SPECIFIC = {"Driver.java": driver, "Oracle.java": oracle, "RestoreJob.java": restore_job,
+SPECIFIC = {"Driver.java": driver, "Oracle.java": oracle, "RestoreJob.java": restore_job, "CepJob.java": cep_job,
             "RestoreTypes.java": restore_types, "InternalStateOracle.java": internal_state_oracle,
             "SqlChangeJob.java": sql_change_job}
 

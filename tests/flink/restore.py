@@ -54,8 +54,9 @@ from pathlib import Path
 from . import harness
 
 JOB = "RestoreJob"
-#: jobs/v2/RestoreJob.java, ported to the 1.x API at compile time (tests/flink/jobs_v1.py) for 1.20
-SUPPORTED = ("2.3.0", "2.0.0", "1.20.1")
+#: jobs/v2/RestoreJob.java (ported to the 1.x API at compile time by tests/flink/jobs_v1.py) runs on
+#: the releases with ``restore_job``
+SUPPORTED = tuple(v for v, r in harness.RELEASES.items() if r.restore_job)
 
 
 class RestoreFailed(harness.FlinkJobError):

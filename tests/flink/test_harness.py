@@ -3,15 +3,14 @@
 Runs real Flink (Java) through tests.flink.harness; outputs are cached under .cache/oracle, so
 only the first run pays for the JVM. Skips only when javac or the Flink jars are unavailable.
 
-Set FSTATE_FLINK_ALL=1 to also run every job variant on every supported Flink version
-(downloads the 1.15.4 / 1.20.1 / 2.0.0 jars once, ~250 MB each).
+Set FSTATE_FLINK_ALL=1 to also run every job variant on every release of ``harness.RELEASES``
+(downloads each release's jars once, ~250 MB each).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import os
 import struct
 
 import pytest
@@ -122,12 +121,12 @@ def test_second_generate_is_cached(op_savepoint: harness.JobResult) -> None:
 
 
 def _all_variants():
-    if not os.environ.get("FSTATE_FLINK_ALL"):
+    if not harness.ALL_RELEASES:
         return [pytest.param("*", "*", "*", "*", id="all-variants",
                              marks=pytest.mark.skip(reason="set FSTATE_FLINK_ALL=1 to run every job variant"))]
     return [
         (job, version, backend, snapshot)
-        for version in harness.SUPPORTED_VERSIONS
+        for version in harness.MATRIX_VERSIONS
         for job in harness.JOBS_NAMES
         for backend in ("hashmap", "rocksdb")
         for snapshot in ("savepoint", "checkpoint")
@@ -140,7 +139,7 @@ def test_every_variant_runs(job: str, version: str, backend: str, snapshot: str)
     r = harness.generate(job, version, backend, snapshot)
     magic, meta_version = struct.unpack(">ii", r.metadata_path.read_bytes()[:8])
     assert magic == MAGIC
-    assert meta_version == {"1.15": 3, "1.20": 4, "2.0": 5}.get(version.rsplit(".", 1)[0], 6)
+    assert meta_version == harness.release(version).metadata_version
     assert r.dump["flink_version"] == version
     assert r.dump["kind"] == snapshot
 

@@ -11,9 +11,10 @@ import pytest
 
 from tests.flink import harness, jobs_v1
 
-#: Flink 2.x APIs that must not survive the port.
+#: Flink 2.x APIs (and 1.17+ or 1.19+ ones) that must not survive the port.
 V2_ONLY = ("getTaskInfo", "OpenContext", "sinkTo(", ".legacy.", "Windows.of(Duration",
-           "generateUserSpecifiedHash", "execution.state-recovery", "Types.SET(")
+           "generateUserSpecifiedHash", "execution.state-recovery", "Types.SET(", "SimpleCondition.of(",
+           ".within(Duration", "StateTtlConfig.newBuilder(java.time.Duration", ".guava31.")
 
 
 @pytest.fixture
@@ -51,6 +52,8 @@ def test_the_v2_only_jobs_are_not_ported() -> None:
     ("RestoreTypes.java", 'case "SET": return Types.SET(', 'case "SET": return SET(', "expected 'case \"SET\""),
     ("SqlChangeJob.java", "        return node.getMaxParallelism();\n", "        return -1;\n",
      "expected 'return node.getMaxParallelism();'"),
+    ("CepJob.java", '.next("c").where(SimpleCondition.of(e -> e.f1.equals("c")))', '.next("c")',
+     "expected 3 'SimpleCondition.of(e -> e.f1.equals(...))', found 2"),
     # a 2.x API that no substitution handles
     ("KeyedStateJob.java", "open(OpenContext openContext)", "open(OpenContext context)",
      "'OpenContext' is left in the 1.x port"),

@@ -35,8 +35,8 @@ NATIVE_SAVEPOINT = ("--savepoint-format", "native")
 LARGE = ("--incremental", "true", "--records", "20000", "--keys", "10000", "--pause-at", "10000")
 
 VARIANTS = (
-    [(v, "checkpoint", INCREMENTAL) for v in harness.SUPPORTED_VERSIONS]
-    + [(v, "savepoint", NATIVE_SAVEPOINT) for v in harness.SUPPORTED_VERSIONS]
+    [(v, "checkpoint", INCREMENTAL) for v in harness.MATRIX_VERSIONS]
+    + [(v, "savepoint", NATIVE_SAVEPOINT) for v in harness.MATRIX_VERSIONS]
     # Flink 1.15 takes a native RocksDB savepoint with the configured strategy: SST files only
     # with incremental checkpoints on (otherwise the canonical key-group layout)
     + [("1.15.4", "savepoint", NATIVE_SAVEPOINT + INCREMENTAL)]

@@ -22,8 +22,6 @@ from tests.flink import harness
 pytestmark = pytest.mark.flink
 
 VERSIONS = list(harness.INTERNAL_STATE_VERSIONS)
-#: The `_metadata` version each release writes; V5 and later also store operator names and uids.
-METADATA_VERSIONS = {"2.3.0": 6, "2.0.0": 5, "1.20.1": 4}
 #: SQL jobs start slowly (planner) and the machine may be shared: a generous watchdog.
 TIMEOUT = harness.DEFAULT_JOB_TIMEOUT
 
@@ -50,7 +48,7 @@ def _generate(variant: str, version: str) -> harness.JobResult:
 def test_metadata_operators_are_the_job_graph(variant, version):
     res = _generate(variant, version)
     sp = Savepoint.open(str(res.snapshot_dir))
-    assert sp.metadata.version == METADATA_VERSIONS[version]
+    assert sp.metadata.version == harness.release(version).metadata_version
     names_in_metadata = sp.metadata.version >= 5  # metadata V4 (Flink 1.x) has no operator names or uids
     in_metadata = {op.state.operator_id.hex(): op for op in sp.operators}
     in_dump = {op["operator_id"]: op for op in res.dump["operators"]}

@@ -248,36 +248,39 @@ def test_modified_savepoints_restore(spark, tmp_path):
     assert keyed_of(again, "keyed-v2") == original
 
 
-def test_flink_2_0_restores_a_v5_savepoint(spark, tmp_path):
-    harness.require_flink("2.0.0")
-    df = spark.createDataFrame([(f"k{i}", i) for i in range(50)], "key string, total long")
-    out = str(tmp_path / "sp")
-    SavepointWriter(128, spark, flink_version="2.0").with_keyed_state("keyed", df, parallelism=2).write(out)
-    assert Savepoint.open(out).metadata.version == 5
-    dump = restore_and_dump({"savepoint": out, "operators": [
-        {"uid": "keyed", "kind": "keyed", "parallelism": 1, "key_type": "STRING",
-         "states": [{"name": "total", "kind": "VALUE", "type": "LONG"}]}]}, version="2.0.0")
-    assert keyed_of(dump, "keyed")["total"] == {_j(f"k{i}"): i for i in range(50)}
+# ----------------------------------------------------------------------------- older releases as targets
 
 
-# ----------------------------------------------------------------------------- Flink 1.20 (metadata V4)
+def _minor(version: str) -> str:
+    """``1.18.1`` -> ``1.18``: what a user passes as ``flink_version``."""
+    return ".".join(version.split(".")[:2])
 
 
-@pytest.mark.parametrize("backend", ["hashmap", "rocksdb"])
-def test_flink_1_20_restores_a_bootstrapped_v4_savepoint(spark, tmp_path, backend):
-    harness.require_flink("1.20.1")
+#: The releases other than 2.3 that fstate writes for and RestoreJob restores on: 2.0, 1.20 and the
+#: sampled ones (1.18, 2.2); with FSTATE_FLINK_ALL=1 every release RestoreJob runs on.
+TARGETS = [v for v in (*harness.MATRIX_VERSIONS, *harness.SAMPLE_VERSIONS)
+           if v != harness.DEFAULT_VERSION and harness.release(v).restore_job]
+
+
+@pytest.mark.parametrize("version,backend", [
+    (v, backend) for v in TARGETS
+    for backend in (("hashmap", "rocksdb") if v == "1.20.1" or harness.ALL_RELEASES else ("hashmap",))])
+def test_release_restores_a_bootstrapped_savepoint(spark, tmp_path, version, backend):
+    """A savepoint bootstrapped for an older release (``flink_version="1.18"``, ...) has that release's
+    `_metadata` version and serializers: the release restores every state, timer and operator state."""
+    harness.require_flink(version)
     rows = [(f"k-{i}", i * 3, [f"e{i}", "ü"] if i % 3 else None, {"a": i} if i % 2 else None, 5_000 + i)
             for i in range(120)]
     df = spark.createDataFrame(rows, "key string, total long, events array<string>, counts map<string,bigint>, "
                                      "ts long")
     out = str(tmp_path / "sp")
-    (SavepointWriter(128, spark, flink_version="1.20")
+    (SavepointWriter(128, spark, flink_version=_minor(version))
      .with_keyed_state("keyed", df, event_timers="ts", parallelism=2)
      .with_list_state("src", "offsets", [3, 1, 4], type="LONG", parallelism=2)
      .with_union_state("src", "marks", [10, 20], type="LONG")
      .with_broadcast_state("src", "rules", {"r1": "allow"}, key_type="STRING", value_type="STRING")
      .write(out))
-    assert Savepoint.open(out).metadata.version == 4
+    assert Savepoint.open(out).metadata.version == harness.release(version).metadata_version
     dump = restore_and_dump({"savepoint": out, "operators": [
         {"uid": "keyed", "kind": "keyed", "parallelism": 3, "key_type": "STRING", "timers": True, "states": [
             {"name": "total", "kind": "VALUE", "type": "LONG"}, {"name": "events", "kind": "LIST", "type": "STRING"},
@@ -286,8 +289,8 @@ def test_flink_1_20_restores_a_bootstrapped_v4_savepoint(spark, tmp_path, backen
             {"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"},
             {"name": "marks", "mode": "UNION", "type": "LONG"},
             {"name": "rules", "mode": "BROADCAST", "key_type": "STRING", "type": "STRING"}]}]},
-        version="1.20.1", backend=backend)
-    assert dump["flink_version"] == "1.20.1"
+        version=version, backend=backend)
+    assert dump["flink_version"] == version
     assert not dump.get("warnings"), dump["warnings"]
     got = keyed_of(dump, "keyed")
     assert got["total"] == {_j(k): t for k, t, *_ in rows}
@@ -306,13 +309,17 @@ SOURCE_OPERATOR = {"uid": "src", "kind": "operator", "parallelism": 1,
                    "states": [{"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"}]}
 
 
-@pytest.mark.parametrize("written_by,flink_version,backend", [
-    ("1.20.1", None, "hashmap"),      # a 1.20 savepoint stays a 1.20 one (V4)
-    ("1.20.1", None, "rocksdb"),
-    ("2.3.0", "1.20", "hashmap"),     # a 2.3 savepoint written for 1.20
-])
-def test_flink_1_20_restores_a_modified_savepoint(spark, tmp_path, written_by, flink_version, backend):
-    harness.require_flink("1.20.1")
+@pytest.mark.parametrize("written_by,flink_version,version,backend", [
+    ("1.20.1", None, "1.20.1", "hashmap"),      # a 1.20 savepoint stays a 1.20 one (V4)
+    ("1.20.1", None, "1.20.1", "rocksdb"),
+    ("2.3.0", "1.20", "1.20.1", "hashmap"),     # a 2.3 savepoint written for 1.20
+] + [case for v in TARGETS if harness.ALL_RELEASES and harness.release(v).suite is not harness.Suite.CORE
+     for case in ((v, None, v, "hashmap"), ("2.3.0", _minor(v), v, "hashmap"))])
+def test_release_restores_a_modified_savepoint(spark, tmp_path, written_by, flink_version, version, backend):
+    """A savepoint of ``written_by`` modified (operators removed and renamed, max parallelism changed,
+    a state transformed, an operator added) for ``flink_version`` (default: the release that wrote
+    it) restores on ``version``."""
+    harness.require_flink(version)
     res = harness.generate("KeyedStateJob", written_by, "hashmap", "savepoint")
     original = keyed_of(res.dump, "keyed")
     original_timers = [t for t in timers_of(res.dump, "keyed") if t[0] == "event"]
@@ -323,15 +330,15 @@ def test_flink_1_20_restores_a_modified_savepoint(spark, tmp_path, written_by, f
     m.transform_state("keyed-v2", "total", sql="SELECT key, total + 1 AS total FROM state")
     m.writer.with_list_state("added", "names", ["a", "b"], type="STRING")
     m.write(new)
-    assert Savepoint.open(new).metadata.version == 4
+    assert Savepoint.open(new).metadata.version == harness.release(version).metadata_version
     restored = restore_and_dump({"savepoint": new, "operators": [
         SOURCE_OPERATOR,
         {"uid": "keyed-v2", "kind": "keyed", "parallelism": 2, "key_type": "STRING", "timers": True,
          "states": KEYED_STATES, "max_parallelism": 256},
         {"uid": "added", "kind": "operator", "parallelism": 1,
          "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]},
-        version="1.20.1", backend=backend)
-    assert restored["flink_version"] == "1.20.1"
+        version=version, backend=backend)
+    assert restored["flink_version"] == version
     got = keyed_of(restored, "keyed-v2")
     assert got["total"] == {k: v + 1 for k, v in original["total"].items()}
     for s in ("events", "counts", "sum", "avg"):
