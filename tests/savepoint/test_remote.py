@@ -621,8 +621,8 @@ def test_cli_access_denied_and_no_credentials(s3_auth, tmp_path):
 # all or nothing under SIGKILL, on S3
 
 
-def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path):
-    from tests.writers.test_kill import WRITER, kill_before_metadata
+def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path, exhaustive):
+    from tests.writers.test_kill import WRITER, kill_before_metadata, random_kills
 
     s3.make_bucket("out")
     env = {**os.environ, savepoint_io.FS_OPTIONS_ENV: json.dumps(s3.options)}
@@ -632,7 +632,7 @@ def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path):
     full = time.time() - t0
     rng = random.Random(5)
     seen = set()
-    for i in range(6):
+    for i in random_kills(exhaustive, 3, 6):
         target = f"s3://out/kill/sp{i}"
         proc = subprocess.Popen([sys.executable, "-c", WRITER, target, "60000"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
