@@ -10,6 +10,15 @@ settings.load_profile("fstate")
 
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", help="run the long fuzzing campaign (10 000+ cases)")
+    parser.addoption("--exhaustive", action="store_true",
+                     help="every case of the tests that run representative ones by default (Spark comparisons, "
+                          "bit flips, random kills; CONTRIBUTING.md, 'Running the tests', lists them)")
+
+
+@pytest.fixture(scope="session")
+def exhaustive(request) -> bool:
+    """``--exhaustive``: run every case, not only the representative ones of the quick default run."""
+    return request.config.getoption("--exhaustive")
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,15 @@ def _run(*args):
                           env={**os.environ, "COLUMNS": "200"})
 
 
+def _invoke(*args):
+    """A command that runs Spark, in this process on the test session's Spark (a JVM start-up each in
+    real processes; tests/cli/test_engine_cli.py and tests/writers/test_bootstrap_validation.py run
+    Spark commands in real processes for what only their stderr shows)."""
+    res = runner.invoke(app, list(args), env={"COLUMNS": "200"})
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res
+
+
 @pytest.mark.parametrize("args,message", [
     (["info", "/no/such/savepoint"], "no such file or directory"),
     (["read", "SAMPLE", "--uid", "nope"], "no operator with uid or uid hash 'nope'"),
@@ -94,21 +103,21 @@ operators:
 
 
 @pytest.mark.spark
-def test_bootstrap_from_spec(tmp_path):
+def test_bootstrap_from_spec(spark, tmp_path):
     (tmp_path / "counts.json").write_text("\n".join(
         json.dumps({"user": f"u{i}", "total": i, "wakeup": 5000 + i}) for i in range(20)))
     (tmp_path / "spec.yaml").write_text(SPEC)
     out = tmp_path / "sp"
-    res = _run("bootstrap", "--spec", str(tmp_path / "spec.yaml"), "--out", str(out))
-    assert res.returncode == 0, res.stderr
+    res = _invoke("bootstrap", "--spec", str(tmp_path / "spec.yaml"), "--out", str(out))
+    assert res.exit_code == 0, res.stderr
     info = json.loads(_run("info", str(out), "--json").stdout)
     states = {(o["uid"], s["name"]): s["type"] for o in info["operators"] for s in o["states"]}
     assert states[("counter", "total")] == "Long" and states[("source", "rules")] == "Map<String, String>"
-    res = _run("bootstrap", "--spec", str(tmp_path / "spec.yaml"), "--out", str(out))
-    assert res.returncode == 2 and "already exists" in res.stderr
+    res = _invoke("bootstrap", "--spec", str(tmp_path / "spec.yaml"), "--out", str(out))
+    assert res.exit_code == 2 and "already exists" in res.stderr
     (tmp_path / "bad.yaml").write_text(SPEC.replace("type: LONG}", "type: LONGG}"))
-    res = _run("bootstrap", "--spec", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "sp2"))
-    assert res.returncode == 2 and "unknown type 'LONGG'" in res.stderr and "Traceback" not in res.stderr
+    res = _invoke("bootstrap", "--spec", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "sp2"))
+    assert res.exit_code == 2 and "unknown type 'LONGG'" in res.stderr and "Traceback" not in res.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml", "counts.json", "sp", "spec.yaml"]
 
 
@@ -179,19 +188,19 @@ def test_help_reads_conventionally(command):
 
 
 @pytest.mark.spark
-def test_read_and_sql_output_json(tmp_path):
+def test_read_and_sql_output_json(spark, tmp_path):
     path = _sample("operator-state-hashmap-savepoint")
     res = _run("--output", "json", "read", path, "--uid", "lists", "--state", "tuples", "-n", "3")
     assert res.returncode == 0, res.stderr
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert len(rows) == 3 and set(rows[0]) == {"subtask", "index", "value"}
     assert _run("--json", "read", path, "--uid", "lists", "--state", "tuples", "-n", "3").stdout == res.stdout
-    res = _run("--output", "json", "sql", "--views", path, "SELECT view, holds FROM (SELECT 1 AS view, 2 AS holds)")
-    assert res.returncode == 0, res.stderr
+    res = _invoke("--output", "json", "sql", "--views", path, "SELECT view, holds FROM (SELECT 1 AS view, 2 AS holds)")
+    assert res.exit_code == 0, res.stderr
     assert [json.loads(line) for line in res.stdout.splitlines()] == [{"view": 1, "holds": 2}]
     assert "lists__union_marks" in json.loads(res.stderr.strip().splitlines()[-1])["views"]
-    res = _run("sql", path, "SELECT count(*) AS n FROM lists__tuples", "--json")
-    assert res.returncode == 0 and json.loads(res.stdout)["n"] > 3, res.stderr
+    res = _invoke("sql", path, "SELECT count(*) AS n FROM lists__tuples", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["n"] > 3, res.stderr
     res = _run("--output", "json", "diff", path, path, "--uid", "lists")
     assert res.returncode == 0, res.stderr
     result = json.loads(res.stdout)

@@ -499,6 +499,18 @@ def _cli(*args, env=None):
                           env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=600)
 
 
+def _invoke(*args):
+    """A command that runs Spark, in this process on the test session's Spark (not a JVM start-up of
+    its own): its exit code and what it printed."""
+    from typer.testing import CliRunner
+
+    from fstate.cli.app import app
+
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res
+
+
 def _fs_args(s3):
     return [a for k, v in s3.options.items() for a in ("--fs-option", f"{k}={v}")]
 
@@ -523,11 +535,12 @@ def test_cli_info_verify_deps_modify_relocate_on_s3(s3, tmp_path):
 
 
 @pytest.mark.spark
-def test_cli_read_and_bootstrap_on_s3(s3, tmp_path):
+def test_cli_read_and_bootstrap_on_s3(spark, s3, tmp_path):
+    s3.make_bucket("out")
     sample = _sample("keyed-hashmap-savepoint")
-    res = _cli("read", _remote(sample), "--uid", "keyed", "--json", "-n", "1000", "--master", "local[2]",
-               *_fs_args(s3))
-    assert res.returncode == 0, res.stderr
+    res = _invoke("read", _remote(sample), "--uid", "keyed", "--json", "-n", "1000", "--master", "local[2]",
+                  *_fs_args(s3))
+    assert res.exit_code == 0, res.stderr
     assert len(res.stdout.strip().splitlines()) == 1000
     data = tmp_path / "rows.json"
     data.write_text("\n".join(json.dumps({"user": f"u{i}", "total": i}) for i in range(2000)))
@@ -542,12 +555,12 @@ operators:
       states: {{total: LONG}}
 """)
     out = "s3://out/cli/boot"
-    res = _cli("bootstrap", "--spec", str(spec), "--out", out, "--master", "local[2]", *_fs_args(s3))
-    assert res.returncode == 0, res.stderr
+    res = _invoke("bootstrap", "--spec", str(spec), "--out", out, "--master", "local[2]", *_fs_args(s3))
+    assert res.exit_code == 0, res.stderr
     rows = list(tables.keyed_table(Savepoint.open(out, fs_options=s3.options).operator("counter")).rows())
     assert sorted(rows) == sorted((f"u{i}", i) for i in range(2000))
-    res = _cli("bootstrap", "--spec", str(spec), "--out", out, *_fs_args(s3))
-    assert res.returncode == 2 and "target already exists" in res.stderr
+    res = _invoke("bootstrap", "--spec", str(spec), "--out", out, *_fs_args(s3))
+    assert res.exit_code == 2 and "target already exists" in res.stderr
 
 
 def _one_line_exit_2(res, *needles):
@@ -608,8 +621,8 @@ def test_cli_access_denied_and_no_credentials(s3_auth, tmp_path):
 # all or nothing under SIGKILL, on S3
 
 
-def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path):
-    from tests.writers.test_kill import WRITER, kill_before_metadata
+def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path, exhaustive):
+    from tests.writers.test_kill import WRITER, kill_before_metadata, random_kills
 
     s3.make_bucket("out")
     env = {**os.environ, savepoint_io.FS_OPTIONS_ENV: json.dumps(s3.options)}
@@ -619,7 +632,7 @@ def test_killed_writer_on_s3_leaves_no_partial_savepoint(s3, tmp_path):
     full = time.time() - t0
     rng = random.Random(5)
     seen = set()
-    for i in range(6):
+    for i in random_kills(exhaustive, 3, 6):
         target = f"s3://out/kill/sp{i}"
         proc = subprocess.Popen([sys.executable, "-c", WRITER, target, "60000"], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -57,15 +57,16 @@ def test_zeroed_block_is_found(tmp_path):
     assert not verify(str(case)).ok
 
 
-def test_every_bit_flip_in_a_key_group_is_found_or_changes_only_scalars(tmp_path):
-    """Exhaustive over one key group: a flipped bit either makes verify fail (or read fail), or
-    yields records of the same shape (a changed scalar: undetectable without checksums)."""
+def test_every_bit_flip_in_a_key_group_is_found_or_changes_only_scalars(tmp_path, exhaustive):
+    """Over the first 120 bytes of one key group: a flipped bit either makes verify fail (or read fail),
+    or yields records of the same shape (a changed scalar: undetectable without checksums). Every byte
+    once, its low, middle or high bit in turn; bits 0, 3 and 7 of every byte with --exhaustive."""
     case = _copy(tmp_path, KEYED)
     target, start, end = _first_key_group(case)
     original = target.read_bytes()
     found = undetectable = 0
     for pos in range(start, min(end, start + 120)):
-        for bit in (0, 3, 7):
+        for bit in (0, 3, 7) if exhaustive else ((0, 3, 7)[pos % 3],):
             data = bytearray(original)
             data[pos] ^= 1 << bit
             target.write_bytes(bytes(data))

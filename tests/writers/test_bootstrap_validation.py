@@ -10,7 +10,9 @@ import subprocess
 import sys
 
 import pytest
+from typer.testing import CliRunner
 
+from fstate.cli.app import app
 from tests.support import sample_dirs, sample_snapshot
 from fstate.readers.schema import spark_type
 from fstate.savepoint import errors
@@ -108,8 +110,17 @@ def test_writer_checks_before_any_job(spark):
 
 
 def _run(*args):
+    """A real process: its stderr whole, the JVM's and Spark's own lines included."""
     return subprocess.run([sys.executable, "-m", "fstate.cli.app", *args], capture_output=True, text=True,
                           env={**os.environ, "COLUMNS": "200"})
+
+
+def _invoke(*args):
+    """The command in this process, on the test session's Spark (no JVM start-up of its own); its
+    stderr is what fstate prints (a real process's is test_cli_row_errors_from_workers_...'s)."""
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
 
 
 def _error_lines(stderr: str) -> list[str]:
@@ -127,7 +138,7 @@ def _spec(tmp_path, states: str, source: str = "data.json") -> str:
 
 
 @pytest.mark.spark
-def test_cli_schema_errors_are_one_line_naming_spec_source_and_column(tmp_path):
+def test_cli_schema_errors_are_one_line_naming_spec_source_and_column(spark, tmp_path):
     (tmp_path / "data.json").write_text(json.dumps({"user": "u1", "events": "e38", "total": "abc"}) + "\n")
     (tmp_path / "data.csv").write_text("user,val\nu1,3\n")
     cases = [
@@ -137,23 +148,23 @@ def test_cli_schema_errors_are_one_line_naming_spec_source_and_column(tmp_path):
     ]
     for states, message in cases:
         spec = _spec(tmp_path, states)
-        res = _run("bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
+        res = _invoke("bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
         lines = _error_lines(res.stderr)
-        assert res.returncode == 2 and len(lines) == 1, res.stderr
+        assert res.exit_code == 2 and len(lines) == 1, res.stderr
         assert "operator counter" in lines[0] and f"spec {spec}" in lines[0] and "data.json" in lines[0]
         assert message in lines[0]
     (tmp_path / "list.yaml").write_text(
         "operators:\n  - uid: src\n    list_state:\n      - {name: offsets, type: LONG, source: "
         "{path: data.csv, format: csv, options: {header: true}}}\n")
-    res = _run("bootstrap", "--spec", str(tmp_path / "list.yaml"), "--out", str(tmp_path / "out"))
+    res = _invoke("bootstrap", "--spec", str(tmp_path / "list.yaml"), "--out", str(tmp_path / "out"))
     lines = _error_lines(res.stderr)
-    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert res.exit_code == 2 and len(lines) == 1, res.stderr
     assert "list state 'offsets'" in lines[0] and "column 'value' is not in the source (columns: user, val)" in lines[0]
     assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.spark
-def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(tmp_path):
+def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(spark, tmp_path):
     (tmp_path / "data.json").write_text('{"user": "u1", "n": 5}\n{"user": "u2", "n": 99999999999}\n')
     spec = _spec(tmp_path, "        n: INT\n")
     res = _run("bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
@@ -162,6 +173,6 @@ def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(tmp_
     assert lines[0].startswith("error: operator counter (spec ") and "data.json" in lines[0]
     assert "state 'n', column 'n': cannot write the value 99999999999 (int)" in lines[0]
     assert not (tmp_path / "out").exists()
-    res = _run("--debug", "bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
-    assert res.returncode == 2 and "Traceback" in res.stderr
+    res = _invoke("--debug", "bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
+    assert res.exit_code == 2 and "Traceback" in res.stderr
     assert res.stderr.strip().splitlines()[-1] == lines[0]

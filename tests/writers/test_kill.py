@@ -111,7 +111,13 @@ def _assert_all_or_nothing(target: str, allow_external: bool = False) -> str:
     return "complete"
 
 
-def test_killed_bootstrap_writer(tmp_path):
+def random_kills(exhaustive: bool, default: int, every: int) -> range:
+    """How many random kill times a writer test tries when it also kills once inside the write
+    (``kill_before_metadata``): a few, more with --exhaustive."""
+    return range(every if exhaustive else default)
+
+
+def test_killed_bootstrap_writer(tmp_path, exhaustive):
     rng = random.Random(7)
     seen = set()
     # how long an undisturbed write takes, to spread the kills over it
@@ -119,7 +125,7 @@ def test_killed_bootstrap_writer(tmp_path):
     subprocess.run([sys.executable, "-c", WRITER, str(tmp_path / "full"), "60000"], check=True, capture_output=True)
     full = time.time() - t0
     assert verify(str(tmp_path / "full")).ok
-    for i in range(10):
+    for i in random_kills(exhaustive, 4, 10):
         target = str(tmp_path / f"sp{i}")
         _kill_at([sys.executable, "-c", WRITER, target, "60000"], rng.uniform(0.05, full * 1.2))
         seen.add(_assert_all_or_nothing(target))
