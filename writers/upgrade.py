@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..savepoint import keyed
 from ..savepoint.builder import SavepointBuilder, metadata_version_for, operator_proxy_version_for
 from ..savepoint.errors import CorruptStateError, InvalidArgumentError
 from ..savepoint.loader import OperatorView, Savepoint
@@ -370,8 +371,13 @@ def _has_state(view: OperatorView) -> bool:
 
 
 def _same_header(old, new) -> bool:
-    """Whether two keyed backend headers declare the same key and states (compression aside)."""
-    return old.key_type == new.key_type and old.states == new.states
+    """Whether two keyed backend headers declare the same key and states byte for byte (compression and
+    proxy version aside): the serialized forms matter, e.g. a LogicalType Java-serialized by 1.20 and by
+    2.x reads alike but only the job's own release restores its form."""
+    def normalized(meta) -> bytes:
+        return keyed.proxy_bytes(dataclasses.replace(meta, compressed=False, version=keyed.CURRENT_VERSION))
+
+    return old.key_type == new.key_type and old.states == new.states and normalized(old) == normalized(new)
 
 
 def _verified(directory: str) -> None:
