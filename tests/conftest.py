@@ -56,3 +56,46 @@ def s3(tmp_path_factory):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+
+#: the ledgers of the pytest-xdist workers (tests/flink/harness.py LEDGER), gathered by the controller
+_WORKER_LEDGERS: list[list] = []
+
+
+def _ledger() -> list:
+    import sys
+
+    harness = sys.modules.get("tests.flink.harness")
+    return [list(vars(e).values()) for e in harness.LEDGER] if harness is not None else []
+
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: hand the ledger to the controller
+        session.config.workeroutput["flink_ledger"] = _ledger()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    _WORKER_LEDGERS.append(getattr(node, "workeroutput", {}).get("flink_ledger", []))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """What real Flink cost this run: every javac and job JVM the oracle started (none when its cache
+    was warm), by job and release (tests/flink/VERSIONS.md, 'Suite time'); with pytest-xdist, of
+    every worker."""
+    ledger = _ledger() + [e for worker in _WORKER_LEDGERS for e in worker]
+    if not ledger:
+        return
+    by: dict[tuple[str, str, str], list[float]] = {}
+    tests: dict[str, float] = {}
+    for what, job, version, seconds, test in ledger:
+        by.setdefault((what, job, version), []).append(seconds)
+        tests[test] = tests.get(test, 0.0) + seconds
+    total = sum(e[3] for e in ledger)
+    terminalreporter.section(f"real Flink: {len(ledger)} processes, {total:.0f} s")
+    for (what, job, version), secs in sorted(by.items(), key=lambda kv: -sum(kv[1])):
+        terminalreporter.write_line(f"{sum(secs):7.1f} s  {len(secs):3d} x {what:5s} {job} {version}")
+    terminalreporter.write_line("the tests that started them (top 15):")
+    for test, secs in sorted(tests.items(), key=lambda kv: -kv[1])[:15]:
+        terminalreporter.write_line(f"{secs:7.1f} s  {test or '(outside a test)'}")

@@ -101,6 +101,21 @@ appender.file.layout.type = PatternLayout
 appender.file.layout.pattern = %d{HH:mm:ss,SSS} %-5p [%t] %c{1} - %m%n
 """
 
+#: What this process ran for real (not from the cache), in order: the suite's terminal summary
+#: (tests/conftest.py) prints it, so every run shows what a cold cache costs.
+LEDGER: list["LedgerEntry"] = []
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    what: str  # "javac" or "java"
+    job: str
+    version: str
+    seconds: float
+    #: the test that needed it (pytest's PYTEST_CURRENT_TEST, without the phase)
+    test: str = field(default_factory=lambda: os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" ", 1)[0])
+
+
 # Noise Flink always prints at WARN in a MiniCluster; dropped from error messages only.
 _NOISE = ("DefaultDelegationTokenManager", "WebMonitorUtils")
 
@@ -368,7 +383,9 @@ def compile_jobs(version: str = DEFAULT_VERSION, job: str | None = None) -> Path
         tmp.mkdir(parents=True)
         cmd = [javac, "-encoding", "UTF-8", "-nowarn", "-g", "-d", str(tmp), "-cp", _classpath(lib),
                *map(str, files)]
+        t0 = time.monotonic()
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        LEDGER.append(LedgerEntry("javac", job or "(all jobs)", version, time.monotonic() - t0))
         if r.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             raise FlinkJobError(f"javac failed for Flink {version}:\n{r.stdout}\n{r.stderr}")
@@ -451,6 +468,7 @@ def run_job(
             f"--- stderr ---\n{_tail(_s(e.stderr), 80)}\n--- flink.log ---\n{_log_tail(log_file)}"
         ) from None
     seconds = time.monotonic() - t0
+    LEDGER.append(LedgerEntry("java", job, version, seconds))
     dump_path = out_dir / "dump.json"
     if r.returncode != 0 or not dump_path.exists():
         raise FlinkJobError(
