@@ -26,6 +26,20 @@ from .loader import OperatorView, Savepoint
 from .metadata import subtask_stream_handles
 
 
+class Problem(str):
+    """One problem as `verify` prints it, remembering the file it is about (``None``: no one file)."""
+
+    path: str | None
+
+    def __new__(cls, text: str, path: str | None = None) -> "Problem":
+        problem = super().__new__(cls, text)
+        problem.path = path
+        return problem
+
+    def __reduce__(self):  # keeps the path across the process pool
+        return Problem, (str(self), self.path)
+
+
 @dataclass
 class OperatorReport:
     operator: str
@@ -109,7 +123,8 @@ def _guard(report: OperatorReport, what: str, fn: Callable[[], object]) -> None:
     except UnsupportedSerializerError as e:
         report.warnings.append(f"{what}: not decoded: {e.detail}")
     except FStateError as e:
-        report.problems.append(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""))
+        report.problems.append(Problem(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""),
+                                       e.path))
 
 
 def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True, fs_options=None,
@@ -146,6 +161,32 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
         with checking_checksums():
             _decode_operator(op, r, reference)
     return report
+
+
+#: what a refused write tells the user, after the problem
+NOT_WRITTEN = "nothing was written (--no-verify, or verify=False, writes it anyway)"
+
+
+def check_written(directory: str, origins: dict[str, tuple[str, int]] | None = None, fs_options=None) -> None:
+    """The one check of everything fstate writes (bootstrap, modify, upgrade, the Python API's
+    writers): ``directory`` (a complete savepoint, not yet in place) passes :func:`verify`, else a
+    CorruptStateError naming the file and the problem. ``origins``: {file name in ``directory``:
+    (the file its bytes were copied from, the byte they started at)}, so that damage copied from
+    an input is reported at the input's file."""
+    report = verify(directory, allow_external_paths=True, fs_options=fs_options)
+    if report.ok:
+        return
+    where, problem = next(((None, p) for p in report.problems), None) or next(
+        (o.operator, p) for o in report.operators for p in o.problems)
+    path = getattr(problem, "path", None)
+    origin = (origins or {}).get(os.path.basename(path)) if path else None
+    text = str(problem).removesuffix(f" ({path})") if path else str(problem)  # the path leads the message
+    text = f"{where}: {text}" if where else text
+    if origin is not None:
+        path, start = origin  # the input the damaged bytes were copied from
+        if start:
+            text = f"{text} (of the segment that starts at byte {start})"
+    raise CorruptStateError(f"the new savepoint does not verify: {text}; {NOT_WRITTEN}", path)
 
 
 def _decode_operator(op: OperatorView, r: OperatorReport, reference: bool) -> None:
@@ -250,4 +291,4 @@ def _decodable(codecs, report: OperatorReport) -> set[int]:
     return out
 
 
-__all__ = ["verify", "VerifyReport", "OperatorReport", "ExternalPathError"]
+__all__ = ["verify", "check_written", "Problem", "VerifyReport", "OperatorReport", "ExternalPathError"]
