@@ -239,7 +239,9 @@ def _source_label(source) -> str:
 def _decode_source(op: OperatorView, source, r: OperatorReport, reference: bool) -> int:
     """Every entry of one subtask's keyed state, strictly decoded, each key in its key group."""
     with source.open(io=op.savepoint.io, strict=reference) as state:
-        if source.rocksdb is None:  # a key-group stream: its offsets and header first
+        if source.rocksdb is not None:  # every file Flink's restore reads: OPTIONS too
+            state.db.check_options()
+        else:  # a key-group stream: its offsets and header first
             verify_structure.check_key_group_offsets(state.handle, state.meta.header_size, len(state.buf),
                                                      source.label)
             _check_header(r, op.keyed_meta.states, state.meta.states, source.label,
