@@ -15,7 +15,7 @@ from . import keyed
 from . import keyed_state
 from . import operator as operator_state
 from . import rocksdb
-from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
+from .errors import CorruptStateError, FStateError, MissingStateFileError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
 from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options, strip_file_scheme
 from .io.policy import PathPolicy
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
@@ -119,6 +119,9 @@ class Savepoint:
         # absolute paths: follow a moved checkpoint directory, then apply the path policy
         src = streams.relocate_source(streams.stream_source(handle, self.path, allow_external=True), self.path,
                                 self.checkpoint_base_dir)
+        hint = streams.moved_hint(src.path, self.path) if src.path is not None else None
+        if hint is not None:
+            raise MissingStateFileError(f"state file does not exist; {hint}", src.path)
         if not self.allow_external_paths and src.path is not None and (
                 is_remote(src.path) or io_for(src.path).exists(src.path) or os.path.islink(src.path)):
             # (a missing local file is reported as missing when read)

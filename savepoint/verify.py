@@ -93,6 +93,18 @@ def _is_external(sp: Savepoint, h) -> str | None:
     return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
 
+def _moved(sp: Savepoint, h) -> tuple[str, str] | None:
+    """(the missing file, what fixes it) when an absolute handle names a file that is missing where
+    it says but present in the savepoint's directory: a moved savepoint."""
+    path = getattr(h, "path", None) or getattr(h, "physical_path", None)
+    if not path or isinstance(h, handles.RelativeFileHandle):
+        return None
+    source = streams.relocate_source(streams.stream_source(h, sp.path, allow_external=True), sp.path,
+                                     sp.checkpoint_base_dir)
+    hint = streams.moved_hint(source.path, sp.path) if source.path else None
+    return None if hint is None else (source.path, hint)
+
+
 def _check_file(sp: Savepoint, h, channel=None) -> str | None:
     src = streams.stream_source(h, sp.path, allow_external=True)
     if src.path is None:
@@ -144,6 +156,11 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
                                                            op.state.finished_subtasks))
         files_ok = True
         for what, h, channel in _stream_handles(op):
+            moved = _moved(sp, h)
+            if moved is not None:
+                r.problems.append(Problem(f"{what}: state file {moved[0]} does not exist; {moved[1]}", moved[0]))
+                files_ok = False
+                continue
             outside = _is_external(sp, h)
             if outside is not None:
                 report.external.append(outside)
