@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
 
+from . import atomic
 from . import handles
 from . import header_search
 from . import streams
@@ -59,6 +60,8 @@ class Savepoint:
         """``fs_options``: file-system options for remote paths (endpoint, region, credentials, ...)."""
         opts = resolve_fs_options(fs_options)
         loc = locate(path, opts)
+        if not is_remote(loc.directory):
+            atomic.sweep_near(loc.directory)  # what killed fstate writers left beside it, said in one line each
         data = loc.io.read(loc.metadata_path)
         return cls(loc, read_metadata(data, loc.metadata_path), allow_external_paths=allow_external_paths,
                    checkpoint_base_dir=checkpoint_base_dir, fs_options=opts)
