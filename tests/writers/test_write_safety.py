@@ -154,7 +154,7 @@ def test_max_parallelism_of_all_operators_and_a_warning_for_one(base, tmp_path):
         SavepointModifier(base).set_max_parallelism_of_all(256).write(str(tmp_path / "all"))
     assert {o.max_parallelism for o in Savepoint.open(str(tmp_path / "all"), allow_external_paths=True).operators} \
         == {256}
-    with pytest.raises(InvalidArgumentError, match="operator sink-lists: parallelism 3 is outside 1..max parallelism 2"):
+    with pytest.raises(InvalidArgumentError, match=r"operator sink-lists: parallelism 3 is outside 1..2 \(its max parallelism\)"):
         SavepointModifier(base).set_max_parallelism_of_all(2)
 
 
