@@ -8,6 +8,10 @@ from ..savepoint.errors import InvalidArgumentError
 from .console import progress, spark_log_level
 from .output import OUTPUTS, Output
 
+NO_VERIFY = typer.Option(
+    False, "--no-verify",
+    help="Write without first checking the new savepoint as `fstate verify` does (by default a savepoint that "
+         "fails the check is not written).")
 ALLOW_EXTERNAL = typer.Option(
     False, "--allow-external-paths",
     help="Follow state handles that point outside the savepoint directory (absolute paths, '..', symlinks "

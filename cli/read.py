@@ -31,6 +31,10 @@ def read(
     flatten: Optional[bool] = typer.Option(
         None, "--flatten/--no-flatten",
         help="Keyed: composite keys as key_f0, key_f1, ... columns (default: for SQL operators, whose key is a row)."),
+    ttl_timestamps: bool = typer.Option(
+        False, "--ttl-timestamps",
+        help="Keyed: a TTL state's values (list elements, map values) as {value, ttl_timestamp}: the last access "
+             "(epoch ms) Flink's TTL expires it by."),
     limit: int = typer.Option(20, "--limit", "-n", metavar="N", help="Rows to show (without --out)."),
     out_dir: Optional[str] = typer.Option(None, "--out", "-o", metavar="DIR",
                                           help="Write the table to this directory."),
@@ -68,7 +72,7 @@ def read(
         if out_dir:
             check_output_target(out_dir, overwrite=mode == "overwrite")
         options = source_options(path, uid, table=table, state=state, flat=flat, flatten=flatten,
-                                 allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                                 ttl_timestamps=ttl_timestamps or None, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
                                  fs_options=fs_options, plan=plan)
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
         planned = build_table(options)

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from .console import progress, user_errors
-from .options import (ALLOW_EXTERNAL, CONF, FS_CONFIG, FS_OPTION, MASTER, apply_fs_options, output, parse_conf, parse_int,
+from .options import (ALLOW_EXTERNAL, CONF, FS_CONFIG, FS_OPTION, MASTER, NO_VERIFY, apply_fs_options, output, parse_conf, parse_int,
                       parse_pairs, start_spark)
 
 OUT_DIR = typer.Option(..., "--out", "-o", metavar="DIR", help="Directory of the new savepoint.")
@@ -27,6 +27,7 @@ def bootstrap(
         None, "--flink-version", metavar="X.Y",
         help=FLINK_VERSION_HELP.format(default="default: the spec's flink_version, else 2.3")),
     overwrite: bool = OVERWRITE,
+    no_verify: bool = NO_VERIFY,
     master: Optional[str] = MASTER,
     conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
@@ -48,7 +49,7 @@ def bootstrap(
         spark = start_spark(master, conf_map)
         writer = writer_from_spec(spec_data, spec, spark, flink_version)
         with progress(f"writing savepoint {out_dir}"):
-            path = writer.write(out_dir, overwrite=overwrite)
+            path = writer.write(out_dir, overwrite=overwrite, verify=not no_verify)
         shown.message(f"wrote savepoint {path}")
 
 
@@ -78,6 +79,7 @@ def modify(
         None, "--flink-version", metavar="X.Y",
         help=FLINK_VERSION_HELP.format(default="default: the release that wrote BASE")),
     overwrite: bool = OVERWRITE,
+    no_verify: bool = NO_VERIFY,
     master: Optional[str] = MASTER,
     conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
@@ -132,7 +134,7 @@ def modify(
         with progress(f"writing savepoint {out_dir}"), warnings.catch_warnings():
             for message in shown_already:  # shown above, once; others (e.g. of transforms) show as they come
                 warnings.filterwarnings("ignore", message=re.escape(message), category=FStateWarning)
-            path = modifier.write(out_dir, deep=deep, overwrite=overwrite)
+            path = modifier.write(out_dir, deep=deep, overwrite=overwrite, verify=not no_verify)
         shown.message(f"wrote savepoint {path}")
         referenced = dependencies(path)
         if referenced:
@@ -163,6 +165,7 @@ def upgrade(
     allow_drop: bool = typer.Option(False, "--allow-drop", help="Write even when some state is dropped."),
     allow_external_paths: bool = ALLOW_EXTERNAL,
     overwrite: bool = OVERWRITE,
+    no_verify: bool = NO_VERIFY,
 ) -> None:
     """Carry a savepoint to a changed SQL query or another Flink release: what happens to each operator's state."""
     with user_errors():
@@ -182,8 +185,9 @@ def upgrade(
         if check:
             raise typer.Exit(report.exit_code)
         with progress(f"writing savepoint {out_dir}"):
-            path = upgrader.write(out_dir, allow_empty=allow_empty, allow_drop=allow_drop, overwrite=overwrite)
-        shown.message(f"wrote savepoint {path} (verified)")
+            path = upgrader.write(out_dir, allow_empty=allow_empty, allow_drop=allow_drop, overwrite=overwrite,
+                                  verify=not no_verify)
+        shown.message(f"wrote savepoint {path}" + ("" if no_verify else " (verified)"))
 
 
 def relocate(

@@ -22,8 +22,8 @@ import pyarrow
 from ..savepoint.errors import FStateError
 from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
                                NullableType, OpaquePickle, OpaqueType, PickledType, PojoType, RowType, Scalar,
-                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
-                               visit)
+                               SetType, TimeWindowType, TimerType, TTL_FIELDS, TtlType, TupleType, TypeInfo,
+                               TypeInfoVisitor, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.sorted_map import SortedMapType
@@ -107,6 +107,8 @@ class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
         return visit(node.inner, self)
 
     def visit_ttl(self, node: TtlType) -> pyarrow.DataType:
+        if node.timestamped:  # TtlValue: the value and its last access (read --ttl-timestamps)
+            return _struct(TTL_FIELDS, (node.value, node.children[0]), self)
         return visit(node.value, self)
 
     def visit_enum(self, node: EnumType) -> pyarrow.DataType:
@@ -268,6 +270,8 @@ class ValueConverterVisitor(TypeInfoVisitor["Converter | None"]):
         return visit(node.inner, self)
 
     def visit_ttl(self, node: TtlType) -> Converter | None:
+        if node.timestamped:
+            return _struct_converter((node.value, node.children[0]), self)
         return visit(node.value, self)
 
     def visit_pickled(self, node: PickledType) -> Converter | None:

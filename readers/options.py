@@ -17,6 +17,8 @@ option                        Flink connector alias  meaning
 ``table``                                            ``list``, ``broadcast``, ``keyed``, ``timers``, ``matches`` (CEP)
 ``state``                                            state name (comma-separated keyed states)
 ``flat``, ``flatten``                                keyed: one row per element / key columns (default: SQL keys)
+``ttlTimestamps``                                    keyed: a TTL state's values as {value, ttl_timestamp} (the
+                                                     last access, epoch ms) instead of the bare value
 ``allowExternalPaths``                               follow state files outside the directory (default false)
 ``checkpointBaseDir``                                new place of a moved job checkpoint directory
 ``fsOptions``, ``fs.<name>``                         file-system options (see savepoint/io/)
@@ -41,7 +43,7 @@ FORMAT = "flink-savepoint"
 
 #: fstate's own option names, as written in documentation and by :func:`source_options`
 OPTION_NAMES = ("path", "uid", "table", "state", "flat", "flatten", "allowExternalPaths", "checkpointBaseDir",
-                "fsOptions", "plan")
+                "fsOptions", "plan", "ttlTimestamps")
 #: the option names of Flink's ``savepoint`` SQL connector (SavepointConnectorOptions) → fstate's
 FLINK_CONNECTOR_ALIASES = {"state.path": "path", "operator.uid": "uid", "operator.uid.hash": "uid"}
 #: Flink's option naming the state backend; fstate recognises the snapshot's format by itself
@@ -67,6 +69,8 @@ class SourceOptions:
     flat: bool = False
     #: None: key columns for SQL operators (their key is a row), one ``key`` column otherwise
     flatten: bool | None = None
+    #: keyed: TTL values with their last access ({value, ttl_timestamp})
+    ttl_timestamps: bool = False
     allow_external_paths: bool = False
     checkpoint_base_dir: str | None = None
     fs_options: dict[str, Any] = field(default_factory=dict)
@@ -85,7 +89,8 @@ def known_options() -> list[str]:
 
 def source_options(path: str, uid: str | None = None, *, table: str | None = None,
                    state: str | Iterable[str] | None = None, flat: bool | None = None, flatten: bool | None = None,
-                   allow_external_paths: bool | None = None, checkpoint_base_dir: str | None = None,
+                   ttl_timestamps: bool | None = None, allow_external_paths: bool | None = None,
+                   checkpoint_base_dir: str | None = None,
                    fs_options: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
                    plan: str | None = None) -> dict[str, str]:
     """The option dict for ``spark.read.format("flink-savepoint").options(**...)``; options given as
@@ -100,7 +105,8 @@ def source_options(path: str, uid: str | None = None, *, table: str | None = Non
         state = ",".join(state)
     if state:
         options["state"] = state
-    for name, flag in (("flat", flat), ("flatten", flatten), ("allowExternalPaths", allow_external_paths)):
+    for name, flag in (("flat", flat), ("flatten", flatten), ("ttlTimestamps", ttl_timestamps),
+                       ("allowExternalPaths", allow_external_paths)):
         if flag is not None:
             options[name] = "true" if flag else "false"
     if checkpoint_base_dir:
@@ -168,6 +174,7 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
     return SourceOptions(
         path=given["path"], uid=given["uid"], table=table, state=given.get("state") or None,
         flat=_flag(given, "flat", False), flatten=_flag(given, "flatten", None),
+        ttl_timestamps=_flag(given, "ttlTimestamps", False),
         allow_external_paths=_flag(given, "allowExternalPaths", False),
         checkpoint_base_dir=given.get("checkpointBaseDir") or None, fs_options=fs_options,
         plan=given.get("plan") or None)

@@ -41,7 +41,7 @@ def build_table(options: dict, keys: list | None = None) -> tables.Table:
         return tables.broadcast_state_table(op, _required(state))
     if table == "keyed":
         return tables.keyed_table(op, source.states, flat=source.flat, flatten_key=source.flatten, keys=keys,
-                                  sql=sql)
+                                  sql=sql, ttl_timestamps=source.ttl_timestamps)
     if table == "matches":
         from . import cep
 

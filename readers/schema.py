@@ -10,8 +10,8 @@ from pyspark.sql import types as spark_types
 
 from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
                                NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
-                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
-                               visit)
+                               SetType, TimeWindowType, TimerType, TTL_FIELDS, TtlType, TupleType, TypeInfo,
+                               TypeInfoVisitor, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.sorted_map import SortedMapType
@@ -96,6 +96,8 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
         return visit(node.inner, self)
 
     def visit_ttl(self, node: TtlType) -> spark_types.DataType:
+        if node.timestamped:  # TtlValue: the value and its last access (read --ttl-timestamps)
+            return _struct(TTL_FIELDS, (node.value, node.children[0]), self)
         return visit(node.value, self)
 
     def visit_enum(self, node: EnumType) -> spark_types.DataType:

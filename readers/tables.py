@@ -20,6 +20,7 @@ from ..savepoint import keyed_state
 from ..savepoint import operator as operator_state
 from ..savepoint import rocksdb
 from ..savepoint import sql_plan
+from ..savepoint import ttl_meta
 from ..savepoint import verify_structure
 from ..savepoint.errors import (CorruptStateError, FStateError, InvalidArgumentError, MissingStateFileError,
                                 UnknownStateError)
@@ -250,7 +251,8 @@ def _named(type_info: TypeInfo, names: tuple[str, ...] | None) -> TypeInfo:
     if names is None:
         return type_info
     if isinstance(type_info, TtlType):
-        return TtlType(type_info.children[0], _named(type_info.value, names), type_info.snapshot_class)
+        return TtlType(type_info.children[0], _named(type_info.value, names), type_info.snapshot_class,
+                       type_info.timestamped)
     if isinstance(type_info, RowDataType) and type_info.types is not None and len(names) == type_info.arity:
         return RowDataType(type_info.types, type_info.children, names)
     return type_info
@@ -267,7 +269,8 @@ def _named_state_type(type_info: TypeInfo, names: sql_plan.FieldNames) -> TypeIn
     if isinstance(type_info, MapType):
         return MapType(_named(type_info.key, names.map_key), _named(type_info.value, names.map_value))
     if isinstance(type_info, TtlType) and _sorted_map(type_info) is not None:
-        return TtlType(type_info.children[0], _named_state_type(type_info.value, names), type_info.snapshot_class)
+        return TtlType(type_info.children[0], _named_state_type(type_info.value, names), type_info.snapshot_class,
+                       type_info.timestamped)
     if isinstance(type_info, SortedMapType):
         return type_info.with_entries(_named(type_info.key, names.map_key), _named(type_info.value, names.map_value))
     return _named(type_info, names.value)
@@ -289,9 +292,12 @@ def sql_field_names(operator: Any, key_type: TypeInfo, state) -> sql_plan.FieldN
 
 
 def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool = False,
-                flatten_key: bool | None = None, keys: list[Any] | None = None, sql: Any = None) -> Table:
+                flatten_key: bool | None = None, keys: list[Any] | None = None, sql: Any = None,
+                ttl_timestamps: bool = False) -> Table:
     """``sql``: the operator's description in the job's compiled plan (``sql_plan.SqlOperatorPlan``);
-    without it, an SQL operator's kind from its name or uid names what it can."""
+    without it, an SQL operator's kind from its name or uid names what it can. ``ttl_timestamps``: a
+    TTL state's values (list elements, map values) as {value, ttl_timestamp}, the last access in
+    epoch ms that Flink's TTL checks, instead of the bare value."""
     km = _keyed_meta(op)
     sql = sql if sql is not None else sql_plan.sql_operator(op.name, op.uid)
     available = [s for _, s in km.value_states]
@@ -305,6 +311,8 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
         selected = [by_name[n] for n in states]
     else:
         selected = available
+    if ttl_timestamps:
+        selected = [ttl_meta.timestamped_meta(s) for s in selected]
     if flat and len(selected) != 1:
         raise InvalidArgumentError("--flat needs exactly one state (--state NAME)")
     warn_raw_bytes(op, {s.name for s in selected})
@@ -345,7 +353,8 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
             cols.append((s.name, value_type(s) if s.kind != "LIST" else ListType(element_type(s)), True))
     kgs = _key_groups_for(km.key_type, keys, op.max_parallelism)
     options = (("ns", ns_mode), ("flat", flat), ("flatten", cols[0][0] != "key")) + (
-        (("slice_size", slice_size),) if slice_size is not None else ())
+        (("slice_size", slice_size),) if slice_size is not None else ()) + (
+        (("ttl", True),) if ttl_timestamps else ())
     parts = _key_partitions(op, "keyed", tuple(s.name for s in selected), kgs, options)
     return Table("keyed", op.display_name, cols, parts, frozenset(_hashable(k) for k in keys) if keys else None,
                  sql, names)
@@ -456,12 +465,16 @@ def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
     """The keyed state of a partition: a RocksDB snapshot (the database of one subtask, opened in a
     temporary directory that is removed when the rows are read, or reading fails / stops) or the
     key groups of a stream."""
+    meta_of = ttl_meta.with_timestamped_states if dict(p.options).get("ttl") else None
     if isinstance(p.handle, rocksdb.RocksDBSource):
-        with keyed_state.open_rocksdb(p.handle, p.max_parallelism, key_groups=dict(p.options).get("kgs")) as state:
+        with keyed_state.open_rocksdb(p.handle, p.max_parallelism, key_groups=dict(p.options).get("kgs"),
+                                      meta_of=meta_of) as state:
             yield state
         return
     buf, handle, meta = _load_key_groups(p)
     _check_header(p, meta)
+    if meta_of is not None:
+        meta = meta_of(meta)
     lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
     kg_range = range(max(lo, handle.start_key_group), min(hi, handle.end_key_group) + 1)
     yield keyed_state.KeyedState.of_stream(buf, handle, meta, p.max_parallelism, key_groups=kg_range,

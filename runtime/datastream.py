@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from ..savepoint import types as savepoint_types
+from ..savepoint.limits import UPPER_MAX_PARALLELISM
 from .callables import call_of
 from .connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
 from .graph import Partitioning, StreamGraph, StreamNode
@@ -45,8 +46,8 @@ class DataStream:
         return self
 
     def set_max_parallelism(self, max_parallelism: int) -> "DataStream":
-        if not 1 <= max_parallelism <= 32768:
-            raise ValueError("max parallelism must be within 1..32768")
+        if not 1 <= max_parallelism <= UPPER_MAX_PARALLELISM:
+            raise ValueError(f"max parallelism must be within 1..{UPPER_MAX_PARALLELISM}")
         self.node.max_parallelism = max_parallelism
         return self
 

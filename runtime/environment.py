@@ -6,6 +6,7 @@ import uuid
 from typing import Any, Iterable
 
 from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.limits import UPPER_MAX_PARALLELISM
 from .clock import Clock, SystemClock
 from .config import (CheckpointConfig, CheckpointingMode, Configuration, HashMapStateBackend,
                      RestartStrategyConfiguration, StateBackend, _strip_file_uri)
@@ -62,8 +63,8 @@ class StreamExecutionEnvironment:
         return self.parallelism
 
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
-        if not 1 <= max_parallelism <= 32768:
-            raise InvalidArgumentError("max parallelism must be within 1..32768")
+        if not 1 <= max_parallelism <= UPPER_MAX_PARALLELISM:
+            raise InvalidArgumentError(f"max parallelism must be within 1..{UPPER_MAX_PARALLELISM}")
         self.max_parallelism = max_parallelism
         return self
 

@@ -11,9 +11,14 @@ reader sees the old target or the new one, never none. Where the kernel or file 
 the old target is first renamed to ``.name.fstate-tmp-<token>.old``; a writer killed between that
 rename and the next leaves no target, and the next write to the same parent puts the old one back.
 
-Each write first settles what killed writers left in its parent: every ``.name.fstate-tmp-*``
-directory whose name no live writer holds the lock of is deleted (an ``.old`` one is renamed back
-to ``name`` when ``name`` is missing). A directory whose writer still runs is never touched.
+A staging directory's name carries its writer's host and process id
+(``.name.fstate-tmp-<host>-<pid>-<token>``), so that any later fstate run tells the debris of a
+killed writer from the work of a live one: each write settles its parent first, and opening a local
+savepoint settles the savepoint's parent (:func:`sweep_near`). Settling deletes every
+``.name.fstate-tmp-*`` directory whose writer is gone (its process is not alive on this host, and no
+process holds the lock of ``name``), puts an ``.old`` one back as ``name`` when ``name`` is missing,
+removes lock files nobody holds, and says what it did, one line each
+(:class:`~fstate.savepoint.errors.FStateWarning`). A directory whose writer still runs is never touched.
 """
 
 from __future__ import annotations
@@ -24,19 +29,45 @@ import fcntl
 import os
 import re
 import shutil
+import socket
 import uuid
+import warnings
 
-from .errors import ConcurrentWriteError, InvalidArgumentError
+from .errors import ConcurrentWriteError, FStateWarning, InvalidArgumentError
 
 TEMP_MARK = ".fstate-tmp-"
-_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.fstate-tmp-(?P<token>[0-9a-f]{12})(?P<old>\.old)?$")
+# (names without host and pid are those of older fstate versions: only the lock tells whether they are stale)
+_TEMP_NAME = re.compile(r"^\.(?P<name>.+)\.fstate-tmp-(?:(?P<host>[A-Za-z0-9_.-]+)-(?P<pid>[0-9]+)-)?"
+                        r"(?P<token>[0-9a-f]{12})(?P<old>\.old)?$")
 _LOCK_SUFFIX = ".fstate-lock"
+_LOCK_NAME = re.compile(r"^\.(?P<name>.+)\.fstate-lock$")
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname()) or "localhost"
 
 
 def temp_path(target: str) -> str:
-    """A fresh hidden sibling of ``target`` to stage it in."""
+    """A fresh hidden sibling of ``target`` to stage it in, named by this host and process."""
     parent, name = os.path.split(target)
-    return os.path.join(parent, f".{name}{TEMP_MARK}{uuid.uuid4().hex[:12]}")
+    return os.path.join(parent, f".{name}{TEMP_MARK}{_host()}-{os.getpid()}-{uuid.uuid4().hex[:12]}")
+
+
+def _writer_alive(match: re.Match) -> bool:
+    """Whether the process a staging directory's name records may still run (another host's: unknown,
+    so yes unless its lock says otherwise)."""
+    if match.group("pid") is None or match.group("host") != _host():
+        return False  # no name to go by: the lock decides
+    pid = int(match.group("pid"))
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class TargetLock:
@@ -108,33 +139,59 @@ def lock_target(target: str) -> TargetLock:
     return lock
 
 
-def settle_parent(parent: str, held: TargetLock | None = None) -> list[str]:
+def settle_parent(parent: str, held: TargetLock | None = None, *, only_known_dead: bool = False) -> list[str]:
     """Remove the staging directories of killed writers in ``parent`` (put back an old target a
-    killed overwrite had moved away); ``held``: the lock of a target this process writes. Returns
-    what it did, one line each."""
+    killed overwrite had moved away) and lock files nobody holds; ``held``: the lock of a target this
+    process writes; ``only_known_dead``: only directories whose name records a process of this host
+    that is gone (what readers settle). Returns what it did, one line each."""
     try:
         entries = os.listdir(parent)
     except OSError:
         return []
     by_name: dict[str, list[str]] = {}
+    locks: set[str] = set()
     for entry in entries:
         match = _TEMP_NAME.match(entry)
         path = os.path.join(parent, entry)
         if match and os.path.isdir(path) and not os.path.islink(path):
+            if _writer_alive(match):
+                continue
+            if only_known_dead and match.group("pid") is None:
+                continue
             by_name.setdefault(match.group("name"), []).append(entry)
+        elif not only_known_dead and _LOCK_NAME.match(entry) and os.path.isfile(path):
+            locks.add(_LOCK_NAME.match(entry).group("name"))
     done: list[str] = []
-    for name, staged in sorted(by_name.items()):
+    for name in sorted(set(by_name) | locks):
         target = os.path.join(parent, name)
         own = held is not None and held.target == target
         lock = held if own else TargetLock(target)
         if not own and not lock.acquire():
             continue  # a live writer's
         try:
-            done += _settle(parent, target, staged)
+            done += _settle(parent, target, by_name.get(name, []))
         finally:
             if not own:
-                lock.release()
+                lock.release()  # (removes a lock file a killed writer left)
     return done
+
+
+def sweep_near(path: str) -> None:
+    """What killed fstate writers of this host left next to ``path`` (a local savepoint being
+    opened): removed, one warning line each."""
+    parent = os.path.dirname(os.path.abspath(path).rstrip("/"))
+    if not os.path.isdir(parent):
+        return
+    try:
+        done = settle_parent(parent, only_known_dead=True)
+    except OSError:
+        return  # a read-only or foreign directory: leave it
+    _say(done)
+
+
+def _say(done: list[str]) -> None:
+    for line in done:
+        warnings.warn(line, FStateWarning, stacklevel=3)
 
 
 def _settle(parent: str, target: str, staged: list[str]) -> list[str]:
@@ -148,7 +205,10 @@ def _settle(parent: str, target: str, staged: list[str]) -> list[str]:
             done.append(f"recovered {target} (an overwrite was killed before the new one was in place)")
     for entry in staged:
         shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
-        done.append(f"removed {os.path.join(parent, entry)} (left by a killed write)")
+        match = _TEMP_NAME.match(entry)
+        who = f"fstate process {match.group('pid')} on {match.group('host')}" if match and match.group("pid") \
+            else "an fstate process"
+        done.append(f"removed {os.path.join(parent, entry)} (left by {who}, killed while writing)")
     return done
 
 
@@ -206,7 +266,7 @@ class StagedDirectory:
         os.makedirs(parent, exist_ok=True)
         self.lock = lock_target(self.target)
         try:
-            settle_parent(parent, self.lock)
+            _say(settle_parent(parent, self.lock))
             if os.path.lexists(self.target) and not overwrite:
                 raise InvalidArgumentError(f"target already exists ({exists_hint})", self.target)
             self.temp_dir = temp_path(self.target)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable
 
 from . import handles
 from .atomic import StagedDirectory
@@ -141,6 +140,8 @@ class SavepointBuilder:
         self.operator_proxy_version = operator_proxy_version
         self.operators: dict[bytes, OperatorBuild] = {}
         self.extra_operators: list[OperatorState] = []
+        #: {file name: (the file its bytes were copied from, start)}: see note_copy
+        self.origins: dict[str, tuple[str, int]] = {}
         self._done = False
 
     def operator(self, uid: str | None, *, uid_hash: str | None = None, parallelism: int, max_parallelism: int,
@@ -191,16 +192,23 @@ class SavepointBuilder:
         return CheckpointMetadata(self.metadata_version, self.checkpoint_id, ops + self.extra_operators,
                                   properties_raw=self.properties)
 
-    def commit(self, check: Callable[[str], None] | None = None) -> str:
-        """Write `_metadata` last and move the finished directory into place. ``check`` (local
-        targets) is called with the staged directory once it is complete, before it is moved: an
-        exception from it leaves nothing behind (e.g. a verify of what was written)."""
+    def note_copy(self, name: str, source: str, start: int) -> None:
+        """File ``name`` of the new savepoint holds bytes copied from ``source`` (from byte ``start``):
+        a problem :meth:`commit`'s verify finds in it is reported at ``source``."""
+        self.origins[name] = (source, start)
+
+    def commit(self, verify: bool = True) -> str:
+        """Write `_metadata` last and move the finished directory into place. ``verify`` (local
+        targets): the complete staged directory must pass `fstate verify`'s checks first
+        (verify.check_written); when it does not, nothing is left behind."""
         if self.remote:
             return self._commit_remote()
         try:
             write_metadata_file(os.path.join(self.temp_dir, METADATA_FILE), write_metadata(self.metadata()))
-            if check is not None:
-                check(self.temp_dir)
+            if verify:
+                from .verify import check_written
+
+                check_written(self.temp_dir, self.origins, self.fs_options)
             self._staged.commit()  # the old target, if any, is kept until the new one is in place
             self._done = True
             return self.target

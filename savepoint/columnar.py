@@ -112,6 +112,8 @@ class ColumnarVisitor(TypeInfoVisitor[object]):
         return None if inner is None else ((NULLABLE, node.padding, inner[0]), inner[1])
 
     def visit_ttl(self, node: TtlType) -> object:
+        if node.timestamped:  # TtlValue(user value, last access): the caller reads rows
+            return None
         inner = visit(node.value, self)
         return None if inner is None else ((TTL, inner[0]), inner[1])
 

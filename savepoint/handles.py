@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import limits
+
 # ---------------------------------------------------------------------------------------------
 # tags
 
@@ -32,7 +34,7 @@ EMPTY_SEGMENT_FILE = 16
 FILE_MERGING_OPERATOR = 17
 
 # Defensive limits: a corrupted count must not make us allocate gigabytes.
-MAX_KEY_GROUPS = 32768
+MAX_KEY_GROUPS = limits.MAX_KEY_GROUPS
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Callable, Iterator, TypeVar
 
+from . import atomic
 from . import handles
 from . import header_search
 from . import streams
@@ -15,7 +16,7 @@ from . import keyed
 from . import keyed_state
 from . import operator as operator_state
 from . import rocksdb
-from .errors import CorruptStateError, FStateError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
+from .errors import CorruptStateError, FStateError, MissingStateFileError, UnknownOperatorError, UnknownStateError, UnsupportedSerializerError
 from .io import FileIO, SavepointLocation, io_for, is_remote, locate, resolve_fs_options, strip_file_scheme
 from .io.policy import PathPolicy
 from .metadata import CheckpointMetadata, OperatorState, read_metadata
@@ -59,6 +60,8 @@ class Savepoint:
         """``fs_options``: file-system options for remote paths (endpoint, region, credentials, ...)."""
         opts = resolve_fs_options(fs_options)
         loc = locate(path, opts)
+        if not is_remote(loc.directory):
+            atomic.sweep_near(loc.directory)  # what killed fstate writers left beside it, said in one line each
         data = loc.io.read(loc.metadata_path)
         return cls(loc, read_metadata(data, loc.metadata_path), allow_external_paths=allow_external_paths,
                    checkpoint_base_dir=checkpoint_base_dir, fs_options=opts)
@@ -119,6 +122,9 @@ class Savepoint:
         # absolute paths: follow a moved checkpoint directory, then apply the path policy
         src = streams.relocate_source(streams.stream_source(handle, self.path, allow_external=True), self.path,
                                 self.checkpoint_base_dir)
+        hint = streams.moved_hint(src.path, self.path) if src.path is not None else None
+        if hint is not None:
+            raise MissingStateFileError(f"state file does not exist; {hint}", src.path)
         if not self.allow_external_paths and src.path is not None and (
                 is_remote(src.path) or io_for(src.path).exists(src.path) or os.path.islink(src.path)):
             # (a missing local file is reported as missing when read)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from . import handle_codec
 from . import handles
+from . import limits
 from .binary import DataInput, DataOutput
 from .errors import CorruptStateError, UnsupportedVersionError
 from .javaser import read_java_object
@@ -169,8 +170,9 @@ def _read_operator(inp: DataInput, version: int) -> OperatorState:
     op_id = inp.read_bytes(16)
     parallelism = inp.read_i32()
     max_parallelism = inp.read_i32()
-    if parallelism < 0 or max_parallelism < 0:
-        raise inp.fail(f"operator {op_id.hex()}: negative parallelism {parallelism}/{max_parallelism}")
+    beyond = limits.parallelism_problems(parallelism, max_parallelism)
+    if beyond:  # the one rule of savepoint/limits.py: info refuses what verify and read refuse
+        raise inp.fail(f"operator {op_id.hex()}: {beyond[0]}")
     coordinator = handle_codec.read_stream_handle(inp)
     if coordinator is not None and not isinstance(coordinator, handles.ByteStreamHandle):
         raise inp.fail(f"operator {op_id.hex()}: coordinator state must be inline bytes")

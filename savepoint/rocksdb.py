@@ -68,6 +68,8 @@ class RocksDBSource:
     end_key_group: int
     metadata: streams.StreamSource
     files: tuple[tuple[str, streams.StreamSource], ...]  # RocksDB file name → its bytes
+    #: the snapshot's own OPTIONS files: not read (see the module doc), only checked by verify
+    options: tuple[tuple[str, streams.StreamSource], ...] = ()
 
     @property
     def key_groups(self) -> range:
@@ -82,6 +84,7 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
     if handle.metadata_state is None:
         raise CorruptStateError("RocksDB keyed state handle without its meta-data stream", label)
     files = []
+    options = []
     seen = set()
     for name, sh in handle.shared + handle.private:
         if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
@@ -91,16 +94,15 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
         seen.add(name)
         if sh is None:
             raise CorruptStateError(f"RocksDB file {name} has no state handle", label)
-        if _is_options_file(name):
-            continue  # read with options of our own (see RocksDBSnapshot._write_options)
         src = stream_source(sh)
         if check:
             _check_file(f"RocksDB file {name}", src, label)
-        files.append((name, src))
+        # OPTIONS: read with options of our own (see RocksDBSnapshot._write_options), checked by verify
+        (options if _is_options_file(name) else files).append((name, src))
     meta = stream_source(handle.metadata_state)
     if check:
         _check_file("the meta-data stream", meta, label)
-    return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files))
+    return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files), tuple(options))
 
 
 def _is_options_file(name: str) -> bool:
@@ -193,8 +195,6 @@ class RocksDBSnapshot:
         label = self.source.label
         names = set()
         for name, src in self.source.files:
-            if _is_options_file(name):
-                continue
             target = os.path.join(self.path, name)
             names.add(name)
             if src.path is not None and scheme_of(src.path) == "file" and src.start == 0:
@@ -260,6 +260,34 @@ class RocksDBSnapshot:
                       "  comparator=leveldb.BytewiseComparator", ""]
         with open(os.path.join(self.path, OPTIONS_FILE), "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
+
+    def check_options(self) -> None:
+        """verify: each OPTIONS file of the snapshot is one RocksDB parses (every option known, every
+        value of its type) and describes exactly the column families the MANIFEST holds. An OPTIONS
+        file has no checksum: a changed digit or comment that still parses cannot be detected."""
+        import rocksdict
+
+        self._require_open()
+        label = self.source.label
+        for name, src in self.source.options:
+            directory = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.tmp_dir)
+            try:
+                data = streams.read_source(src, self._io)
+                with open(os.path.join(directory, name), "wb") as f:
+                    f.write(data)
+                try:
+                    _, families = rocksdict.Options.load_latest(directory, ignore_unknown_options=False)
+                except Exception as e:  # RocksDB's parser: one line naming the option
+                    reason = " ".join(str(e).strip("'\" ").split()) or repr(e)
+                    raise CorruptStateError(f"RocksDB file {name} is not an OPTIONS file RocksDB reads ({reason})",
+                                            src.path or label) from None
+            finally:
+                shutil.rmtree(directory, ignore_errors=True)
+            if sorted(families) != sorted(self._names):
+                extra = sorted(set(families) ^ set(self._names))
+                raise CorruptStateError(f"RocksDB file {name} describes column families {sorted(families)}, the "
+                                        f"MANIFEST holds {sorted(self._names)} (differing: {extra})",
+                                        src.path or label)
 
     # -- reading -----------------------------------------------------------------------------
     @property

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shlex
 from dataclasses import dataclass
 
 from .errors import CorruptStateError, MissingStateFileError
@@ -86,6 +87,27 @@ def relocation_candidates(path: str, snapshot_dir: str, checkpoint_base_dir: str
         out += [os.path.join(base, *rel), os.path.join(base, job, *rel)]
     out.append(os.path.join(os.path.dirname(strip_file_scheme(snapshot_dir).rstrip("/")), *rel))
     return out
+
+
+def moved_hint(path: str, snapshot_dir: str) -> str | None:
+    """For an absolute local state file that does not exist but does under ``snapshot_dir`` (by its
+    last one to three path components): what the user runs to fix the handles of a moved savepoint
+    (``fstate relocate``); None otherwise."""
+    if scheme_of(path) != "file" or scheme_of(snapshot_dir) != "file":
+        return None
+    missing = strip_file_scheme(path).rstrip("/")
+    if os.path.lexists(missing):
+        return None
+    here = os.path.abspath(strip_file_scheme(snapshot_dir).rstrip("/"))
+    parts = missing.split("/")
+    for k in range(1, min(len(parts) - 1, 3) + 1):
+        if os.path.isfile(os.path.join(here, *parts[-k:])):
+            old = "/".join(parts[:-k]) or "/"
+            if old == here:
+                return None
+            return (f"the savepoint looks moved (its handles name {old}/..., the file is in {here}); fix them with: "
+                    f"fstate relocate {shlex.quote(here)} --from {shlex.quote(old)} --to {shlex.quote(here)}")
+    return None
 
 
 def relocate_source(src: StreamSource, snapshot_dir: str, checkpoint_base_dir: str | None = None) -> StreamSource:

@@ -26,6 +26,20 @@ from .loader import OperatorView, Savepoint
 from .metadata import subtask_stream_handles
 
 
+class Problem(str):
+    """One problem as `verify` prints it, remembering the file it is about (``None``: no one file)."""
+
+    path: str | None
+
+    def __new__(cls, text: str, path: str | None = None) -> "Problem":
+        problem = super().__new__(cls, text)
+        problem.path = path
+        return problem
+
+    def __reduce__(self):  # keeps the path across the process pool
+        return Problem, (str(self), self.path)
+
+
 @dataclass
 class OperatorReport:
     operator: str
@@ -79,6 +93,18 @@ def _is_external(sp: Savepoint, h) -> str | None:
     return target if is_remote(target) else os.path.realpath(strip_file_scheme(target))
 
 
+def _moved(sp: Savepoint, h) -> tuple[str, str] | None:
+    """(the missing file, what fixes it) when an absolute handle names a file that is missing where
+    it says but present in the savepoint's directory: a moved savepoint."""
+    path = getattr(h, "path", None) or getattr(h, "physical_path", None)
+    if not path or isinstance(h, handles.RelativeFileHandle):
+        return None
+    source = streams.relocate_source(streams.stream_source(h, sp.path, allow_external=True), sp.path,
+                                     sp.checkpoint_base_dir)
+    hint = streams.moved_hint(source.path, sp.path) if source.path else None
+    return None if hint is None else (source.path, hint)
+
+
 def _check_file(sp: Savepoint, h, channel=None) -> str | None:
     src = streams.stream_source(h, sp.path, allow_external=True)
     if src.path is None:
@@ -109,7 +135,8 @@ def _guard(report: OperatorReport, what: str, fn: Callable[[], object]) -> None:
     except UnsupportedSerializerError as e:
         report.warnings.append(f"{what}: not decoded: {e.detail}")
     except FStateError as e:
-        report.problems.append(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""))
+        report.problems.append(Problem(f"{what}: {e.detail if e.path else e}" + (f" ({e.path})" if e.path else ""),
+                                       e.path))
 
 
 def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True, fs_options=None,
@@ -129,6 +156,11 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
                                                            op.state.finished_subtasks))
         files_ok = True
         for what, h, channel in _stream_handles(op):
+            moved = _moved(sp, h)
+            if moved is not None:
+                r.problems.append(Problem(f"{what}: state file {moved[0]} does not exist; {moved[1]}", moved[0]))
+                files_ok = False
+                continue
             outside = _is_external(sp, h)
             if outside is not None:
                 report.external.append(outside)
@@ -146,6 +178,32 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
         with checking_checksums():
             _decode_operator(op, r, reference)
     return report
+
+
+#: what a refused write tells the user, after the problem
+NOT_WRITTEN = "nothing was written (--no-verify, or verify=False, writes it anyway)"
+
+
+def check_written(directory: str, origins: dict[str, tuple[str, int]] | None = None, fs_options=None) -> None:
+    """The one check of everything fstate writes (bootstrap, modify, upgrade, the Python API's
+    writers): ``directory`` (a complete savepoint, not yet in place) passes :func:`verify`, else a
+    CorruptStateError naming the file and the problem. ``origins``: {file name in ``directory``:
+    (the file its bytes were copied from, the byte they started at)}, so that damage copied from
+    an input is reported at the input's file."""
+    report = verify(directory, allow_external_paths=True, fs_options=fs_options)
+    if report.ok:
+        return
+    where, problem = next(((None, p) for p in report.problems), None) or next(
+        (o.operator, p) for o in report.operators for p in o.problems)
+    path = getattr(problem, "path", None)
+    origin = (origins or {}).get(os.path.basename(path)) if path else None
+    text = str(problem).removesuffix(f" ({path})") if path else str(problem)  # the path leads the message
+    text = f"{where}: {text}" if where else text
+    if origin is not None:
+        path, start = origin  # the input the damaged bytes were copied from
+        if start:
+            text = f"{text} (of the segment that starts at byte {start})"
+    raise CorruptStateError(f"the new savepoint does not verify: {text}; {NOT_WRITTEN}", path)
 
 
 def _decode_operator(op: OperatorView, r: OperatorReport, reference: bool) -> None:
@@ -198,7 +256,9 @@ def _source_label(source) -> str:
 def _decode_source(op: OperatorView, source, r: OperatorReport, reference: bool) -> int:
     """Every entry of one subtask's keyed state, strictly decoded, each key in its key group."""
     with source.open(io=op.savepoint.io, strict=reference) as state:
-        if source.rocksdb is None:  # a key-group stream: its offsets and header first
+        if source.rocksdb is not None:  # every file Flink's restore reads: OPTIONS too
+            state.db.check_options()
+        else:  # a key-group stream: its offsets and header first
             verify_structure.check_key_group_offsets(state.handle, state.meta.header_size, len(state.buf),
                                                      source.label)
             _check_header(r, op.keyed_meta.states, state.meta.states, source.label,
@@ -250,4 +310,4 @@ def _decodable(codecs, report: OperatorReport) -> set[int]:
     return out
 
 
-__all__ = ["verify", "VerifyReport", "OperatorReport", "ExternalPathError"]
+__all__ = ["verify", "check_written", "Problem", "VerifyReport", "OperatorReport", "ExternalPathError"]

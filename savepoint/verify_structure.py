@@ -13,13 +13,12 @@ from __future__ import annotations
 import struct
 
 from . import handles
+from . import limits
 from . import operator as operator_state
 from .compression import STREAM_IDENTIFIER
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
 from .types.hashing import key_group_for_hash
 
-#: the largest max parallelism Flink accepts (2^15)
-UPPER_MAX_PARALLELISM = 1 << 15
 
 _I32 = struct.Struct(">i")
 
@@ -33,11 +32,7 @@ def bounds_problems(parallelism: int, max_parallelism: int, subtasks: dict, fini
     """What Flink would refuse: parallelism outside 1..max parallelism, a max parallelism outside
     1..32768, subtask indices beyond the parallelism, key-group ranges outside 0..max parallelism-1
     or overlapping, offsets that do not match the range."""
-    out = []
-    if not 1 <= max_parallelism <= UPPER_MAX_PARALLELISM:
-        out.append(f"max parallelism {max_parallelism} is outside 1..{UPPER_MAX_PARALLELISM}")
-    if not 1 <= parallelism <= max(max_parallelism, 1):
-        out.append(f"parallelism {parallelism} is outside 1..{max_parallelism} (its max parallelism)")
+    out = limits.parallelism_problems(parallelism, max_parallelism)
     beyond = sorted(i for i in (*subtasks, *finished) if not 0 <= i < parallelism)
     if beyond:
         out.append(f"subtask index {beyond[0]} is not below the parallelism {parallelism}")

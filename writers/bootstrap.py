@@ -30,11 +30,13 @@ Paths are relative to the spec file.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from typing import Any
 
 import yaml
 
 from ..savepoint.errors import InvalidArgumentError
+from .validation import CSV_HINT
 from .writer import SavepointWriter
 
 _FORMATS = ("parquet", "csv", "json", "orc")
@@ -67,6 +69,11 @@ def _resolve(path: str, base: str) -> str:
     return path if os.path.isabs(path) or "://" in path else os.path.join(base, path)
 
 
+def _format(src: dict, path: str) -> str:
+    """A path source's format: as given, else by the file's extension, else Parquet."""
+    return src.get("format") or os.path.splitext(path)[1].lstrip(".").lower() or "parquet"
+
+
 def _source(spark, src: Any, base: str, what: str):
     if not isinstance(src, dict):
         raise InvalidArgumentError(f"{what}: 'source' must be a mapping with 'path' or 'sql'")
@@ -80,7 +87,7 @@ def _source(spark, src: Any, base: str, what: str):
     if "path" not in src:
         raise InvalidArgumentError(f"{what}: 'source' needs 'path' or 'sql'")
     path = _resolve(src["path"], base)
-    fmt = src.get("format") or os.path.splitext(path)[1].lstrip(".").lower() or "parquet"
+    fmt = _format(src, path)
     if fmt not in _FORMATS:
         raise InvalidArgumentError(f"{what}: unknown source format '{fmt}' ({', '.join(_FORMATS)})")
     if not os.path.exists(path) and "://" not in path:
@@ -94,6 +101,33 @@ def _source(spark, src: Any, base: str, what: str):
         return reader.load(path)
     except AnalysisException as e:
         raise InvalidArgumentError(f"{what}: source {path}: {str(e).strip().splitlines()[0]}") from None
+
+
+@contextmanager
+def _hinted(src: Any, base: str):
+    """Errors about a string column of ``src`` advise what fits its format: the CSV option inferSchema
+    only for a CSV source that does not set it already."""
+    try:
+        yield
+    except InvalidArgumentError as e:
+        hint = source_hint(src, base)
+        if CSV_HINT not in e.detail or hint == CSV_HINT:
+            raise
+        detail = e.detail.replace(f" ({CSV_HINT})", f" ({hint})" if hint else "")
+        raise InvalidArgumentError(detail, e.path) from None
+
+
+def source_hint(src: Any, base: str) -> str:
+    """The hint for a string column of source ``src`` (its spec entry): CSV_HINT for a CSV file read
+    without inferSchema, what inferSchema found for one read with it, nothing for other sources."""
+    if not isinstance(src, dict) or "path" not in src:
+        return ""
+    if _format(src, _resolve(src["path"], base)) != "csv":
+        return ""
+    options = {str(k).lower(): str(v).lower() for k, v in (src.get("options") or {}).items()}
+    if options.get("inferschema") == "true":
+        return "inferSchema is set, so some value in that column is not a number or time"
+    return CSV_HINT
 
 
 def writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | None = None) -> SavepointWriter:
@@ -135,25 +169,29 @@ def _writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | No
         if "keyed" in op:
             k = op["keyed"]
             df = _source(spark, k.get("source"), base, f"{what} keyed state")
-            w.with_keyed_state(df=df, key=k.get("key", "key"), states=k.get("states"), key_type=k.get("key_type"),
-                               event_timers=k.get("event_timers"), processing_timers=k.get("processing_timers"),
-                               origin=origin(k.get("source")), **ident)
+            with _hinted(k.get("source"), base):
+                w.with_keyed_state(df=df, key=k.get("key", "key"), states=k.get("states"), key_type=k.get("key_type"),
+                                   event_timers=k.get("event_timers"), processing_timers=k.get("processing_timers"),
+                                   origin=origin(k.get("source")), **ident)
         for ls in op.get("list_state") or []:
             name = ls.get("name")
             if not name:
                 raise InvalidArgumentError(f"{what}: a list_state entry needs a 'name'")
             data = ls["values"] if "values" in ls else _source(spark, ls.get("source"), base, f"{what}/{name}")
-            w.with_list_state(state=name, data=data, type=ls.get("type"), column=ls.get("column", "value"),
-                              union=bool(ls.get("union", False)),
-                              origin=origin(None if "values" in ls else ls.get("source")), **ident)
+            with _hinted(None if "values" in ls else ls.get("source"), base):
+                w.with_list_state(state=name, data=data, type=ls.get("type"), column=ls.get("column", "value"),
+                                  union=bool(ls.get("union", False)),
+                                  origin=origin(None if "values" in ls else ls.get("source")), **ident)
         for bs in op.get("broadcast_state") or []:
             name = bs.get("name")
             if not name:
                 raise InvalidArgumentError(f"{what}: a broadcast_state entry needs a 'name'")
             data = bs["entries"] if "entries" in bs else _source(spark, bs.get("source"), base, f"{what}/{name}")
-            w.with_broadcast_state(state=name, data=data, key_type=bs.get("key_type"), value_type=bs.get("value_type"),
-                                   key=bs.get("key", "key"), value=bs.get("value", "value"),
-                                   origin=origin(None if "entries" in bs else bs.get("source")), **ident)
+            with _hinted(None if "entries" in bs else bs.get("source"), base):
+                w.with_broadcast_state(state=name, data=data, key_type=bs.get("key_type"),
+                                       value_type=bs.get("value_type"), key=bs.get("key", "key"),
+                                       value=bs.get("value", "value"),
+                                       origin=origin(None if "entries" in bs else bs.get("source")), **ident)
     return w
 
 

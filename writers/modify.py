@@ -163,7 +163,9 @@ class SavepointModifier:
                 raise InvalidArgumentError(f"the new savepoint {where} {what}: choose another --out "
                                            "(BASE is only read)", path)
 
-    def write(self, path: str, *, deep: bool = False, overwrite: bool = False) -> str:
+    def write(self, path: str, *, deep: bool = False, overwrite: bool = False, verify: bool = True) -> str:
+        """Write NEW; ``verify``: it must pass `fstate verify`'s checks, else nothing is written (damage
+        copied from BASE is reported at BASE's file)."""
         self.check_target(path)
         plan = self.plan()  # conflicts are reported here, before anything is written
         for message in plan.warnings():
@@ -177,7 +179,7 @@ class SavepointModifier:
             writer = PlanWriter(self, builder, deep)
             for planned in plan.operators:
                 writer.write(planned)
-            return builder.commit()
+            return builder.commit(verify=verify)
         except BaseException:
             builder.abort()
             raise

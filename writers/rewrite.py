@@ -46,12 +46,11 @@ class HandleMapper:
     first (savepoint/io/policy.py): a file outside BASE is neither copied nor referred to unless
     BASE was opened with ``allow_external_paths=True``."""
 
-    def __init__(self, base, new_dir: str | None, deep: bool, fs_options=None):
+    def __init__(self, base, builder: SavepointBuilder, deep: bool):
         self.base = base
         self.base_dir = plain_path(base.path)
-        self.new_dir = new_dir
+        self.builder = builder
         self.deep = deep
-        self.fs_options = fs_options
         self.copied: dict[str, str] = {}
 
     def stream(self, h):
@@ -71,8 +70,9 @@ class HandleMapper:
         name = self.copied.get(key)
         if name is None:
             name = str(uuid.uuid4())
-            copy_range(src, start, size, join(self.new_dir, name), self.fs_options)
+            copy_range(src, start, size, join(self.builder.temp_dir, name), self.builder.fs_options)
             self.copied[key] = name
+            self.builder.note_copy(name, src, start)  # damage the commit's verify finds is named at src
         return handles.RelativeFileHandle(name, size)
 
     def subtask(self, s: SubtaskState) -> SubtaskState:
@@ -87,7 +87,7 @@ class PlanWriter:
     def __init__(self, modifier, builder: SavepointBuilder, deep: bool):
         self.modifier = modifier
         self.builder = builder
-        self.mapper = HandleMapper(modifier.base, builder.temp_dir, deep, builder.fs_options)
+        self.mapper = HandleMapper(modifier.base, builder, deep)
 
     @property
     def spark(self):

@@ -27,7 +27,10 @@ _INTEGRAL = ("ByteType", "ShortType", "IntegerType", "LongType")
 _FRACTIONAL = ("FloatType", "DoubleType", "DecimalType")
 _STRING = ("StringType", "CharType", "VarcharType")
 _TIMESTAMP = ("TimestampType", "TimestampNTZType")
-_HINT = "cast it in a `sql` source (CSV: the option inferSchema)"
+#: what a string column that should hold numbers or times needs; a source whose format is known names
+#: its own way instead (bootstrap.source_hint)
+CSV_HINT = "CSV: the option inferSchema"
+_HINT = f"cast it in a `sql` source ({CSV_HINT})"
 
 #: The Spark type classes whose values each scalar kind's encoder takes, and how to say so.
 _SCALAR_COLUMNS: dict[str, tuple[tuple[str, ...], str]] = {

@@ -263,7 +263,8 @@ class SavepointWriter:
         return t
 
     # -- writing ---------------------------------------------------------------------------------
-    def write(self, path: str, *, overwrite: bool = False) -> str:
+    def write(self, path: str, *, overwrite: bool = False, verify: bool = True) -> str:
+        """Write the savepoint; ``verify``: it must pass `fstate verify`'s checks, else nothing is written."""
         if not self._ops:
             raise InvalidArgumentError("nothing to write: add keyed, list, union or broadcast state")
         builder = SavepointBuilder(path, overwrite=overwrite, inline_threshold=self.inline_threshold,
@@ -272,7 +273,7 @@ class SavepointWriter:
         try:
             for op in self._ops.values():
                 self.write_operator(builder, op)
-            return builder.commit()
+            return builder.commit(verify=verify)
         except BaseException:
             builder.abort()
             raise

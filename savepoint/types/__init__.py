@@ -11,7 +11,8 @@ Modules: :mod:`.base` (the ``TypeInfo`` base), :mod:`.scalars`, :mod:`.composite
 from .base import Decoder, Encoder, TypeInfo
 from .cep import CepType
 from .composites import (ROW_KINDS, ArrayListType, Composite, EitherType, GenericArrayType, ListType, MapType,
-                         NullableType, RowType, SetType, TimerType, TtlType, TtlValue, TupleType)
+                         NullableType, RowType, SetType, TimerType, TTL_FIELDS, TtlType, TtlValue,
+                         TupleType)
 from .pickled import PICKLED, OpaquePickle, OpaqueType, PickledType, trusted_pickles
 from .pojo import EnumType, PojoType
 from .scalars import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT, LOCAL_DATE,
@@ -29,7 +30,7 @@ __all__ = [
     "BYTES", "VOID_NAMESPACE", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "INSTANT", "SQL_TIMESTAMP",
     "SQL_DATE", "SQL_TIME",
     "Composite", "TupleType", "RowType", "ROW_KINDS", "ListType", "ArrayListType", "SetType", "MapType",
-    "NullableType", "EitherType", "GenericArrayType", "TimerType", "TtlType", "TtlValue",
+    "NullableType", "EitherType", "GenericArrayType", "TimerType", "TTL_FIELDS", "TtlType", "TtlValue",
     "PojoType", "EnumType",
     "PickledType", "PICKLED", "OpaquePickle", "OpaqueType", "trusted_pickles",
     "TypeInfoVisitor", "visit", "MissingVisitorBranchError",

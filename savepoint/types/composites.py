@@ -487,6 +487,10 @@ def ttl_write_timestamp() -> int:
     return time.time_ns() // 1_000_000
 
 
+#: the fields a timestamped TTL value is shown with (readers: a struct of the value and its last access)
+TTL_FIELDS = ("value", "ttl_timestamp")
+
+
 class TtlValue(NamedTuple):
     """A TTL-wrapped value with its last access (epoch ms): Flink's ``TtlValue``. What a
     timestamped :class:`TtlType` decodes to and encodes from."""

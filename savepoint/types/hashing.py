@@ -12,10 +12,11 @@ from __future__ import annotations
 import struct
 
 from .._compiled import pure_python_forced, speedups
+from .. import limits
 from ..errors import InvalidArgumentError
 
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 128
-UPPER_BOUND_MAX_PARALLELISM = 32768
+UPPER_BOUND_MAX_PARALLELISM = limits.UPPER_MAX_PARALLELISM
 
 _M32 = 0xFFFFFFFF
 _M64 = 0xFFFFFFFFFFFFFFFF
@@ -71,10 +72,9 @@ def operator_index_for_key_group(key_group: int, parallelism: int, max_paralleli
 
 
 def check_parallelism(parallelism: int, max_parallelism: int) -> None:
-    if not 1 <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-        raise InvalidArgumentError(f"max parallelism {max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}")
-    if not 1 <= parallelism <= max_parallelism:
-        raise InvalidArgumentError(f"parallelism {parallelism} is outside 1..max parallelism {max_parallelism}")
+    problems = limits.parallelism_problems(parallelism, max_parallelism)
+    if problems:
+        raise InvalidArgumentError(problems[0])
 
 
 def default_max_parallelism(parallelism: int) -> int:

@@ -16,6 +16,7 @@ import shlex
 import os
 import subprocess
 import sys
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,9 @@ from typer.testing import CliRunner
 
 from fstate.cli.app import app
 from fstate.readers import tables
+from fstate.savepoint.errors import FStateWarning
 from fstate.savepoint.loader import Savepoint
+from fstate.writers.modify import dependencies
 from tests.sql_cep_compare import cep_expected_pending
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,7 +111,9 @@ def run_python(key: str, tmp_path: Path, monkeypatch) -> dict:
     monkeypatch.chdir(REPO)
     namespace = {"__name__": "readme_snippet"}
     code = with_placeholders(snippet(key).code, tmp_path)
-    exec(compile(code, f"README.md ({key})", "exec"), namespace)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FStateWarning)  # every example runs clean
+        exec(compile(code, f"README.md ({key})", "exec"), namespace)
     return namespace
 
 
@@ -208,7 +213,7 @@ def test_modifier_renames_rescales_and_transforms(spark, tmp_path, monkeypatch):
     old_rows = keyed_rows(KEYED_SAMPLE, "keyed")
     assert keyed_rows(new.location.directory, "counter") == {
         key: ((None if row[0] is None else row[0] * 10),) + row[1:] for key, row in old_rows.items()}
-    assert new.operator("window-agg").max_parallelism == base.operator("window-agg").max_parallelism
+    assert {o.max_parallelism for o in new.operators} == {256}  # every operator's: Flink checks them per task
 
 
 def test_runtime_example(tmp_path, monkeypatch):
@@ -270,6 +275,10 @@ def check_cli_modified(tmp_path: Path) -> None:
     old_rows = keyed_rows(KEYED_SAMPLE, "keyed")
     assert keyed_rows(out, "counter") == {
         key: ((None if row[0] is None else row[0] * 10),) + row[1:] for key, row in old_rows.items()}
+    assert {o.max_parallelism for o in new.operators} == {256} and not dependencies(str(out))
+    renamed = tmp_path / "fstate-readme" / "cli-renamed"
+    assert [Path(d).parent for d in dependencies(str(renamed))] == [KEYED_SAMPLE]  # as the comments say
+    assert keyed_rows(renamed, "counter") == old_rows
 
 
 def check_spec_bootstrap(tmp_path: Path) -> None:
@@ -349,8 +358,11 @@ def run_command(command: str, expected_exit: int = 0) -> str:
         assert result.returncode == 0, result.stderr
         assert "_fstate_completion" in result.stdout
         return result.stdout
-    result = runner.invoke(app, words[1:], env={"COLUMNS": "200"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FStateWarning)  # every example runs clean
+        result = runner.invoke(app, words[1:], env={"COLUMNS": "200"})
     assert result.exit_code == expected_exit, f"{command}\n{result.output}"
+    assert "warning:" not in result.stderr, f"{command}: every example runs clean\n{result.stderr}"
     assert result.output.strip(), f"{command}: no output"
     if "--json" in words or "--output" in words and words[words.index("--output") + 1] == "json":
         command_name = next(w for w in words[1:] if w in COMMAND_NAMES)

@@ -212,3 +212,62 @@ def test_the_compiled_decoders_find_what_the_reference_decoders_find(tmp_path, s
         flagged += not compiled.ok
         shutil.rmtree(case)
     assert flagged >= 10
+
+
+def _options_file(case: Path) -> Path:
+    """The file holding the OPTIONS of the first RocksDB subtask of a RocksDB checkpoint copy."""
+    sp = Savepoint.open(str(case))
+    handle = next(h for op in sp.operators for _, h in op.keyed_handles() if isinstance(h, handles.IncrementalKeyedHandle))
+    (sh,) = [sh for name, sh in handle.shared + handle.private if name.startswith("OPTIONS-")]
+    return Path(sp.stream_source(sh).path)
+
+
+@pytest.mark.parametrize("change", [
+    (b"max_open_files=-1", b"max_open_files=-x"),  # a value that does not parse
+    (b"  max_open_files=-1", b"  max_open_filez=-1"),  # an option RocksDB does not know
+    (b'[CFOptions "avg"]', b'[CFOptions "avh"]'),  # a column family the MANIFEST does not hold
+])
+def test_a_damaged_rocksdb_options_file_is_found(tmp_path, change):
+    """RocksDB reads its snapshot's OPTIONS through its own parser: verify does too (fstate's reading
+    leaves the file out), and the column families it names are the MANIFEST's."""
+    case = _copy(tmp_path, "keyed-rocksdb-checkpoint")
+    options = _options_file(case)
+    data = options.read_bytes()
+    assert verify(str(case)).ok
+    old, new = change
+    assert data.count(old) >= 1 and len(old) == len(new)
+    options.write_bytes(data.replace(old, new, 1))
+    problems = _problems(verify(str(case)))
+    assert len(problems) == 1 and "OPTIONS-" in problems[0] and str(options) in problems[0], problems
+
+
+@pytest.mark.parametrize("kind", ["MANIFEST-", "CURRENT", ".sst"])
+def test_damaged_rocksdb_files_are_found(tmp_path, kind):
+    """Every other file of a RocksDB snapshot that a restore reads: its MANIFEST and CURRENT (read when
+    the database opens) and its SST files (footer and every block read with RocksDB's checksums)."""
+    import random
+
+    rng = random.Random(kind)
+    case = _copy(tmp_path, "keyed-rocksdb-checkpoint")
+    metadata = case / "_metadata"
+    original = metadata.read_bytes()
+    for _ in range(4):
+        meta = read_metadata(original)
+        op = next(o for o in meta.operators if any(isinstance(s.managed_keyed, handles.IncrementalKeyedHandle)
+                                                    for s in o.subtasks.values()))
+        index, subtask = next((i, s) for i, s in sorted(op.subtasks.items()) if s.managed_keyed is not None)
+        h = subtask.managed_keyed
+        name, inline = next((n, sh) for n, sh in h.shared + h.private if kind in n)
+        assert isinstance(inline, handles.ByteStreamHandle)  # the sample keeps these small files in _metadata
+        data = bytearray(inline.data)
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+        damaged = dataclasses.replace(inline, data=bytes(data))
+
+        def swap(files):
+            return tuple((n, damaged if n == name else sh) for n, sh in files)
+
+        op.subtasks[index] = dataclasses.replace(subtask, managed_keyed=dataclasses.replace(
+            h, shared=swap(h.shared), private=swap(h.private)))
+        metadata.write_bytes(write_metadata(meta))
+        problems = _problems(verify(str(case)))
+        assert problems and "RocksDB" in problems[0], (name, problems)

@@ -18,6 +18,8 @@ from fstate.readers.schema import spark_type
 from fstate.savepoint import errors
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import visit
+from fstate.savepoint.errors import InvalidArgumentError
+from fstate.writers.bootstrap import writer_from_spec
 from fstate.writers.spec import parse_type
 from fstate.writers.validation import SourceTypeVisitor
 from fstate.writers.writer import SavepointWriter
@@ -176,3 +178,24 @@ def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(spar
     res = _invoke("--debug", "bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
     assert res.exit_code == 2 and "Traceback" in res.stderr
     assert res.stderr.strip().splitlines()[-1] == lines[0]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("source,advice", [
+    ({"path": "counts.csv", "options": {"header": "true"}}, "(CSV: the option inferSchema)"),
+    ({"path": "counts.csv", "options": {"header": "true", "inferSchema": "true"}}, "(inferSchema is set, so some value"),
+    ({"path": "counts.csv", "format": "csv", "options": {"header": True, "inferSchema": True}}, "(inferSchema is set"),
+    ({"path": "counts.json"}, "cast it in a `sql` source"),
+])
+def test_the_string_column_hint_fits_the_source(spark, tmp_path, source, advice):
+    """A string column for a LONG state: the CSV option inferSchema is advised only to a CSV source
+    that does not set it already (with it set, the column holds something that is not a number)."""
+    (tmp_path / "counts.csv").write_text("user,total\nalice,3\nbob,n/a\n")
+    (tmp_path / "counts.json").write_text('{"user": "alice", "total": "3"}\n')
+    spec = {"operators": [{"uid": "counter", "keyed": {"source": source, "key": "user",
+                                                        "states": {"total": {"type": "LONG"}}}}]}
+    with pytest.raises(InvalidArgumentError) as caught:
+        writer_from_spec(spec, str(tmp_path / "spec.yaml"), spark)
+    message = str(caught.value)
+    assert advice in message and "column 'total' is string" in message, message
+    assert message.count("inferSchema") == (0 if "json" in source["path"] else 1), message

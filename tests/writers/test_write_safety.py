@@ -154,5 +154,29 @@ def test_max_parallelism_of_all_operators_and_a_warning_for_one(base, tmp_path):
         SavepointModifier(base).set_max_parallelism_of_all(256).write(str(tmp_path / "all"))
     assert {o.max_parallelism for o in Savepoint.open(str(tmp_path / "all"), allow_external_paths=True).operators} \
         == {256}
-    with pytest.raises(InvalidArgumentError, match="operator sink-lists: parallelism 3 is outside 1..max parallelism 2"):
+    with pytest.raises(InvalidArgumentError, match=r"operator sink-lists: parallelism 3 is outside 1..2 \(its max parallelism\)"):
         SavepointModifier(base).set_max_parallelism_of_all(2)
+
+
+def test_any_later_run_removes_a_killed_writers_debris_and_says_so(tmp_path):
+    """A killed writer's staging directory names its host and process: the next fstate run that opens a
+    savepoint beside it (a read, not only a write to the same place) sees the process is gone, removes
+    the directory and the lock file, and says so in one line; a live writer's are never touched."""
+    shutil.copytree(_sample("operator-state-hashmap-savepoint"), tmp_path / "sp")
+    live = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "live"), "2000", "pause-before-metadata"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert live.stdout.readline().strip() == "state written"
+        live_staging = [n for n in _hidden(tmp_path) if ".live." in n]
+        kill_before_metadata([sys.executable, "-c", WRITER, str(tmp_path / "killed"), "2000"])
+        (staged,) = [n for n in _hidden(tmp_path) if ".killed.fstate-tmp-" in n]
+        assert ".killed.fstate-lock" in _hidden(tmp_path)
+        res = subprocess.run([sys.executable, "-m", "fstate.cli.app", "info", str(tmp_path / "sp")],
+                             capture_output=True, text=True, env={**os.environ, "COLUMNS": "300"})
+        assert res.returncode == 0, res.stderr
+        said = [line for line in res.stderr.splitlines() if "killed while writing" in line]
+        assert len(said) == 1 and staged in said[0] and said[0].startswith("warning: removed"), res.stderr
+        assert _hidden(tmp_path) == live_staging  # the killed one's directory and lock file are gone
+    finally:
+        live.kill()
+        live.wait()
