@@ -276,7 +276,7 @@ NS_MODES = {"void": 0, "window": 1}
 
 def table_rows(regions: Iterable[tuple[int, Any, int, int]], meta, max_parallelism: int, codecs,
                state_ids: list[int], source: str | None, flatten: bool, ns_mode: str) -> Iterator[tuple]:
-    """KeyedState.table_rows: the keyed table's row tuples (readers.tables._keyed_output without key
+    """decoders.CompiledRows: the keyed table's row tuples (decoders.PythonRows without key
     filter and ``flat``):
     key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
     end, else the namespace) and one value per state, over the (key group, bytes, start, end)

@@ -7,7 +7,7 @@ The compiled decoder reads the key groups straight into Arrow buffers (validity 
 and data; lists, maps and structs as child arrays) and makes no Python object per row or value.
 The plain Python decoders in :mod:`keyed` and :mod:`rocksdb` stay the reference: the batches,
 turned into rows, equal the rows of ``KeyedState.rows`` (:mod:`keyed_state`) shaped as
-``readers.tables._keyed_output`` does (tests/savepoint/test_columnar.py and
+``decoders.PythonRows`` does (tests/savepoint/test_columnar.py and
 test_columnar_layouts.py check every sample and generated streams), and the decoder is as strict
 as the Python strict path (a key group ends exactly where its region ends, keys and values decode
 to exactly their stored bytes). Every decoding error is a :class:`CorruptStateError` naming the
@@ -30,7 +30,6 @@ that decodes to fewer bytes than stored there).
 
 from __future__ import annotations
 
-import os
 import struct
 from typing import Iterable, Iterator, Sequence
 
@@ -40,6 +39,7 @@ from . import keyed, metainfo
 # type codes and plan modes: the enums of _wire.h, which both compiled decoders share
 from ._fastpath import (BOOL, BYTE, CHAR, DOUBLE, FLOAT, INT, LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SHORT, SKIP,
                         STRING, TTL, TUPLE, VALUE, WINDOW, ZERO)
+from ._compiled import pure_python_forced
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .keyed_codecs import key_group_prefix_size
@@ -87,7 +87,7 @@ def list_type(element: pyarrow.DataType) -> pyarrow.DataType:
 
 def available() -> bool:
     """Whether the columnar decoder is used (built, and not switched off by FSTATE_PURE_PYTHON)."""
-    return _columnar is not None and os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0")
+    return _columnar is not None and not pure_python_forced()
 
 
 class ColumnarVisitor(TypeInfoVisitor[object]):
@@ -169,50 +169,32 @@ def _state_plan(meta, codec, ns_type: TypeInfo):
     return (VALUE, found[0], None, ambiguous, None), found[1]
 
 
-def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
-                  state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
-                  max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
-    """The keyed table (readers.tables._keyed_output without key filter and ``flat``) as record
-    batches over the (key group, start, end) regions of a canonical stream: key (its fields when
-    ``flatten``), the namespace part (``ns_mode`` void: none, window: start and end, else the
-    namespace) and one column per state of ``state_ids``, named ``names``. One batch per run of
-    key groups reaching ``max_rows`` rows. None when the columnar decoder does not cover these
-    states (or is off): the caller reads rows then."""
-    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=False)
-    return None if built is None else _batches(*built, buf, regions, meta, source, max_rows)
+class Plan:
+    """What the columnar decoder makes of these states (computed once, by :func:`plan`): each state's C
+    plan, the key and namespace specs, and the Arrow type of every column."""
+
+    def __init__(self, plans: tuple, state_ids: list[int], key, ns, types: list, flatten: bool, ns_mode: str,
+                 prefix: int):
+        self.plans, self.state_ids, self.key, self.ns, self.types = plans, state_ids, key, ns, types
+        self.flatten, self.ns_mode, self.prefix = flatten, ns_mode, prefix
+
+    def decoder(self, source: str | None):
+        """A fresh C decoder (it accumulates the rows of one batch)."""
+        keep_ns = self.ns_mode != "void" and self.ns[0] != ZERO  # a void namespace is a column of nulls
+        return _columnar.Decoder(self.plans, tuple(self.state_ids), self.key[0], self.ns[0], keep_ns, self.prefix,
+                                 CorruptStateError, source)
+
+    def shape(self, names: Sequence[str]) -> "_Shape":
+        return _Shape(self.key, self.ns, self.types, self.flatten, self.ns_mode, list(names))
 
 
-def native_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
-                   state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
-                   max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
-    """:func:`keyed_batches` over the key groups of a heap-native stream (keyed.native_key_group is
-    the reference; strict as its strict path). None also when a state without a column has types
-    the decoder cannot skip."""
-    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=True)
-    return None if built is None else _native_batches(*built, buf, regions, meta, codecs, source, max_rows)
-
-
-def rocksdb_batches(db, meta, max_parallelism: int, codecs, key_groups, state_ids: list[int], source: str | None,
-                    flatten: bool, ns_mode: str, names: Sequence[str], max_rows: int = MAX_ROWS
-                    ) -> Iterator[pyarrow.RecordBatch] | None:
-    """:func:`keyed_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
-    the decoder pulls the (key, value) pairs of each selected state's column family from its
-    rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
-    order: key group, state id, key)."""
-    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=False)
-    if built is None:
-        return None
-    from . import rocksdb
-
-    runs = rocksdb._runs(key_groups, db.source.start_key_group, db.source.end_key_group)
-    present = set(db.column_families)
-    families = [(sid, codecs[sid].info.name) for sid in sorted(state_ids) if codecs[sid].info.name in present]
-    return _pair_batches(*built, db, families, runs, key_group_prefix_size(max_parallelism), max_rows)
-
-
-def _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native):
-    """(the C decoder, its _Shape) for these states, or None when they are not covered."""
-    if not available() or not state_ids:
+def plan(meta, max_parallelism: int, codecs, state_ids: Sequence[int], flatten: bool, ns_mode: str, *,
+         native: bool) -> Plan | None:
+    """The columnar decoder's plan for these states of a canonical or RocksDB (``native`` False) or
+    heap-native (True) layout, or None when it does not cover them (or is off): the caller reads
+    rows then. The caller decides whether the compiled path is on (:func:`available`)."""
+    state_ids = list(state_ids)
+    if _columnar is None or not state_ids:
         return None
     key_t = meta.key_type
     ns_t = meta.states[state_ids[0]].namespace_type
@@ -237,10 +219,67 @@ def _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode,
             if native and skip is None:
                 return None
             plans[sid] = (SKIP, None, None, False, skip)
-    keep_ns = ns_mode != "void" and ns[0] != ZERO  # a void namespace is a column of nulls
-    decoder = _columnar.Decoder(tuple(plans), tuple(state_ids), key[0], ns[0], keep_ns,
-                                key_group_prefix_size(max_parallelism), CorruptStateError, source)
-    return decoder, _Shape(key, ns, types, flatten, ns_mode, list(names))
+    return Plan(tuple(plans), state_ids, key, ns, types, flatten, ns_mode, key_group_prefix_size(max_parallelism))
+
+
+def stream_batches(found: Plan, buf: bytes, regions: Iterable[tuple[int, int, int]], meta, source: str | None,
+                   names: Sequence[str], max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch]:
+    """The keyed table (readers.tables' rows without key filter and ``flat``) as record batches over
+    the (key group, start, end) regions of a canonical stream: key (its fields when ``flatten``),
+    the namespace part (``ns_mode`` void: none, window: start and end, else the namespace) and one
+    column per state of the plan, named ``names``. One batch per run of key groups reaching
+    ``max_rows`` rows."""
+    return _batches(found.decoder(source), found.shape(names), buf, regions, meta, source, max_rows)
+
+
+def native_stream_batches(found: Plan, buf: bytes, regions: Iterable[tuple[int, int, int]], meta, codecs,
+                          source: str | None, names: Sequence[str], max_rows: int = MAX_ROWS
+                          ) -> Iterator[pyarrow.RecordBatch]:
+    """:func:`stream_batches` over the key groups of a heap-native stream (keyed.native_key_group is
+    the reference; strict as its strict path)."""
+    return _native_batches(found.decoder(source), found.shape(names), buf, regions, meta, codecs, source, max_rows)
+
+
+def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, source: str | None,
+                     names: Sequence[str], max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch]:
+    """:func:`stream_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
+    the decoder pulls the (key, value) pairs of each selected state's column family from its
+    rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
+    order: key group, state id, key)."""
+    from . import rocksdb
+
+    runs = rocksdb.key_group_runs(key_groups, db.source.start_key_group, db.source.end_key_group)
+    present = set(db.column_families)
+    families = [(sid, codecs[sid].info.name) for sid in sorted(found.state_ids) if codecs[sid].info.name in present]
+    return _pair_batches(found.decoder(source), found.shape(names), db, families, runs,
+                         key_group_prefix_size(max_parallelism), max_rows)
+
+
+# -- the same, planned and read in one call (tests and benches): None when not covered ----------
+def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+                  state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
+                  max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`plan` and :func:`stream_batches` (None when not covered)."""
+    found = plan(meta, max_parallelism, codecs, state_ids, flatten, ns_mode, native=False) if available() else None
+    return None if found is None else stream_batches(found, buf, regions, meta, source, names, max_rows)
+
+
+def native_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+                   state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
+                   max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`plan` and :func:`native_stream_batches` (None when not covered)."""
+    found = plan(meta, max_parallelism, codecs, state_ids, flatten, ns_mode, native=True) if available() else None
+    return None if found is None else native_stream_batches(found, buf, regions, meta, codecs, source, names,
+                                                            max_rows)
+
+
+def rocksdb_batches(db, meta, max_parallelism: int, codecs, key_groups, state_ids: list[int], source: str | None,
+                    flatten: bool, ns_mode: str, names: Sequence[str], max_rows: int = MAX_ROWS
+                    ) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`plan` and :func:`snapshot_batches` (None when not covered)."""
+    found = plan(meta, max_parallelism, codecs, state_ids, flatten, ns_mode, native=False) if available() else None
+    return None if found is None else snapshot_batches(found, db, max_parallelism, codecs, key_groups, source, names,
+                                                       max_rows)
 
 
 def _native_plan(meta, codec, ns_type: TypeInfo):
@@ -344,7 +383,7 @@ def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows) -> It
                 data, _ = decompress_framed(buf, start, end, source=source)
             except DECODE_ERRORS as e:
                 raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
-            if keyed._framed_length(buf, start, end) != end - start:
+            if keyed.framed_length(buf, start, end) != end - start:
                 raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
                                         f"group starts (byte {end})", source)
             rows = decoder.add(data, 0, len(data), kg)
@@ -376,7 +415,7 @@ def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, 
                 except DECODE_ERRORS as e:
                     raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
                 rows = decoder.add_native(data, 0, len(data), kg, 1, i > 0)
-                pos += keyed._framed_length(buf, pos, end)
+                pos += keyed.framed_length(buf, pos, end)
             if pos != end:
                 raise CorruptStateError(f"key group {kg}: its data ends at byte {pos}, the next key group starts "
                                         f"at byte {end}", source)
@@ -393,10 +432,10 @@ def _pair_batches(decoder, shape: _Shape, db, families, runs, prefix: int, max_r
                   ) -> Iterator[pyarrow.RecordBatch]:
     """The batches of the (state id, column family) ``families`` over the key-group ``runs``: per
     run, one cursor per family at the run's first key group, which the decoder reads in C."""
-    from .rocksdb import _prefix_bytes
+    from .rocksdb import key_group_prefix_bytes
 
     for lo, hi in runs:
-        start = _prefix_bytes(lo, prefix)
+        start = key_group_prefix_bytes(lo, prefix)
         opened = [(sid, name, db.cursor(name, start)) for sid, name in families]
         opened = [(sid, name, cursor) for sid, name, cursor in opened if cursor is not None]
         cursors = tuple((sid, cursor) for sid, _, cursor in opened)
