@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator
 
-from . import metainfo
+from . import keyed_codecs
 from ._compiled import pure_python_forced, speedups as _speedups
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
@@ -155,8 +155,9 @@ def _opaque_or_spec(t: TypeInfo) -> Any:
     return RAW if not t.fully_decodable else type_spec(t)
 
 
-def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kind: int) -> tuple:
-    info = codec.info
+def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int) -> tuple:
+    """The C scanner's plan of one state, from its :class:`.keyed_codecs.StateShape`."""
+    info, shape = codec.info, codec.shape
 
     def py(func):
         return (PY, None, None, None, None, False, func, column, column_kind)
@@ -170,37 +171,31 @@ def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kin
             raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
 
         return py(unsupported)
-    if info.backend_type == metainfo.PRIORITY_QUEUE:
-        vt = info.value_type
+    if shape.form == keyed_codecs.TIMER:
+        vt = shape.value
         if type(vt) is TimerType:
             k, n = type_spec(vt.key), type_spec(vt.namespace)
             if k is not None and n is not None:
                 return (TIMER, k, n, None, None, False, None, column, column_kind)
         return py(codec.canonical)
-    key_t, ns_t = meta.key_type, info.namespace_type
-    k = type_spec(key_t) if key_t.fully_decodable else None
-    n = type_spec(ns_t)
-    if k is None or n is None:
+    k = type_spec(shape.key) if shape.key.fully_decodable else None
+    n = type_spec(shape.namespace)
+    if k is None or n is None or shape.form == keyed_codecs.RAW_MAP:  # (raw map entries: in Python)
         return py(codec.canonical)
-    ambiguous = key_t.length < 0 and ns_t.length < 0
-    vt = info.value_type
-    kind = info.kind
-    if kind == "LIST":
-        elem = vt.element if isinstance(vt, ListType) else vt
-        if not elem.fully_decodable:
+    ambiguous = shape.ambiguous
+    if shape.form in (keyed_codecs.LIST, keyed_codecs.RAW_LIST):
+        if not shape.value.fully_decodable:
             return (LIST_RAW, k, n, None, None, ambiguous, None, column, column_kind)
-        e = type_spec(elem)
+        e = type_spec(shape.value)
         if e is None:
             return py(codec.canonical)
         return (LIST, k, n, e, None, ambiguous, None, column, column_kind)
-    if kind == "MAP":
-        if not isinstance(vt, MapType):  # a map serializer fstate cannot read (raw entries, in Python)
-            return py(codec.canonical)
-        uk, uv = _opaque_or_spec(vt.key), _opaque_or_spec(vt.value)
+    if shape.form == keyed_codecs.MAP:
+        uk, uv = _opaque_or_spec(shape.user_key), _opaque_or_spec(shape.value)
         if uk is None or uv is None:
             return py(codec.canonical)
         return (MAP, k, n, uv, uk, ambiguous, None, column, column_kind)
-    v = _opaque_or_spec(vt)
+    v = _opaque_or_spec(shape.value)
     if v is None:
         return py(codec.canonical)
     return (VALUE, k, n, v, None, ambiguous, None, column, column_kind)
@@ -225,8 +220,8 @@ def compiled_scanner(meta, codecs, max_parallelism: int, states: set[int] | None
     for i, codec in enumerate(codecs):
         wanted = states is None or i in states
         col = columns.get(i, -1)
-        ckind = C_MAP if codec.kind == "MAP" else C_LIST if codec.kind == "LIST" else C_PLAIN
-        plans.append(_plan(meta, codec, wanted, source, col, ckind))
+        ckind = C_MAP if codec.kind == "MAP" else C_LIST if codec.kind == "LIST" else C_PLAIN  # the column's kind
+        plans.append(_plan(codec, wanted, source, col, ckind))
     return _speedups.Scanner(tuple(plans), prefix, CorruptStateError, source)
 
 

@@ -35,15 +35,15 @@ from typing import Iterable, Iterator, Sequence
 
 import pyarrow
 
-from . import keyed, metainfo
+from . import keyed
 # type codes and plan modes: the enums of _wire.h, which both compiled decoders share
 from ._fastpath import (BOOL, BYTE, CHAR, DOUBLE, FLOAT, INT, LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SHORT, SKIP,
                         STRING, TTL, TUPLE, VALUE, WINDOW, ZERO)
 from ._compiled import pure_python_forced
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError
-from .keyed_codecs import key_group_prefix_size
-from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
+from .keyed_codecs import LIST as LIST_FORM, MAP as MAP_FORM, RAW_LIST, RAW_MAP, TIMER, key_group_prefix_size
+from .types import (NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
                     TupleType, TypeInfo, TypeInfoVisitor, visit)
 
 ABI = 3  # the interface version of _columnar.c this module speaks
@@ -142,31 +142,23 @@ def _stored(t: TypeInfo):
     return _covered(t)
 
 
-def _state_plan(meta, codec, ns_type: TypeInfo):
-    """(C plan, Arrow type of the state's column) or None."""
-    info = codec.info
-    if codec.canonical is None or info.backend_type == metainfo.PRIORITY_QUEUE or info.namespace_type != ns_type:
+def _state_plan(codec, ns_type: TypeInfo):
+    """(C plan, Arrow type of the state's column) or None, from the state's shape."""
+    shape = codec.shape
+    if codec.canonical is None or shape.form in (TIMER, RAW_MAP) or shape.namespace != ns_type:
         return None
-    ambiguous = meta.key_type.length < 0 and ns_type.length < 0
-    vt = info.value_type
-    if info.kind == "LIST":
-        elem = vt.element if isinstance(vt, ListType) else vt
-        found = _stored(elem)
-        if found is None:
-            return None
-        mode = LIST_RAW if found[0] == RAW else LIST
-        return (mode, found[0], None, ambiguous, None), list_type(found[1])
-    if info.kind == "MAP":
-        if not isinstance(vt, MapType):
-            return None
-        uk, uv = _stored(vt.key), _stored(vt.value)
-        if uk is None or uv is None:
-            return None
-        return (MAP, uv[0], uk[0], ambiguous, None), pyarrow.map_(uk[1], uv[1])
-    found = _stored(vt)
+    found = _stored(shape.value)
     if found is None:
         return None
-    return (VALUE, found[0], None, ambiguous, None), found[1]
+    if shape.form in (LIST_FORM, RAW_LIST):
+        mode = LIST_RAW if found[0] == RAW else LIST
+        return (mode, found[0], None, shape.ambiguous, None), list_type(found[1])
+    if shape.form == MAP_FORM:
+        uk = _stored(shape.user_key)
+        if uk is None:
+            return None
+        return (MAP, found[0], uk[0], shape.ambiguous, None), pyarrow.map_(uk[1], found[1])
+    return (VALUE, found[0], None, shape.ambiguous, None), found[1]
 
 
 class Plan:
@@ -197,7 +189,7 @@ def plan(meta, max_parallelism: int, codecs, state_ids: Sequence[int], flatten: 
     if _columnar is None or not state_ids:
         return None
     key_t = meta.key_type
-    ns_t = meta.states[state_ids[0]].namespace_type
+    ns_t = codecs[state_ids[0]].shape.namespace
     key, ns = (_covered(key_t) if key_t.fully_decodable else None), _covered(ns_t)
     if key is None or ns is None:
         return None
@@ -208,14 +200,14 @@ def plan(meta, max_parallelism: int, codecs, state_ids: Sequence[int], flatten: 
     plans: list = [None] * len(codecs)
     types = []
     for sid in state_ids:
-        found = (_native_plan if native else _state_plan)(meta, codecs[sid], ns_t)
+        found = (_native_plan if native else _state_plan)(codecs[sid], ns_t)
         if found is None or plans[sid] is not None:
             return None
         plans[sid], arrow = found
         types.append(arrow)
     for sid, codec in enumerate(codecs):
         if plans[sid] is None:
-            skip = _skip_parts(meta, codec) if native else None
+            skip = _skip_parts(codec) if native else None
             if native and skip is None:
                 return None
             plans[sid] = (SKIP, None, None, False, skip)
@@ -282,45 +274,43 @@ def rocksdb_batches(db, meta, max_parallelism: int, codecs, key_groups, state_id
                                                        max_rows)
 
 
-def _native_plan(meta, codec, ns_type: TypeInfo):
+def _native_plan(codec, ns_type: TypeInfo):
     """(C plan, Arrow type) of a state with a column in the heap-native layout: whole values."""
-    info = codec.info
-    if codec.native is None or info.backend_type == metainfo.PRIORITY_QUEUE or info.namespace_type != ns_type:
+    shape = codec.shape
+    if codec.native is None or shape.form in (TIMER, RAW_LIST, RAW_MAP) or shape.namespace != ns_type:
         return None
-    vt = info.value_type
-    if info.kind == "LIST":
-        found = _covered(vt.element) if isinstance(vt, ListType) else None
-        return None if found is None else ((LIST, found[0], None, False, None), list_type(found[1]))
-    if info.kind == "MAP":
-        if not isinstance(vt, MapType):
-            return None
-        uk, uv = _covered(vt.key), _covered(vt.value)
-        return None if uk is None or uv is None else ((MAP, uv[0], uk[0], False, None), pyarrow.map_(uk[1], uv[1]))
-    found = _covered(vt)
-    return None if found is None else ((VALUE, found[0], None, False, None), found[1])
+    found = _covered(shape.value)
+    if found is None:
+        return None
+    if shape.form == LIST_FORM:
+        return (LIST, found[0], None, False, None), list_type(found[1])
+    if shape.form == MAP_FORM:
+        uk = _covered(shape.user_key)
+        return None if uk is None else ((MAP, found[0], uk[0], False, None), pyarrow.map_(uk[1], found[1]))
+    return (VALUE, found[0], None, False, None), found[1]
 
 
-def _skip_parts(meta, codec):
+def _skip_parts(codec):
     """How a heap-native entry of a state without a column is skipped, or None."""
-    info = codec.info
-    vt = info.value_type
-    if info.backend_type == metainfo.PRIORITY_QUEUE:  # TimerSerializer: timestamp, key, namespace
-        if not isinstance(vt, TimerType):
+    shape = codec.shape
+    if shape.form == TIMER:  # TimerSerializer: timestamp, key, namespace
+        if not isinstance(shape.value, TimerType):
             return None
-        parts = [_covered(vt.key), _covered(vt.namespace)]
+        parts = [_covered(shape.value.key), _covered(shape.value.namespace)]
         return None if None in parts else ((SKIP_PLAIN, (TUPLE, (LONG, parts[0][0], parts[1][0]))),)
-    head = [_covered(info.namespace_type), _covered(meta.key_type)]
-    if None in head:
+    if shape.form in (RAW_LIST, RAW_MAP):
         return None
-    head = [(SKIP_PLAIN, found[0]) for found in head]
-    if info.kind == "LIST" and isinstance(vt, ListType):
-        found = _covered(vt.element)
-        return None if found is None else (*head, (SKIP_LIST, found[0]))
-    if info.kind == "MAP" and isinstance(vt, MapType):
-        uk, uv = _covered(vt.key), _covered(vt.value)
-        return None if uk is None or uv is None else (*head, (SKIP_MAP, uk[0], uv[0]))
-    found = _covered(vt) if info.kind not in ("LIST", "MAP") else None
-    return None if found is None else (*head, (SKIP_PLAIN, found[0]))
+    head = [_covered(shape.namespace), _covered(shape.key)]
+    found = _covered(shape.value)
+    if None in head or found is None:
+        return None
+    head = [(SKIP_PLAIN, part[0]) for part in head]
+    if shape.form == LIST_FORM:
+        return (*head, (SKIP_LIST, found[0]))
+    if shape.form == MAP_FORM:
+        uk = _covered(shape.user_key)
+        return None if uk is None else (*head, (SKIP_MAP, uk[0], found[0]))
+    return (*head, (SKIP_PLAIN, found[0]))
 
 
 class _Shape:
