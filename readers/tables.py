@@ -24,12 +24,9 @@ from ..savepoint import verify_structure
 from ..savepoint.errors import (CorruptStateError, FStateError, InvalidArgumentError, MissingStateFileError,
                                 UnknownStateError)
 from ..savepoint.loader import OperatorView
-from ..savepoint.types import (INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, Composite, EitherType,
-                               GenericArrayType, ListType, MapType, NullableType, PojoType, TimerType, TtlType,
-                               TypeInfo)
+from ..savepoint.types import INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, ListType, TypeInfo
 from ..savepoint.types.hashing import key_group_for_hash
-from ..savepoint.types.sorted_map import SortedMapType
-from ..savepoint.types.table import RowDataType
+from . import table_types
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
 SPLIT_BYTES = 32 * 1024 * 1024
@@ -220,7 +217,7 @@ def _namespace_columns(states: list) -> tuple[str, list[Column]]:
 
 def _key_columns(key_type: TypeInfo, flatten: bool, names: tuple[str, ...] | None = None) -> list[Column]:
     if flatten and hasattr(key_type, "field_names") and key_type.children:
-        fields = key_type.fields if isinstance(key_type, PojoType) else list(
+        fields = key_type.fields if table_types.part(key_type) == table_types.POJO else list(
             zip(key_type.field_names, [None] * len(key_type.children), key_type.children))
         if names is not None and len(names) == len(fields):  # an SQL key named by the plan
             fields = [(name, None, t) for name, (_, _, t) in zip(names, fields)]
@@ -228,68 +225,24 @@ def _key_columns(key_type: TypeInfo, flatten: bool, names: tuple[str, ...] | Non
     return [("key", key_type, False)]
 
 
-_NOT_ROWS = (ListType, MapType, NullableType, EitherType, GenericArrayType, TimerType, TtlType)
-
-
-def _row_arity(type_info: TypeInfo | None) -> int | None:
-    """How many fields a state part has when it is a row (a composite with field names: Row, Tuple,
-    RowData), else None; TTL wrappers are looked through."""
-    while isinstance(type_info, TtlType):
-        type_info = type_info.children[-1]
-    if isinstance(type_info, RowDataType):
-        return type_info.arity
-    if isinstance(type_info, Composite) and not isinstance(type_info, _NOT_ROWS) and hasattr(type_info, "field_names"):
-        return len(type_info.children)
-    return None
-
-
 def _is_sql_key(sql: Any, key_type: TypeInfo) -> bool:
     """Whether keys are an SQL operator's: its name or uid says so (metadata V5+), or the key is a
     table-runtime row (``RowData``), which only SQL / Table API operators key by (metadata V4 too)."""
-    return sql is not None or isinstance(key_type, RowDataType)
-
-
-def _named(type_info: TypeInfo, names: tuple[str, ...] | None) -> TypeInfo:
-    """``type_info`` with an SQL row's field names (TTL wrappers kept); other types unchanged. Only
-    the names change: values are decoded by position."""
-    if names is None:
-        return type_info
-    if isinstance(type_info, TtlType):
-        return TtlType(type_info.children[0], _named(type_info.value, names), type_info.snapshot_class)
-    if isinstance(type_info, RowDataType) and type_info.types is not None and len(names) == type_info.arity:
-        return RowDataType(type_info.types, type_info.children, names)
-    return type_info
-
-
-def _sorted_map(type_info: TypeInfo) -> SortedMapType | None:
-    """The sorted map a VALUE state holds (a retractable Top-N's ``sorted-map``), TTL wrappers looked through."""
-    while isinstance(type_info, TtlType):
-        type_info = type_info.value
-    return type_info if isinstance(type_info, SortedMapType) else None
-
-
-def _named_state_type(type_info: TypeInfo, names: sql_plan.FieldNames) -> TypeInfo:
-    if isinstance(type_info, MapType):
-        return MapType(_named(type_info.key, names.map_key), _named(type_info.value, names.map_value))
-    if isinstance(type_info, TtlType) and _sorted_map(type_info) is not None:
-        return TtlType(type_info.children[0], _named_state_type(type_info.value, names), type_info.snapshot_class)
-    if isinstance(type_info, SortedMapType):
-        return type_info.with_entries(_named(type_info.key, names.map_key), _named(type_info.value, names.map_value))
-    return _named(type_info, names.value)
+    return sql is not None or table_types.part(key_type) == table_types.ROW_DATA
 
 
 def sql_field_names(operator: Any, key_type: TypeInfo, state) -> sql_plan.FieldNames:
     """``sql_plan.field_names`` for one keyed state's decoded types (``keyed.StateMetaInfo``); the key
     and value of a sorted map held by a VALUE state are its map key and map value."""
     value = state.element_type if state.kind == "LIST" else state.value_type
-    map_type = value if state.kind == "MAP" and isinstance(value, MapType) else None
+    map_type = value if state.kind == "MAP" and table_types.part(value) == table_types.MAP else None
     if state.kind == "VALUE":
-        map_type = _sorted_map(value)
+        map_type = table_types.sorted_map(value)
     schema = sql_plan.StateSchema(
-        state.name, state.kind, key=_row_arity(key_type),
-        value=None if map_type is not None else _row_arity(value),
-        map_key=_row_arity(map_type.key) if map_type is not None else None,
-        map_value=_row_arity(map_type.value) if map_type is not None else None)
+        state.name, state.kind, key=table_types.row_arity(key_type),
+        value=None if map_type is not None else table_types.row_arity(value),
+        map_key=table_types.row_arity(map_type.key) if map_type is not None else None,
+        map_value=table_types.row_arity(map_type.value) if map_type is not None else None)
     return sql_plan.field_names(operator, schema)
 
 
@@ -326,20 +279,20 @@ def keyed_table(op: OperatorView, states: list[str] | None = None, *, flat: bool
             ns_cols = [(name, t, nullable) for name, (_, t, nullable) in zip(first.namespace, ns_cols)]
     if flatten_key is None:  # an SQL operator's key (grouping / partition / join key) as columns
         flatten_key = _is_sql_key(sql, km.key_type)
-    key_type = _named(km.key_type, first.key) if first is not None else km.key_type
+    key_type = table_types.named(km.key_type, first.key) if first is not None else km.key_type
     cols = _key_columns(key_type, flatten_key) + ns_cols
     def value_type(s):
-        return _named_state_type(s.value_type, names[s.name]) if s.name in names else s.value_type
+        return table_types.named_state_type(s.value_type, names[s.name]) if s.name in names else s.value_type
 
     def element_type(s):
-        return _named(s.element_type, names[s.name].value) if s.name in names else s.element_type
+        return table_types.named(s.element_type, names[s.name].value) if s.name in names else s.element_type
 
     if flat:
         s = selected[0]
         vt = value_type(s)
         if s.kind == "LIST":
             cols += [("index", INT, False), ("value", element_type(s), True)]
-        elif s.kind == "MAP" and isinstance(vt, MapType):
+        elif s.kind == "MAP" and table_types.part(vt) == table_types.MAP:
             cols += [("map_key", vt.key, False), ("map_value", vt.value, True)]
         else:
             cols += [("value", vt, True)]
@@ -360,10 +313,10 @@ def timers_table(op: OperatorView, *, flatten_key: bool | None = None, sql: Any 
     sql = sql if sql is not None else sql_plan.sql_operator(op.name, op.uid)
     if flatten_key is None:
         flatten_key = _is_sql_key(sql, km.key_type)
-    key_names = (sql_plan.field_names(sql, sql_plan.StateSchema("", key=_row_arity(km.key_type))).key
+    key_names = (sql_plan.field_names(sql, sql_plan.StateSchema("", key=table_types.row_arity(km.key_type))).key
                  if sql is not None else None)
     timers = [s for _, s in km.timer_states]
-    ns_types = {t.value_type.namespace for t in timers if isinstance(t.value_type, TimerType)}
+    ns_types = {t.value_type.namespace for t in timers if table_types.part(t.value_type) == table_types.TIMER}
     ns_type = next(iter(ns_types)) if len(ns_types) == 1 else VOID_NAMESPACE
     ns_col: list[Column] = []
     ns_mode = "void"

@@ -25,7 +25,7 @@ from . import keyed_codecs
 from ._compiled import pure_python_forced, speedups as _speedups
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
-                    OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
+                    OpaqueType, PickledType, PojoType, RowType, SCALAR_KINDS, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from .types.cep import CepType
 from .types.sorted_map import SortedMapType
@@ -39,23 +39,13 @@ from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataT
 SKIP, VALUE, LIST, LIST_RAW, MAP, TIMER, PY = range(7)
 C_PLAIN, C_LIST, C_MAP = range(3)
 
-# A scalar is decoded in C when its kind is one of these (the C decoder reads the same bytes and
-# makes the same values as the scalar's Python decoder).
-_SCALAR_CODES = {
-    "String": STRING,
-    "Long": LONG,
-    "Integer": INT,
-    "Short": SHORT,
-    "Byte": BYTE,
-    "Boolean": BOOL,
-    "Double": DOUBLE,
-    "Float": FLOAT,
-    "Character": CHAR,
-    "Void": ZERO,
-    "VoidNamespace": ZERO,
-    "GlobalWindow": ZERO,
-    "Tuple0": ZERO,
-}
+#: the type codes by their names in the scalar registry (``ScalarKind.fast_path``)
+CODES = {"STRING": STRING, "LONG": LONG, "INT": INT, "SHORT": SHORT, "BYTE": BYTE, "BOOL": BOOL, "DOUBLE": DOUBLE,
+         "FLOAT": FLOAT, "CHAR": CHAR, "ZERO": ZERO}
+
+# A scalar is decoded in C when its kind has a fast-path code in the registry (the C decoder reads the
+# same bytes and makes the same values as the scalar's Python decoder).
+SCALAR_CODES = {kind: CODES[entry.fast_path] for kind, entry in SCALAR_KINDS.items() if entry.fast_path}
 
 
 def available() -> bool:
@@ -68,7 +58,7 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
     or None when the scanner cannot decode it."""
 
     def visit_scalar(self, node: Scalar) -> Any:
-        return _SCALAR_CODES.get(node.kind)
+        return SCALAR_CODES.get(node.kind)
 
     def visit_time_window(self, node: TimeWindowType) -> Any:
         return WINDOW

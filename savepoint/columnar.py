@@ -37,12 +37,13 @@ import pyarrow
 
 from . import keyed
 # type codes and plan modes: the enums of _wire.h, which both compiled decoders share
-from ._fastpath import (BOOL, BYTE, CHAR, DOUBLE, FLOAT, INT, LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SHORT, SKIP,
-                        STRING, TTL, TUPLE, VALUE, WINDOW, ZERO)
+from ._fastpath import (LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SCALAR_CODES, SKIP, TTL, TUPLE, VALUE, WINDOW,
+                        ZERO)
 from ._compiled import pure_python_forced
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .keyed_codecs import LIST as LIST_FORM, MAP as MAP_FORM, RAW_LIST, RAW_MAP, TIMER, key_group_prefix_size
+from .types import arrow_types
 from .types import (NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
                     TupleType, TypeInfo, TypeInfoVisitor, visit)
 
@@ -60,21 +61,9 @@ SKIP_PLAIN, SKIP_LIST, SKIP_MAP = range(3)  # how a heap-native entry of a state
 #: rows per record batch (a batch ends after the key group that reaches it)
 MAX_ROWS = 65536
 
-_SCALARS: dict[str, tuple[int, pyarrow.DataType]] = {
-    "String": (STRING, pyarrow.string()),
-    "Long": (LONG, pyarrow.int64()),
-    "Integer": (INT, pyarrow.int32()),
-    "Short": (SHORT, pyarrow.int16()),
-    "Byte": (BYTE, pyarrow.int8()),
-    "Boolean": (BOOL, pyarrow.bool_()),
-    "Double": (DOUBLE, pyarrow.float64()),
-    "Float": (FLOAT, pyarrow.float32()),
-    "Character": (CHAR, pyarrow.string()),
-    "Void": (ZERO, pyarrow.string()),
-    "VoidNamespace": (ZERO, pyarrow.string()),
-    "GlobalWindow": (ZERO, pyarrow.string()),
-    "Tuple0": (ZERO, pyarrow.string()),
-}
+#: (C type code, Arrow type) of the scalar kinds the compiled decoders take (the scalar registry)
+_SCALARS: dict[str, tuple[int, pyarrow.DataType]] = {kind: (code, arrow_types.SCALAR_TYPES[kind])
+                                                     for kind, code in SCALAR_CODES.items()}
 
 WINDOW_TYPE = pyarrow.struct([pyarrow.field("start", pyarrow.int64(), nullable=False),
                               pyarrow.field("end", pyarrow.int64(), nullable=False)])
@@ -82,7 +71,7 @@ WINDOW_TYPE = pyarrow.struct([pyarrow.field("start", pyarrow.int64(), nullable=F
 
 def list_type(element: pyarrow.DataType) -> pyarrow.DataType:
     """A list column as Spark writes it (its element field is named "element")."""
-    return pyarrow.list_(pyarrow.field("element", element))
+    return arrow_types.array_type(element)
 
 
 def available() -> bool:
