@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.io.uri import strip_file_scheme
 
 
 class CheckpointingMode(enum.Enum):
@@ -364,7 +365,7 @@ class CheckpointConfig:
 
     def set_checkpoint_storage(self, directory: str) -> "CheckpointConfig":
         """Where checkpoints go: ``<directory>/<job id>/chk-<n>`` (``state.checkpoints.dir``)."""
-        self.checkpoint_dir = _strip_file_uri(directory)
+        self.checkpoint_dir = strip_file_scheme(str(directory))
         return self
 
     set_checkpoint_storage_dir = set_checkpoint_storage
@@ -397,15 +398,6 @@ class HashMapStateBackend(StateBackend):
     written in the canonical savepoint layout, which every Flink backend restores."""
 
     name = "hashmap"
-
-
-def _strip_file_uri(p: str) -> str:
-    p = str(p)
-    if p.startswith("file://"):
-        return p[len("file://"):]
-    if p.startswith("file:"):
-        return p[len("file:"):]
-    return p
 
 
 # ---------------------------------------------------------------------------------------------
@@ -533,11 +525,11 @@ class Configuration:
 
     def savepoint_dir(self) -> str | None:
         v = self.first("state.savepoints.dir", "execution.checkpointing.savepoint-dir")
-        return _strip_file_uri(str(v)) if v is not None else None
+        return strip_file_scheme(str(v)) if v is not None else None
 
     def restore_path(self) -> str | None:
         v = self.first("execution.state-recovery.path", "execution.savepoint.path")
-        return _strip_file_uri(str(v)) if v is not None else None
+        return strip_file_scheme(str(v)) if v is not None else None
 
     def allow_non_restored_state(self) -> bool:
         v = self.first("execution.state-recovery.ignore-unclaimed-state",

@@ -9,7 +9,7 @@
   ``process(KeyedBroadcastProcessFunction | BroadcastProcessFunction)``.
 
 The streams here are ``DataStream``s (or ``KeyedStream``s); the result of ``process``/``map`` is
-the DataStream of the new operator (made by the first input's ``_stream_of``, so that this module
+the DataStream of the new operator (made by the first input's ``stream_of``, so that this module
 does not import ``datastream``).
 """
 
@@ -47,7 +47,7 @@ def _add_two_input(first, second, kind: str, name: str, function: Any, output_ty
                           side_tag=stream._side_tag)
         else:
             graph.connect(stream.node, node, stream._edge_kind(), type_number=number, side_tag=stream._side_tag)
-    return first._stream_of(node)
+    return first.stream_of(node)
 
 
 class ConnectedStreams:

@@ -104,9 +104,6 @@ class CheckpointStats:
     completed: list[int] = field(default_factory=list)
     failed: list[tuple[int, str]] = field(default_factory=list)
 
-    def failures_with(self, reason: str) -> list[int]:
-        return [c for c, r in self.failed if r == reason]
-
 
 class CheckpointCoordinator:
     def __init__(self, master, config: CheckpointConfig, savepoint_dir: str | None, clock, injector=None,

@@ -6,9 +6,10 @@ import uuid
 from typing import Any, Iterable
 
 from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.io.uri import strip_file_scheme
 from .clock import Clock, SystemClock
 from .config import (CheckpointConfig, CheckpointingMode, Configuration, HashMapStateBackend,
-                     RestartStrategyConfiguration, StateBackend, _strip_file_uri)
+                     RestartStrategyConfiguration, StateBackend)
 from .datastream import DataStream
 from .failures import FailureInjector
 from .graph import StreamGraph
@@ -94,13 +95,13 @@ class StreamExecutionEnvironment:
         return self
 
     def set_default_savepoint_directory(self, directory: str) -> "StreamExecutionEnvironment":
-        self.savepoint_dir = _strip_file_uri(directory)
+        self.savepoint_dir = strip_file_scheme(str(directory))
         return self
 
     def restore_from(self, path: str, allow_non_restored_state: bool = False) -> "StreamExecutionEnvironment":
         """Start the job from a savepoint or retained checkpoint (``execution.state-recovery.path``).
         State of operators the job no longer has is an error unless ``allow_non_restored_state``."""
-        self.restore_path = _strip_file_uri(path)
+        self.restore_path = strip_file_scheme(str(path))
         self.allow_non_restored_state = allow_non_restored_state
         return self
 

@@ -34,9 +34,6 @@ class FailAt:
     attempt: int | None = 0
 
 
-SITES = ("record", "snapshot", "notify", "finalize")
-
-
 class _RecordChecker:
     __slots__ = ("inj", "where", "attempt", "rng", "p", "count", "next_at", "targets")
 

@@ -26,6 +26,10 @@ class Function:
     def close(self) -> None:
         pass
 
+    def set_runtime_context(self, runtime_context: "RuntimeContext") -> None:
+        """Called by the runtime before :meth:`open` (the context of this parallel instance)."""
+        self._runtime_context = runtime_context
+
     def get_runtime_context(self) -> "RuntimeContext":
         if self._runtime_context is None:
             raise RuntimeError("the runtime context is only available while the function runs")

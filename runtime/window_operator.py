@@ -342,7 +342,7 @@ class WindowOperator(StreamOperator):
     def open(self) -> None:
         for function in self.spec.functions:
             if isinstance(function, Function):
-                function._runtime_context = self.runtime_context
+                function.set_runtime_context(self.runtime_context)
                 function.open(self.runtime_context)
         self.bind()
 
