@@ -188,16 +188,17 @@ ENGINES = ("auto", "embedded", "spark")
 SPARK_ABOVE_BYTES = 1 << 30
 
 
-def choose_engine(engine_name: str, master: str | None, state_bytes: int) -> str:
-    """``embedded`` or ``spark``: Spark when asked for, when ``--master`` is given, or (``auto``) when
-    the state to read is above :data:`SPARK_ABOVE_BYTES`."""
+def choose_engine(engine_name: str, spark_asked: bool, state_bytes: int) -> str:
+    """``embedded`` or ``spark``: Spark when ``--engine spark``, or (``auto``) when Spark was asked for
+    (``--master``, ``--conf``, a remote ``--out``) or the state to read is above
+    :data:`SPARK_ABOVE_BYTES`."""
     from ..savepoint.errors import InvalidArgumentError
 
     if engine_name not in ENGINES:
         raise InvalidArgumentError(f"--engine must be auto, embedded or spark, not '{engine_name}'")
     if engine_name != "auto":
         return engine_name
-    return "spark" if master is not None or state_bytes > SPARK_ABOVE_BYTES else "embedded"
+    return "spark" if spark_asked or state_bytes > SPARK_ABOVE_BYTES else "embedded"
 
 
 class Row(tuple):

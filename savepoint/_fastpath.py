@@ -19,7 +19,7 @@ extension (an install without a C compiler).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from . import keyed_codecs
 from ._compiled import pure_python_forced, speedups as _speedups
@@ -145,15 +145,29 @@ def _opaque_or_spec(t: TypeInfo) -> Any:
     return RAW if not t.fully_decodable else type_spec(t)
 
 
-def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int) -> tuple:
+class ScanPlan(NamedTuple):
+    """The C scanner's plan of one state (a tuple to ``_speedups.Scanner``, in this order)."""
+
+    mode: int  # SKIP, VALUE, LIST, LIST_RAW, MAP, TIMER or PY
+    key: Any = None  # type specs (:func:`type_spec`)
+    namespace: Any = None
+    value: Any = None
+    user_key: Any = None
+    ambiguous: bool = False  # key and namespace lengths written after each
+    function: Any = None  # PY: the state's Python decoder
+    column: int = -1  # its column in rows (-1: none)
+    column_kind: int = 0  # C_PLAIN, C_LIST, C_MAP
+
+
+def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int) -> ScanPlan:
     """The C scanner's plan of one state, from its :class:`.keyed_codecs.StateShape`."""
     info, shape = codec.info, codec.shape
 
     def py(func):
-        return (PY, None, None, None, None, False, func, column, column_kind)
+        return ScanPlan(PY, function=func, column=column, column_kind=column_kind)
 
     if not wanted:
-        return (SKIP, None, None, None, None, False, None, -1, C_PLAIN)
+        return ScanPlan(SKIP)
     if codec.canonical is None:
         name = info.name
 
@@ -166,7 +180,7 @@ def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int
         if type(vt) is TimerType:
             k, n = type_spec(vt.key), type_spec(vt.namespace)
             if k is not None and n is not None:
-                return (TIMER, k, n, None, None, False, None, column, column_kind)
+                return ScanPlan(TIMER, k, n, column=column, column_kind=column_kind)
         return py(codec.canonical)
     k = type_spec(shape.key) if shape.key.fully_decodable else None
     n = type_spec(shape.namespace)
@@ -175,20 +189,20 @@ def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int
     ambiguous = shape.ambiguous
     if shape.form in (keyed_codecs.LIST, keyed_codecs.RAW_LIST):
         if not shape.value.fully_decodable:
-            return (LIST_RAW, k, n, None, None, ambiguous, None, column, column_kind)
+            return ScanPlan(LIST_RAW, k, n, ambiguous=ambiguous, column=column, column_kind=column_kind)
         e = type_spec(shape.value)
         if e is None:
             return py(codec.canonical)
-        return (LIST, k, n, e, None, ambiguous, None, column, column_kind)
+        return ScanPlan(LIST, k, n, e, ambiguous=ambiguous, column=column, column_kind=column_kind)
     if shape.form == keyed_codecs.MAP:
         uk, uv = _opaque_or_spec(shape.user_key), _opaque_or_spec(shape.value)
         if uk is None or uv is None:
             return py(codec.canonical)
-        return (MAP, k, n, uv, uk, ambiguous, None, column, column_kind)
+        return ScanPlan(MAP, k, n, uv, uk, ambiguous, column=column, column_kind=column_kind)
     v = _opaque_or_spec(shape.value)
     if v is None:
         return py(codec.canonical)
-    return (VALUE, k, n, v, None, ambiguous, None, column, column_kind)
+    return ScanPlan(VALUE, k, n, v, ambiguous=ambiguous, column=column, column_kind=column_kind)
 
 
 def scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source: str | None,

@@ -31,7 +31,7 @@ that decodes to fewer bytes than stored there).
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import pyarrow
 
@@ -131,6 +131,16 @@ def _stored(t: TypeInfo):
     return _covered(t)
 
 
+class StatePlan(NamedTuple):
+    """The columnar decoder's plan of one state (a tuple to ``_columnar.Decoder``, in this order)."""
+
+    mode: int  # SKIP, VALUE, LIST, LIST_RAW or MAP
+    value: object = None  # C type specs (ColumnarVisitor)
+    user_key: object = None
+    ambiguous: bool = False  # key and namespace lengths written after each
+    skip: object = None  # heap-native: how an entry of a state without a column is skipped
+
+
 def _state_plan(codec, ns_type: TypeInfo):
     """(C plan, Arrow type of the state's column) or None, from the state's shape."""
     shape = codec.shape
@@ -141,13 +151,13 @@ def _state_plan(codec, ns_type: TypeInfo):
         return None
     if shape.form in (LIST_FORM, RAW_LIST):
         mode = LIST_RAW if found[0] == RAW else LIST
-        return (mode, found[0], None, shape.ambiguous, None), list_type(found[1])
+        return StatePlan(mode, found[0], None, shape.ambiguous), list_type(found[1])
     if shape.form == MAP_FORM:
         uk = _stored(shape.user_key)
         if uk is None:
             return None
-        return (MAP, found[0], uk[0], shape.ambiguous, None), pyarrow.map_(uk[1], found[1])
-    return (VALUE, found[0], None, shape.ambiguous, None), found[1]
+        return StatePlan(MAP, found[0], uk[0], shape.ambiguous), pyarrow.map_(uk[1], found[1])
+    return StatePlan(VALUE, found[0], None, shape.ambiguous), found[1]
 
 
 class Plan:
@@ -199,7 +209,7 @@ def plan(meta, max_parallelism: int, codecs, state_ids: Sequence[int], flatten: 
             skip = _skip_parts(codec) if native else None
             if native and skip is None:
                 return None
-            plans[sid] = (SKIP, None, None, False, skip)
+            plans[sid] = StatePlan(SKIP, skip=skip)
     return Plan(tuple(plans), state_ids, key, ns, types, flatten, ns_mode, key_group_prefix_size(max_parallelism))
 
 
@@ -272,11 +282,11 @@ def _native_plan(codec, ns_type: TypeInfo):
     if found is None:
         return None
     if shape.form == LIST_FORM:
-        return (LIST, found[0], None, False, None), list_type(found[1])
+        return StatePlan(LIST, found[0]), list_type(found[1])
     if shape.form == MAP_FORM:
         uk = _covered(shape.user_key)
-        return None if uk is None else ((MAP, found[0], uk[0], False, None), pyarrow.map_(uk[1], found[1]))
-    return (VALUE, found[0], None, False, None), found[1]
+        return None if uk is None else (StatePlan(MAP, found[0], uk[0]), pyarrow.map_(uk[1], found[1]))
+    return StatePlan(VALUE, found[0]), found[1]
 
 
 def _skip_parts(codec):

@@ -222,15 +222,15 @@ def test_process_pool_reads_the_same_table(monkeypatch):
 
 
 def test_engine_choice():
-    assert engine.choose_engine("auto", None, 10) == "embedded"
-    assert engine.choose_engine("auto", "local[2]", 10) == "spark"
-    assert engine.choose_engine("auto", None, engine.SPARK_ABOVE_BYTES + 1) == "spark"
-    assert engine.choose_engine("spark", None, 10) == "spark"
-    assert engine.choose_engine("embedded", "local[2]", 1 << 40) == "embedded"
+    assert engine.choose_engine("auto", False, 10) == "embedded"
+    assert engine.choose_engine("auto", True, 10) == "spark"
+    assert engine.choose_engine("auto", False, engine.SPARK_ABOVE_BYTES + 1) == "spark"
+    assert engine.choose_engine("spark", False, 10) == "spark"
+    assert engine.choose_engine("embedded", True, 1 << 40) == "embedded"
     from fstate.savepoint.errors import InvalidArgumentError
 
     with pytest.raises(InvalidArgumentError, match="--engine"):
-        engine.choose_engine("flink", None, 0)
+        engine.choose_engine("flink", False, 0)
 
 
 def test_java_double_spelling():
