@@ -5,15 +5,16 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
-from ..savepoint.errors import InvalidArgumentError
-from ..savepoint.io.uri import strip_file_scheme
-from .clock import Clock, SystemClock
-from .config import (CheckpointConfig, CheckpointingMode, Configuration, HashMapStateBackend,
-                     RestartStrategyConfiguration, StateBackend)
+from ...savepoint.errors import InvalidArgumentError
+from ...savepoint.io.uri import strip_file_scheme
+from ..clock import Clock, SystemClock
+from ..checkpointing.config import CheckpointConfig, CheckpointingMode, HashMapStateBackend, StateBackend
+from ..configuration import Configuration
+from ..checkpointing.restarts import RestartStrategyConfiguration
 from .datastream import DataStream
-from .failures import FailureInjector
-from .graph import StreamGraph
-from .job import JobClient, JobExecutionResult, JobMaster
+from ..checkpointing.failures import FailureInjector
+from ..graph import StreamGraph
+from ..job import JobClient, JobExecutionResult, JobMaster
 from .sources import CollectionSource, FileSource, SequenceSource
 
 

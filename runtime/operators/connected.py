@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .callables import call_of
-from .graph import StreamNode
-from .operators import KeyedProcessOperator, StreamOperator, ProcessContext, create_operator as create_one_input_operator
-from .state import MapStateDescriptor
+from ..api.callables import call_of
+from ..graph import StreamNode
+from .datastream import (KeyedProcessOperator, StreamOperator, ProcessContext,
+                         create_operator as create_one_input_operator)
+from ..state.keyed_backend import MapStateDescriptor
 
 
 class ReadOnlyBroadcastState:

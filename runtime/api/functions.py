@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .callables import call_of
-from .events import IDLE, MAX_WATERMARK, MIN_WATERMARK, Timestamped, Watermark
+from ..events import IDLE, MAX_WATERMARK, MIN_WATERMARK, Timestamped, Watermark
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import FunctionInitializationContext, FunctionSnapshotContext, RuntimeContext

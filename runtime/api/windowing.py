@@ -17,10 +17,10 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from ..savepoint import types as savepoint_types
+from ...savepoint import types as savepoint_types
 from .callables import call_of
 from .functions import Function
-from .state import AggregatingStateDescriptor, ListStateDescriptor, ReducingStateDescriptor, StateDescriptor
+from ..state.keyed_backend import AggregatingStateDescriptor, ListStateDescriptor, ReducingStateDescriptor, StateDescriptor
 
 LONG_MAX = (1 << 63) - 1
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from ..savepoint import types as savepoint_types
+from ...savepoint import types as savepoint_types
 from .callables import call_of
 from .connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
-from .graph import Partitioning, StreamGraph, StreamNode
+from ..graph import Partitioning, StreamGraph, StreamNode
 from .windowing import WindowAssigner, WindowedStream
 
 class GraphOwner(Protocol):

@@ -21,13 +21,13 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from ..savepoint.builder import SavepointBuilder
-from ..savepoint.trailers import CANONICAL_SAVEPOINT_PROPERTIES, CHECKPOINT_PROPERTIES
+from ...savepoint.builder import SavepointBuilder
+from ...savepoint.trailers import CANONICAL_SAVEPOINT_PROPERTIES, CHECKPOINT_PROPERTIES
 from .config import CheckpointConfig, ExternalizedCheckpointRetention
-from .events import (CheckpointBarrier, CheckpointDeclined, CheckpointFailureReason, CheckpointReady, JobFailure,
-                     NotifyCheckpointAborted, NotifyCheckpointComplete, TriggerCheckpoint, TriggerStopWithSavepoint)
+from ..events import (CheckpointBarrier, CheckpointDeclined, CheckpointFailureReason, CheckpointReady, JobFailure,
+                      NotifyCheckpointAborted, NotifyCheckpointComplete, TriggerCheckpoint, TriggerStopWithSavepoint)
 from .failures import InjectedFailure
-from .errors import CheckpointException, CheckpointFailureThresholdExceeded, StopWithSavepointError  # noqa: F401
+from ..exceptions import CheckpointException, CheckpointFailureThresholdExceeded, StopWithSavepointError
 
 log = logging.getLogger("fstate.runtime.checkpoint")
 

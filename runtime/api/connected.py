@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..savepoint import types as savepoint_types
-from ..savepoint.errors import InvalidArgumentError
+from ...savepoint import types as savepoint_types
+from ...savepoint.errors import InvalidArgumentError
 from .callables import call_of
-from .graph import Partitioning
-from .state import MapStateDescriptor
+from ..graph import Partitioning
+from ..state.keyed_backend import MapStateDescriptor
 
 
 def _is_keyed(stream) -> bool:

@@ -12,14 +12,14 @@ import heapq
 import itertools
 from typing import Any, Callable
 
-from ..savepoint.metadata import SubtaskState
-from .callables import call_of
-from .context import FunctionInitializationContext, FunctionSnapshotContext, OperatorInfo, RuntimeContext
-from .events import MAX_WATERMARK, MIN_WATERMARK
-from .functions import CheckpointedFunction, CheckpointListener, Function
-from .graph import StreamNode
-from .operator_state import OperatorStateBackend
-from .state import KeyedStateBackend, StateMigrationError, ValueStateDescriptor
+from ...savepoint.metadata import SubtaskState
+from ..api.callables import call_of
+from ..api.context import FunctionInitializationContext, FunctionSnapshotContext, OperatorInfo, RuntimeContext
+from ..events import MAX_WATERMARK, MIN_WATERMARK
+from ..api.functions import CheckpointedFunction, CheckpointListener, Function
+from ..graph import StreamNode
+from ..state.operator_backend import OperatorStateBackend
+from ..state.keyed_backend import KeyedStateBackend, StateMigrationError, ValueStateDescriptor
 
 
 # =============================================================================================
