@@ -41,7 +41,8 @@ class Partition:
     kind: str
     source: streams.StreamSource
     subtask: int
-    handle: Any
+    #: what is read: an operator-state stream (list, broadcast), a key-group stream, or a subtask's RocksDB files
+    handle: handles.OperatorStreamHandle | handles.KeyGroupsHandle | rocksdb.RocksDBSource
     max_parallelism: int = 0
     state_names: tuple[str, ...] = ()
     key_groups: tuple[int, int] | None = None  # inclusive range within the handle
