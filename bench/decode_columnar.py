@@ -1,5 +1,5 @@
 """Decode benchmark: columnar decoding (savepoint/_columnar.c) against the compiled row path
-(savepoint/_speedups.c via KeyedState.table_rows) and a raw read of the same bytes, on one core.
+(savepoint/_speedups.c via decoders.CompiledRows) and a raw read of the same bytes, on one core.
 
     python bench/decode_columnar.py [--keys 2000000] [--repeat 3] [--cpu 0] [--cache DIR]
 
@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from fstate.savepoint import columnar, handles, keyed  # noqa: E402
 from fstate.savepoint import _fastpath  # noqa: E402
 from fstate.savepoint.keyed_codecs import state_codecs  # noqa: E402
+from fstate.savepoint.decoders import CompiledRows, RowShape  # noqa: E402
 from fstate.savepoint.keyed_state import CANONICAL, KeyedState  # noqa: E402
 from fstate.savepoint.types import LONG, STRING  # noqa: E402
 
@@ -120,7 +121,7 @@ def main() -> None:
     codecs = state_codecs(meta, MAX_PARALLELISM)
     state = KeyedState.of_stream(buf, handle, meta, MAX_PARALLELISM, codecs=codecs)
     assert state.layout == CANONICAL
-    regions = list(state._checked_regions())
+    regions = list(state.checked_regions())
     path = a.cache / f"canonical-{a.keys}.bin"
 
     def raw():
@@ -130,7 +131,7 @@ def main() -> None:
 
     def rows():
         n = 0
-        for _ in state.table_rows([0, 1], flatten=False, ns_mode="void"):
+        for _ in CompiledRows(state, RowShape(), [0, 1]).rows():
             n += 1
         assert n == a.keys, n
 
@@ -153,7 +154,7 @@ def main() -> None:
         assert n == a.keys, n
 
     results = [("raw read of the same bytes", best(a.repeat, raw)),
-               ("compiled row path (KeyedState.table_rows)", best(a.repeat, rows)),
+               ("compiled row path (decoders.CompiledRows)", best(a.repeat, rows)),
                ("columnar (columnar.keyed_batches)", best(a.repeat, batches)),
                ("columnar heap-native (native_batches)", best(a.repeat, native_batches))]
     print(f"  {'':<40} {'wall':>8}    {'M entries/s':>11}   {'CPU':>8}    {'M entries/s':>11}")

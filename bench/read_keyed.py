@@ -8,7 +8,7 @@ ListState<String> of 3 elements; hashmap backend, parallelism 2), then measures 
 * Flink restoring it: job submission until every subtask has loaded its state (BenchJob restore);
 * a raw read of the state files (bytes from disk, the I/O floor);
 * fstate decoding every entry in one process on one core (the format core alone): the row tuples
-  (`read_partition`) and the Arrow batches of the columnar decoder (`KeyedState.batches`);
+  (`read_partition`) and the Arrow batches of the columnar decoder (`decoders.new_decoder(...).batches`);
 * `fstate read … --out parquet` with the embedded engine (pyarrow, a process pool over the
   partitions) and with Spark `local[*]` (one Spark task a partition, writing as the embedded engine
   does), the whole pipeline each; and the DataFrame API (the `flink-savepoint` data source, rows
@@ -126,13 +126,14 @@ def main() -> None:
     core_s = float(core_s)
     columnar_cmd = [sys.executable, "-c", (
         "import sys,time,os; from fstate.savepoint.loader import Savepoint\n"
+        "from fstate.savepoint.decoders import new_decoder\n"
         "os.sched_setaffinity(0, {0})\n"
         "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0\n"
         "for source in op.keyed_states():\n"
         "    with source.open() as state:\n"
         "        ids = [i for i, _ in state.meta.value_states]\n"
         "        names = ['key'] + [state.meta.states[i].name for i in ids]\n"
-        "        n += sum(b.num_rows for b in state.batches(ids, flatten=False, ns_mode='void', names=names))\n"
+        "        n += sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))\n"
         "print(n, time.perf_counter() - t)"), sp_dir]
     res = subprocess.run(columnar_cmd, capture_output=True, text=True)
     columnar_s = float(res.stdout.split()[1]) if res.returncode == 0 else None

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import warnings
-from importlib.metadata import PackageNotFoundError, version
 
 import typer
 from rich.markup import escape
@@ -34,11 +33,9 @@ OutputFormat = enum.Enum("OutputFormat", {name: name for name in OUTPUTS}, type=
 
 def _print_version(requested: bool) -> None:
     if requested:
-        try:
-            installed = version("fstate")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            installed = "unknown"
-        out.print(f"fstate {installed}")
+        from .. import __version__  # the one place the version is written (pyproject.toml reads it too)
+
+        out.print(f"fstate {__version__}")
         raise typer.Exit()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import typer
@@ -60,7 +61,7 @@ def read(
         shown = output(context, json_alias)
         fs_options = apply_fs_options(fs_option, fs_config)
         from ..readers.options import FORMAT as SOURCE_FORMAT
-        from ..readers.options import source_options
+        from ..readers.options import SourceOptions
         from ..readers.planning import build_table
         from ..savepoint.errors import InvalidArgumentError
         from ..savepoint.io import is_remote
@@ -71,12 +72,12 @@ def read(
             raise InvalidArgumentError(f"--mode must be error or overwrite, not '{mode}'")
         if out_dir:
             check_output_target(out_dir, overwrite=mode == "overwrite")
-        options = source_options(path, uid, table=table, state=state, flat=flat, flatten=flatten,
-                                 ttl_timestamps=ttl_timestamps or None, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
-                                 fs_options=fs_options, plan=plan)
+        source = SourceOptions(path, uid, table=table, state=state or None, flat=flat, flatten=flatten,
+                               ttl_timestamps=ttl_timestamps,
+                               allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                               fs_options=dict(fs_options or {}), plan=plan or None)
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
-        planned = build_table(options)
-        options["table"] = planned.kind
+        planned = build_table(source)
         conf_map = parse_conf(conf)
         if _engine_for(engine, master, conf_map, planned, out_dir) == "embedded":
             read_embedded(shown, planned, limit, out_dir, file_format, overwrite=mode == "overwrite")
@@ -86,6 +87,7 @@ def read(
             # one Spark task a partition, each writing its part file as the embedded engine does
             write_files(shown, planned, out_dir, file_format, overwrite=mode == "overwrite", spark=spark)
             return
+        options = dataclasses.replace(source, table=planned.kind).spark_options()
         frame = spark.read.format(SOURCE_FORMAT).options(**options).load()
         if out_dir:
             with progress(f"writing {file_format} to {out_dir}"):
@@ -104,7 +106,7 @@ def _engine_for(engine: str, master: Optional[str], conf_map: dict, planned, out
     spark_asked = master is not None or bool(conf_map)
     if engine == "auto" and out_dir and is_remote(out_dir):
         spark_asked = True
-    return choose_engine(engine, "" if spark_asked else None, table_bytes(planned))
+    return choose_engine(engine, spark_asked, table_bytes(planned))
 
 
 def read_embedded(shown: Output, planned, limit: int, out_dir: Optional[str], file_format: str,
@@ -221,7 +223,7 @@ def diff(
         opened = [Savepoint.open(path, allow_external_paths=allow_external_paths) for path in (old, new)]
         conf_map = parse_conf(conf)
         state_bytes = sum(summarize(savepoint)["total_state_bytes"] for savepoint in opened)
-        if choose_engine(engine, master if master is not None or not conf_map else "", state_bytes) == "embedded":
+        if choose_engine(engine, master is not None or bool(conf_map), state_bytes) == "embedded":
             from ..readers.engine_diff import diff as diff_embedded
 
             with progress_bar("comparing", state_bytes) as advance:

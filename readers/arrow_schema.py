@@ -30,30 +30,8 @@ from ..savepoint.types.sorted_map import SortedMapType
 from ..savepoint.types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 from ..savepoint.types.visitor import MissingVisitorBranchError
 
-UTC_TIMESTAMP = pyarrow.timestamp("us", tz="UTC")
-LOCAL_TIMESTAMP = pyarrow.timestamp("us")
-TIME = pyarrow.time64("ns")
-DECIMAL = pyarrow.decimal128(38, 18)
-BIG_INTEGER = pyarrow.decimal128(38, 0)
-
-
-def _array(element: pyarrow.DataType, contains_null: bool) -> pyarrow.DataType:
-    return pyarrow.list_(pyarrow.field("element", element, contains_null))
-
-
-#: The Arrow type of each scalar kind (``Scalar.kind``), as Spark's type of it converts to Arrow.
-SCALAR_TYPES: dict[str, pyarrow.DataType] = {
-    "String": pyarrow.string(), "Long": pyarrow.int64(), "Integer": pyarrow.int32(), "Short": pyarrow.int16(),
-    "Byte": pyarrow.int8(), "Boolean": pyarrow.bool_(), "Double": pyarrow.float64(), "Float": pyarrow.float32(),
-    "Character": pyarrow.string(), "BigDecimal": DECIMAL, "BigInteger": BIG_INTEGER, "Void": pyarrow.string(),
-    "Date": UTC_TIMESTAMP, "SqlDate": pyarrow.date32(), "SqlTime": TIME, "SqlTimestamp": UTC_TIMESTAMP,
-    "LocalDate": pyarrow.date32(), "LocalTime": TIME, "LocalDateTime": LOCAL_TIMESTAMP, "Instant": UTC_TIMESTAMP,
-    "byte[]": pyarrow.binary(), "int[]": _array(pyarrow.int32(), False), "long[]": _array(pyarrow.int64(), False),
-    "short[]": _array(pyarrow.int16(), False), "float[]": _array(pyarrow.float32(), False),
-    "double[]": _array(pyarrow.float64(), False), "char[]": _array(pyarrow.string(), False),
-    "boolean[]": _array(pyarrow.bool_(), False), "String[]": _array(pyarrow.string(), True),
-    "VoidNamespace": pyarrow.string(), "GlobalWindow": pyarrow.string(), "Tuple0": pyarrow.string(),
-}
+from ..savepoint.types.arrow_types import (LOCAL_TIMESTAMP, SCALAR_TYPES, TIME, UTC_TIMESTAMP,
+                                           array_type as _array)
 
 
 def _struct(names, children, visitor) -> pyarrow.DataType:
@@ -68,7 +46,7 @@ class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
             return SCALAR_TYPES[node.kind]
         except KeyError:
             raise MissingVisitorBranchError(f"ArrowTypeVisitor has no Arrow type for scalar kind {node.kind!r}: "
-                                            "add it to readers.arrow_schema.SCALAR_TYPES") from None
+                                            "add it to savepoint.types.scalars.SCALAR_KINDS") from None
 
     def visit_time_window(self, node: TimeWindowType) -> pyarrow.DataType:
         return pyarrow.struct([pyarrow.field("start", pyarrow.int64(), False),

@@ -39,15 +39,20 @@ def partition_batches(table: tables.Table, partition: tables.Partition,
                       batch_rows: int = BATCH_ROWS) -> Iterator[pyarrow.RecordBatch]:
     """One partition of ``table`` as Arrow record batches of at most ``batch_rows`` rows: straight
     from the compiled columnar decoder when it takes the partition (no Python object per value),
-    else built from the decoded rows."""
+    else built from the decoded rows. The partition is opened once either way."""
     schema = table_schema(table)
-    if table.key_filter is None:
-        columnar = tables.keyed_batches(partition, schema.names)
-        if columnar is not None:
-            yield from _as_schema(columnar, schema, batch_rows)
-            return
     converters = [arrow_schema.converter(t) for _, t, _ in table.columns]
-    rows = tables.read_partition(partition, table.key_filter)
+
+    def from_rows(rows: Iterator[tuple]) -> Iterator[pyarrow.RecordBatch]:
+        return _row_batches(rows, schema, converters, batch_rows)
+
+    with tables.open_partition(partition, table.key_filter) as decoder:
+        yield from _as_schema(decoder.batches(schema.names, from_rows), schema, batch_rows)
+
+
+def _row_batches(rows: Iterator[tuple], schema: pyarrow.Schema, converters: list,
+                 batch_rows: int) -> Iterator[pyarrow.RecordBatch]:
+    """Record batches of the schema built from row tuples (each value converted for Arrow)."""
     if any(converters):
         rows = (tuple(value if convert is None or value is None else convert(value)
                       for convert, value in zip(converters, row)) for row in rows)
@@ -74,12 +79,16 @@ def partition_batches(table: tables.Table, partition: tables.Partition,
 
 def _as_schema(batches: Iterator[pyarrow.RecordBatch], schema: pyarrow.Schema,
                batch_rows: int) -> Iterator[pyarrow.RecordBatch]:
-    """The columnar decoder's batches with the table's schema (the same types; the schema's field
+    """A decoder's batches with the table's schema (the same types; the schema's field
     nullability), at most ``batch_rows`` rows each."""
     for batch in batches:
-        if batch.schema.types != schema.types:
-            raise RuntimeError(f"the columnar decoder gave {batch.schema} for the table {schema}")
-        batch = pyarrow.RecordBatch.from_arrays(batch.columns, schema=schema)
+        if not batch.schema.equals(schema):
+            if batch.schema.types != schema.types:
+                raise RuntimeError(f"the decoder gave {batch.schema} for the table {schema}")
+            batch = pyarrow.RecordBatch.from_arrays(batch.columns, schema=schema)
+        if batch.num_rows <= batch_rows:
+            yield batch
+            continue
         for start in range(0, batch.num_rows, batch_rows):
             yield batch.slice(start, batch_rows)
 
@@ -179,16 +188,17 @@ ENGINES = ("auto", "embedded", "spark")
 SPARK_ABOVE_BYTES = 1 << 30
 
 
-def choose_engine(engine_name: str, master: str | None, state_bytes: int) -> str:
-    """``embedded`` or ``spark``: Spark when asked for, when ``--master`` is given, or (``auto``) when
-    the state to read is above :data:`SPARK_ABOVE_BYTES`."""
+def choose_engine(engine_name: str, spark_asked: bool, state_bytes: int) -> str:
+    """``embedded`` or ``spark``: Spark when ``--engine spark``, or (``auto``) when Spark was asked for
+    (``--master``, ``--conf``, a remote ``--out``) or the state to read is above
+    :data:`SPARK_ABOVE_BYTES`."""
     from ..savepoint.errors import InvalidArgumentError
 
     if engine_name not in ENGINES:
         raise InvalidArgumentError(f"--engine must be auto, embedded or spark, not '{engine_name}'")
     if engine_name != "auto":
         return engine_name
-    return "spark" if master is not None or state_bytes > SPARK_ABOVE_BYTES else "embedded"
+    return "spark" if spark_asked or state_bytes > SPARK_ABOVE_BYTES else "embedded"
 
 
 class Row(tuple):

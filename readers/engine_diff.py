@@ -12,7 +12,7 @@ import pyarrow
 from ..savepoint.loader import Savepoint
 from . import engine
 from .engine_files import spark_json_row
-from .options import savepoint_source_options
+from .options import savepoint_source
 from .planning import build_table
 from .views import compare_savepoints
 
@@ -33,7 +33,7 @@ class EmbeddedComparer:
         self.progress = progress
 
     def load(self, sp: Savepoint, uid: str, table: str, state: str | None) -> pyarrow.Table:
-        planned = build_table(savepoint_source_options(sp, uid, table=table, state=state))
+        planned = build_table(savepoint_source(sp, uid, table=table, state=state))
         return engine.read_table(planned, self.progress)
 
     @staticmethod

@@ -76,10 +76,24 @@ class SourceOptions:
     fs_options: dict[str, Any] = field(default_factory=dict)
     plan: str | None = None
 
+    def __post_init__(self):
+        if not self.path or not self.uid:
+            raise InvalidArgumentError("options 'path' and 'uid' are required (Flink's names: state.path and "
+                                       "operator.uid or operator.uid.hash)")
+        if self.table is not None and self.table not in TABLE_KINDS:
+            raise InvalidArgumentError(f"unknown table kind '{self.table}' ({', '.join(TABLE_KINDS)})")
+
     @property
     def states(self) -> list[str] | None:
         """``state`` split at commas (keyed tables), None when not given."""
         return [name.strip() for name in self.state.split(",")] if self.state else None
+
+    def spark_options(self) -> dict[str, str]:
+        """These options as the data source receives them from Spark (a dict of strings)."""
+        return source_options(self.path, self.uid, table=self.table, state=self.state, flat=self.flat,
+                              flatten=self.flatten, allow_external_paths=self.allow_external_paths,
+                              checkpoint_base_dir=self.checkpoint_base_dir, fs_options=self.fs_options,
+                              plan=self.plan)
 
 
 def known_options() -> list[str]:
@@ -127,6 +141,14 @@ def savepoint_source_options(savepoint, uid: str | None = None, **kwargs) -> dic
                           fs_options=savepoint.fs_options, **kwargs)
 
 
+def savepoint_source(savepoint, uid: str, **kwargs) -> SourceOptions:
+    """The typed :class:`SourceOptions` of :func:`savepoint_source_options` (no dict of strings: for
+    planning on this machine); ``kwargs`` given as None are left at their defaults."""
+    return SourceOptions(savepoint.location.metadata_path, uid, allow_external_paths=savepoint.allow_external_paths,
+                         checkpoint_base_dir=savepoint.checkpoint_base_dir, fs_options=dict(savepoint.fs_options or {}),
+                         **{name: value for name, value in kwargs.items() if value is not None})
+
+
 def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
     """Check data source options and bring them under fstate's names (see the module doc)."""
     given: dict[str, str] = {}  # fstate's name → value
@@ -156,12 +178,7 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
     if backend_type is not None and backend_type not in STATE_BACKEND_TYPES:
         raise InvalidArgumentError(f"option {STATE_BACKEND_TYPE} must be one of {', '.join(STATE_BACKEND_TYPES)}, "
                                    f"not '{backend_type}'")
-    if not given.get("path") or not given.get("uid"):
-        raise InvalidArgumentError("options 'path' and 'uid' are required (Flink's names: state.path and "
-                                   "operator.uid or operator.uid.hash)")
     table = given.get("table")
-    if table is not None and table not in TABLE_KINDS:
-        raise InvalidArgumentError(f"unknown table kind '{table}' ({', '.join(TABLE_KINDS)})")
     raw_fs = given.get("fsOptions")
     if raw_fs:
         try:
@@ -172,7 +189,7 @@ def parse_source_options(options: Mapping[str, Any]) -> SourceOptions:
             raise InvalidArgumentError("option fsOptions must be a JSON object")
         fs_options = {**data, **fs_options}
     return SourceOptions(
-        path=given["path"], uid=given["uid"], table=table, state=given.get("state") or None,
+        path=given.get("path", ""), uid=given.get("uid", ""), table=table, state=given.get("state") or None,
         flat=_flag(given, "flat", False), flatten=_flag(given, "flatten", None),
         ttl_timestamps=_flag(given, "ttlTimestamps", False),
         allow_external_paths=_flag(given, "allowExternalPaths", False),

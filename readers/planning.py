@@ -4,16 +4,19 @@ engine; no pyspark here."""
 
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 from ..savepoint import sql_binding
 from ..savepoint.errors import InvalidArgumentError, UnknownStateError
 from ..savepoint.loader import Savepoint
 from . import tables
-from .options import parse_source_options
+from .options import SourceOptions, parse_source_options
 
 
-def build_table(options: dict, keys: list | None = None) -> tables.Table:
-    """The table the options name (see options.py), planned on this machine."""
-    source = parse_source_options(options)
+def build_table(options: SourceOptions | Mapping[str, Any], keys: list | None = None) -> tables.Table:
+    """The table the options name (see options.py: typed, or the data source's dict of strings),
+    planned on this machine."""
+    source = options if isinstance(options, SourceOptions) else parse_source_options(options)
     sp = Savepoint.open(source.path, allow_external_paths=source.allow_external_paths,
                         checkpoint_base_dir=source.checkpoint_base_dir, fs_options=source.fs_options)
     op = sp.operator(source.uid)

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pyspark.sql import types as spark_types
 
 from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
-                               NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
-                               SetType, TimeWindowType, TimerType, TTL_FIELDS, TtlType, TupleType, TypeInfo,
-                               TypeInfoVisitor, visit)
+                               NullableType, OpaqueType, PickledType, PojoType, RowType, SCALAR_KINDS, Scalar,
+                               SetType, TimeWindowType, TimerType, TTL_FIELDS, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
+                               visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.sorted_map import SortedMapType
@@ -21,27 +21,29 @@ from ..savepoint.types.visitor import MissingVisitorBranchError
 DECIMAL = spark_types.DecimalType(38, 18)
 BIG_INTEGER = spark_types.DecimalType(38, 0)
 
-#: The Spark type of each scalar kind (``Scalar.kind``).
-SCALAR_TYPES: dict[str, spark_types.DataType] = {
-    "String": spark_types.StringType(), "Long": spark_types.LongType(), "Integer": spark_types.IntegerType(),
-    "Short": spark_types.ShortType(), "Byte": spark_types.ByteType(), "Boolean": spark_types.BooleanType(),
-    "Double": spark_types.DoubleType(), "Float": spark_types.FloatType(), "Character": spark_types.StringType(),
-    "BigDecimal": DECIMAL, "BigInteger": BIG_INTEGER, "Void": spark_types.StringType(),
-    "Date": spark_types.TimestampType(), "SqlDate": spark_types.DateType(), "SqlTime": spark_types.TimeType(6),
-    "SqlTimestamp": spark_types.TimestampType(), "LocalDate": spark_types.DateType(),
-    "LocalTime": spark_types.TimeType(6), "LocalDateTime": spark_types.TimestampNTZType(),
-    "Instant": spark_types.TimestampType(), "byte[]": spark_types.BinaryType(),
-    "int[]": spark_types.ArrayType(spark_types.IntegerType(), False),
-    "long[]": spark_types.ArrayType(spark_types.LongType(), False),
-    "short[]": spark_types.ArrayType(spark_types.ShortType(), False),
-    "float[]": spark_types.ArrayType(spark_types.FloatType(), False),
-    "double[]": spark_types.ArrayType(spark_types.DoubleType(), False),
-    "char[]": spark_types.ArrayType(spark_types.StringType(), False),
-    "boolean[]": spark_types.ArrayType(spark_types.BooleanType(), False),
-    "String[]": spark_types.ArrayType(spark_types.StringType(), True),
-    "VoidNamespace": spark_types.StringType(), "GlobalWindow": spark_types.StringType(),
-    "Tuple0": spark_types.StringType(),
+#: The Spark type of each SQL type the scalar registry names (``SCALAR_KINDS``)
+_SQL_TYPES: dict[str, spark_types.DataType] = {
+    "string": spark_types.StringType(), "bigint": spark_types.LongType(), "int": spark_types.IntegerType(),
+    "smallint": spark_types.ShortType(), "tinyint": spark_types.ByteType(), "boolean": spark_types.BooleanType(),
+    "double": spark_types.DoubleType(), "float": spark_types.FloatType(), "decimal(38,18)": DECIMAL,
+    "decimal(38,0)": BIG_INTEGER, "timestamp": spark_types.TimestampType(),
+    "timestamp_ntz": spark_types.TimestampNTZType(), "date": spark_types.DateType(), "time": spark_types.TimeType(6),
+    "binary": spark_types.BinaryType(),
 }
+
+
+def _sql_spark_type(sql: str) -> spark_types.DataType:
+    """The Spark type of a registry SQL type (``array<T>``, ``array<T not null>``)."""
+    if sql.startswith("array<"):
+        inner = sql[len("array<"):-1]
+        element = inner.removesuffix(" not null")
+        return spark_types.ArrayType(_SQL_TYPES[element], element == inner)
+    return _SQL_TYPES[sql]
+
+
+#: The Spark type of each scalar kind (``Scalar.kind``).
+SCALAR_TYPES: dict[str, spark_types.DataType] = {kind: _sql_spark_type(entry.sql)
+                                                 for kind, entry in SCALAR_KINDS.items()}
 
 
 def _struct(names, children, visitor) -> spark_types.StructType:
@@ -57,7 +59,7 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
             return SCALAR_TYPES[node.kind]
         except KeyError:
             raise MissingVisitorBranchError(f"SparkTypeVisitor has no Spark type for scalar kind {node.kind!r}: "
-                                            "add it to readers.schema.SCALAR_TYPES") from None
+                                            "add it to savepoint.types.scalars.SCALAR_KINDS") from None
 
     def visit_time_window(self, node: TimeWindowType) -> spark_types.DataType:
         return spark_types.StructType([spark_types.StructField("start", spark_types.LongType(), False),

@@ -5,33 +5,35 @@ See runtime/README.md for an example job and the design.
 """
 
 from .clock import ManualClock, SystemClock
-from .config import (CheckpointConfig, CheckpointingMode, Configuration, ExternalizedCheckpointCleanup,
-                     ExternalizedCheckpointRetention, HashMapStateBackend, RestartStrategies)
-from .co_functions import (BroadcastProcessFunction, CoFlatMapFunction, CoMapFunction, CoProcessFunction,
-                           KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag)
-from .connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
-from .coordinator import (CheckpointException, CheckpointFailureThresholdExceeded, CompletedCheckpoint,
-                          StopWithSavepointError, find_latest_checkpoint)
-from .datastream import DataStream, KeyedStream, WatermarkStrategy
-from .environment import StreamExecutionEnvironment
+from .checkpointing.config import (CheckpointConfig, CheckpointingMode, ExternalizedCheckpointCleanup,
+                                   ExternalizedCheckpointRetention, HashMapStateBackend)
+from .configuration import Configuration
+from .checkpointing.restarts import RestartStrategies
+from .api.co_functions import (BroadcastProcessFunction, CoFlatMapFunction, CoMapFunction, CoProcessFunction,
+                               KeyedBroadcastProcessFunction, KeyedCoProcessFunction, OutputTag)
+from .api.connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
+from .checkpointing.coordinator import (CheckpointException, CheckpointFailureThresholdExceeded, CompletedCheckpoint,
+                                        StopWithSavepointError, find_latest_checkpoint)
+from .api.datastream import DataStream, KeyedStream, WatermarkStrategy
+from .api.environment import StreamExecutionEnvironment
 from .events import IDLE, MAX_WATERMARK, MIN_WATERMARK, CheckpointFailureReason, Timestamped, Watermark
-from .failures import FailAt, FailureInjector, InjectedFailure
-from .functions import (AggregateFunction, CheckpointedFunction, CheckpointListener, FilterFunction, FlatMapFunction,
-                        KeyedProcessFunction, MapFunction, ProcessFunction, ReduceFunction, SinkFunction,
-                        SourceFunction)
+from .checkpointing.failures import FailAt, FailureInjector, InjectedFailure
+from .api.functions import (AggregateFunction, CheckpointedFunction, CheckpointListener, FilterFunction,
+                            FlatMapFunction, KeyedProcessFunction, MapFunction, ProcessFunction, ReduceFunction,
+                            SinkFunction, SourceFunction)
 from .job import JobClient, JobExecutionException, JobExecutionResult, JobStatus
-from .restore import RestoreError
-from .sinks import (CollectSink, DiscardingSink, TransactionConflictError, TwoPhaseCommitFileSink,
-                    TwoPhaseCommitSinkFunction, read_committed)
-from .sources import CollectionSource, FileSource, SequenceSource
-from .state import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
-                    StateMigrationError, ValueStateDescriptor)
-from .ttl import StateTtlConfig
-from .types import Types
-from .windowing import (CountTrigger, EventTimeSessionWindows, EventTimeTrigger, ProcessingTimeSessionWindows,
-                        ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows,
-                        SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerResult, TumblingEventTimeWindows,
-                        TumblingProcessingTimeWindows, WindowAssigner, WindowedStream, WindowFunction)
+from .checkpointing.restore import RestoreError
+from .api.sinks import (CollectSink, DiscardingSink, TransactionConflictError, TwoPhaseCommitFileSink,
+                        TwoPhaseCommitSinkFunction, read_committed)
+from .api.sources import CollectionSource, FileSource, SequenceSource
+from .state.keyed_backend import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+                                  ReducingStateDescriptor, StateMigrationError, ValueStateDescriptor)
+from .state.ttl import StateTtlConfig
+from .api.typeinfo import Types
+from .api.windowing import (CountTrigger, EventTimeSessionWindows, EventTimeTrigger, ProcessingTimeSessionWindows,
+                            ProcessingTimeTrigger, ProcessWindowFunction, PurgingTrigger, SlidingEventTimeWindows,
+                            SlidingProcessingTimeWindows, TimeWindow, Trigger, TriggerResult, TumblingEventTimeWindows,
+                            TumblingProcessingTimeWindows, WindowAssigner, WindowedStream, WindowFunction)
 
 __all__ = [
     "BroadcastConnectedStream", "BroadcastProcessFunction", "BroadcastStream", "CoFlatMapFunction", "CoMapFunction",

@@ -21,17 +21,19 @@ from dataclasses import dataclass, field
 
 from ..savepoint.errors import FStateError
 from ..savepoint.loader import Savepoint
-from .config import CheckpointingMode, RestartStrategies
-from .context import OperatorInfo
-from .coordinator import CheckpointCoordinator, CheckpointStats, CompletedCheckpoint, StopWithSavepointError
+from .checkpointing.config import CheckpointingMode
+from .checkpointing.restarts import RestartStrategies
+from .api.context import OperatorInfo
+from .checkpointing.coordinator import (CheckpointCoordinator, CheckpointStats, CompletedCheckpoint,
+                                        StopWithSavepointError)
 from .events import (AnsweredRequest, CancelRequest, CheckpointDeclined, CheckpointFailureReason, CheckpointReady,
                      CheckpointRequest, ClientRequest, FinishSource, JobEvent, JobFailure, KillRequest, ResumeSource,
                      SavepointRequest, SourceExhausted, StopWithSavepointRequest, TaskFailed, TaskFinished, TaskMail)
 from .graph import Partitioning, StreamNode, build_chains
-from .window_operator import create_operator
-from .restore import OperatorTarget, plan_restore, read_max_parallelism
+from .operators.windowing import create_operator
+from .checkpointing.restore import OperatorTarget, plan_restore, read_max_parallelism
 from .task import InputGate, RecordWriter, Task
-from .errors import JobExecutionException  # noqa: F401 (part of this module's API)
+from .exceptions import JobExecutionException
 
 log = logging.getLogger("fstate.runtime.job")
 

@@ -21,12 +21,12 @@ from typing import Any
 from ..savepoint.types.hashing import key_group_for_hash, operator_index_for_key_group
 from .events import (BARRIER, DATA, EOS, IDLE, MAX_WATERMARK, MIN_WATERMARK, WAKE, WATERMARK, CheckpointBarrier,
                      CheckpointFailureReason, FinishSource, NotifyCheckpointAborted, NotifyCheckpointComplete,
-                     ResumeSource, SourceExhausted, TaskFailed, TaskFinished, TaskMail, Timestamped,
-                     TriggerCheckpoint, TriggerStopWithSavepoint, Watermark)
-from .failures import InjectedFailure
+                     ResumeSource, SourceExhausted, TaskFailed, TaskFinished, TaskMail, Timestamped, TriggerCheckpoint,
+                     TriggerStopWithSavepoint, Watermark)
+from .checkpointing.failures import InjectedFailure
 from .graph import Edge, Partitioning
-from .types import infer_key_type
-from .errors import TaskCancelled  # noqa: F401 (part of this module's API)
+from .api.typeinfo import infer_key_type
+from .exceptions import TaskCancelled
 
 log = logging.getLogger("fstate.runtime.task")
 

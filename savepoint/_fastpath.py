@@ -19,13 +19,13 @@ extension (an install without a C compiler).
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
-from . import metainfo
+from . import keyed_codecs
 from ._compiled import pure_python_forced, speedups as _speedups
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
-                    OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType, TimerType,
+                    OpaqueType, PickledType, PojoType, RowType, SCALAR_KINDS, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from .types.cep import CepType
 from .types.sorted_map import SortedMapType
@@ -39,23 +39,13 @@ from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataT
 SKIP, VALUE, LIST, LIST_RAW, MAP, TIMER, PY = range(7)
 C_PLAIN, C_LIST, C_MAP = range(3)
 
-# A scalar is decoded in C when its kind is one of these (the C decoder reads the same bytes and
-# makes the same values as the scalar's Python decoder).
-_SCALAR_CODES = {
-    "String": STRING,
-    "Long": LONG,
-    "Integer": INT,
-    "Short": SHORT,
-    "Byte": BYTE,
-    "Boolean": BOOL,
-    "Double": DOUBLE,
-    "Float": FLOAT,
-    "Character": CHAR,
-    "Void": ZERO,
-    "VoidNamespace": ZERO,
-    "GlobalWindow": ZERO,
-    "Tuple0": ZERO,
-}
+#: the type codes by their names in the scalar registry (``ScalarKind.fast_path``)
+CODES = {"STRING": STRING, "LONG": LONG, "INT": INT, "SHORT": SHORT, "BYTE": BYTE, "BOOL": BOOL, "DOUBLE": DOUBLE,
+         "FLOAT": FLOAT, "CHAR": CHAR, "ZERO": ZERO}
+
+# A scalar is decoded in C when its kind has a fast-path code in the registry (the C decoder reads the
+# same bytes and makes the same values as the scalar's Python decoder).
+SCALAR_CODES = {kind: CODES[entry.fast_path] for kind, entry in SCALAR_KINDS.items() if entry.fast_path}
 
 
 def available() -> bool:
@@ -68,7 +58,7 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
     or None when the scanner cannot decode it."""
 
     def visit_scalar(self, node: Scalar) -> Any:
-        return _SCALAR_CODES.get(node.kind)
+        return SCALAR_CODES.get(node.kind)
 
     def visit_time_window(self, node: TimeWindowType) -> Any:
         return WINDOW
@@ -155,14 +145,29 @@ def _opaque_or_spec(t: TypeInfo) -> Any:
     return RAW if not t.fully_decodable else type_spec(t)
 
 
-def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kind: int) -> tuple:
-    info = codec.info
+class ScanPlan(NamedTuple):
+    """The C scanner's plan of one state (a tuple to ``_speedups.Scanner``, in this order)."""
+
+    mode: int  # SKIP, VALUE, LIST, LIST_RAW, MAP, TIMER or PY
+    key: Any = None  # type specs (:func:`type_spec`)
+    namespace: Any = None
+    value: Any = None
+    user_key: Any = None
+    ambiguous: bool = False  # key and namespace lengths written after each
+    function: Any = None  # PY: the state's Python decoder
+    column: int = -1  # its column in rows (-1: none)
+    column_kind: int = 0  # C_PLAIN, C_LIST, C_MAP
+
+
+def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int) -> ScanPlan:
+    """The C scanner's plan of one state, from its :class:`.keyed_codecs.StateShape`."""
+    info, shape = codec.info, codec.shape
 
     def py(func):
-        return (PY, None, None, None, None, False, func, column, column_kind)
+        return ScanPlan(PY, function=func, column=column, column_kind=column_kind)
 
     if not wanted:
-        return (SKIP, None, None, None, None, False, None, -1, C_PLAIN)
+        return ScanPlan(SKIP)
     if codec.canonical is None:
         name = info.name
 
@@ -170,40 +175,34 @@ def _plan(meta, codec, wanted: bool, source: str | None, column: int, column_kin
             raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
 
         return py(unsupported)
-    if info.backend_type == metainfo.PRIORITY_QUEUE:
-        vt = info.value_type
+    if shape.form == keyed_codecs.TIMER:
+        vt = shape.value
         if type(vt) is TimerType:
             k, n = type_spec(vt.key), type_spec(vt.namespace)
             if k is not None and n is not None:
-                return (TIMER, k, n, None, None, False, None, column, column_kind)
+                return ScanPlan(TIMER, k, n, column=column, column_kind=column_kind)
         return py(codec.canonical)
-    key_t, ns_t = meta.key_type, info.namespace_type
-    k = type_spec(key_t) if key_t.fully_decodable else None
-    n = type_spec(ns_t)
-    if k is None or n is None:
+    k = type_spec(shape.key) if shape.key.fully_decodable else None
+    n = type_spec(shape.namespace)
+    if k is None or n is None or shape.form == keyed_codecs.RAW_MAP:  # (raw map entries: in Python)
         return py(codec.canonical)
-    ambiguous = key_t.length < 0 and ns_t.length < 0
-    vt = info.value_type
-    kind = info.kind
-    if kind == "LIST":
-        elem = vt.element if isinstance(vt, ListType) else vt
-        if not elem.fully_decodable:
-            return (LIST_RAW, k, n, None, None, ambiguous, None, column, column_kind)
-        e = type_spec(elem)
+    ambiguous = shape.ambiguous
+    if shape.form in (keyed_codecs.LIST, keyed_codecs.RAW_LIST):
+        if not shape.value.fully_decodable:
+            return ScanPlan(LIST_RAW, k, n, ambiguous=ambiguous, column=column, column_kind=column_kind)
+        e = type_spec(shape.value)
         if e is None:
             return py(codec.canonical)
-        return (LIST, k, n, e, None, ambiguous, None, column, column_kind)
-    if kind == "MAP":
-        if not isinstance(vt, MapType):  # a map serializer fstate cannot read (raw entries, in Python)
-            return py(codec.canonical)
-        uk, uv = _opaque_or_spec(vt.key), _opaque_or_spec(vt.value)
+        return ScanPlan(LIST, k, n, e, ambiguous=ambiguous, column=column, column_kind=column_kind)
+    if shape.form == keyed_codecs.MAP:
+        uk, uv = _opaque_or_spec(shape.user_key), _opaque_or_spec(shape.value)
         if uk is None or uv is None:
             return py(codec.canonical)
-        return (MAP, k, n, uv, uk, ambiguous, None, column, column_kind)
-    v = _opaque_or_spec(vt)
+        return ScanPlan(MAP, k, n, uv, uk, ambiguous, column=column, column_kind=column_kind)
+    v = _opaque_or_spec(shape.value)
     if v is None:
         return py(codec.canonical)
-    return (VALUE, k, n, v, None, ambiguous, None, column, column_kind)
+    return ScanPlan(VALUE, k, n, v, ambiguous=ambiguous, column=column, column_kind=column_kind)
 
 
 def scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source: str | None,
@@ -225,8 +224,8 @@ def compiled_scanner(meta, codecs, max_parallelism: int, states: set[int] | None
     for i, codec in enumerate(codecs):
         wanted = states is None or i in states
         col = columns.get(i, -1)
-        ckind = C_MAP if codec.kind == "MAP" else C_LIST if codec.kind == "LIST" else C_PLAIN
-        plans.append(_plan(meta, codec, wanted, source, col, ckind))
+        ckind = C_MAP if codec.kind == "MAP" else C_LIST if codec.kind == "LIST" else C_PLAIN  # the column's kind
+        plans.append(_plan(codec, wanted, source, col, ckind))
     return _speedups.Scanner(tuple(plans), prefix, CorruptStateError, source)
 
 
@@ -276,7 +275,7 @@ NS_MODES = {"void": 0, "window": 1}
 
 def table_rows(regions: Iterable[tuple[int, Any, int, int]], meta, max_parallelism: int, codecs,
                state_ids: list[int], source: str | None, flatten: bool, ns_mode: str) -> Iterator[tuple]:
-    """KeyedState.table_rows: the keyed table's row tuples (readers.tables._keyed_output without key
+    """decoders.CompiledRows: the keyed table's row tuples (decoders.PythonRows without key
     filter and ``flat``):
     key (its fields when ``flatten``), the namespace part (``ns_mode`` void: none, window: start and
     end, else the namespace) and one value per state, over the (key group, bytes, start, end)

@@ -7,7 +7,7 @@ The compiled decoder reads the key groups straight into Arrow buffers (validity 
 and data; lists, maps and structs as child arrays) and makes no Python object per row or value.
 The plain Python decoders in :mod:`keyed` and :mod:`rocksdb` stay the reference: the batches,
 turned into rows, equal the rows of ``KeyedState.rows`` (:mod:`keyed_state`) shaped as
-``readers.tables._keyed_output`` does (tests/savepoint/test_columnar.py and
+``decoders.PythonRows`` does (tests/savepoint/test_columnar.py and
 test_columnar_layouts.py check every sample and generated streams), and the decoder is as strict
 as the Python strict path (a key group ends exactly where its region ends, keys and values decode
 to exactly their stored bytes). Every decoding error is a :class:`CorruptStateError` naming the
@@ -30,20 +30,21 @@ that decodes to fewer bytes than stored there).
 
 from __future__ import annotations
 
-import os
 import struct
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import pyarrow
 
-from . import keyed, metainfo
+from . import keyed
 # type codes and plan modes: the enums of _wire.h, which both compiled decoders share
-from ._fastpath import (BOOL, BYTE, CHAR, DOUBLE, FLOAT, INT, LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SHORT, SKIP,
-                        STRING, TTL, TUPLE, VALUE, WINDOW, ZERO)
+from ._fastpath import (LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SCALAR_CODES, SKIP, TTL, TUPLE, VALUE, WINDOW,
+                        ZERO)
+from ._compiled import pure_python_forced
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError
-from .keyed_codecs import key_group_prefix_size
-from .types import (ListType, MapType, NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
+from .keyed_codecs import LIST as LIST_FORM, MAP as MAP_FORM, RAW_LIST, RAW_MAP, TIMER, key_group_prefix_size
+from .types import arrow_types
+from .types import (NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
                     TupleType, TypeInfo, TypeInfoVisitor, visit)
 
 ABI = 3  # the interface version of _columnar.c this module speaks
@@ -60,21 +61,9 @@ SKIP_PLAIN, SKIP_LIST, SKIP_MAP = range(3)  # how a heap-native entry of a state
 #: rows per record batch (a batch ends after the key group that reaches it)
 MAX_ROWS = 65536
 
-_SCALARS: dict[str, tuple[int, pyarrow.DataType]] = {
-    "String": (STRING, pyarrow.string()),
-    "Long": (LONG, pyarrow.int64()),
-    "Integer": (INT, pyarrow.int32()),
-    "Short": (SHORT, pyarrow.int16()),
-    "Byte": (BYTE, pyarrow.int8()),
-    "Boolean": (BOOL, pyarrow.bool_()),
-    "Double": (DOUBLE, pyarrow.float64()),
-    "Float": (FLOAT, pyarrow.float32()),
-    "Character": (CHAR, pyarrow.string()),
-    "Void": (ZERO, pyarrow.string()),
-    "VoidNamespace": (ZERO, pyarrow.string()),
-    "GlobalWindow": (ZERO, pyarrow.string()),
-    "Tuple0": (ZERO, pyarrow.string()),
-}
+#: (C type code, Arrow type) of the scalar kinds the compiled decoders take (the scalar registry)
+_SCALARS: dict[str, tuple[int, pyarrow.DataType]] = {kind: (code, arrow_types.SCALAR_TYPES[kind])
+                                                     for kind, code in SCALAR_CODES.items()}
 
 WINDOW_TYPE = pyarrow.struct([pyarrow.field("start", pyarrow.int64(), nullable=False),
                               pyarrow.field("end", pyarrow.int64(), nullable=False)])
@@ -82,12 +71,12 @@ WINDOW_TYPE = pyarrow.struct([pyarrow.field("start", pyarrow.int64(), nullable=F
 
 def list_type(element: pyarrow.DataType) -> pyarrow.DataType:
     """A list column as Spark writes it (its element field is named "element")."""
-    return pyarrow.list_(pyarrow.field("element", element))
+    return arrow_types.array_type(element)
 
 
 def available() -> bool:
     """Whether the columnar decoder is used (built, and not switched off by FSTATE_PURE_PYTHON)."""
-    return _columnar is not None and os.environ.get("FSTATE_PURE_PYTHON", "") in ("", "0")
+    return _columnar is not None and not pure_python_forced()
 
 
 class ColumnarVisitor(TypeInfoVisitor[object]):
@@ -144,80 +133,64 @@ def _stored(t: TypeInfo):
     return _covered(t)
 
 
-def _state_plan(meta, codec, ns_type: TypeInfo):
-    """(C plan, Arrow type of the state's column) or None."""
-    info = codec.info
-    if codec.canonical is None or info.backend_type == metainfo.PRIORITY_QUEUE or info.namespace_type != ns_type:
+class StatePlan(NamedTuple):
+    """The columnar decoder's plan of one state (a tuple to ``_columnar.Decoder``, in this order)."""
+
+    mode: int  # SKIP, VALUE, LIST, LIST_RAW or MAP
+    value: object = None  # C type specs (ColumnarVisitor)
+    user_key: object = None
+    ambiguous: bool = False  # key and namespace lengths written after each
+    skip: object = None  # heap-native: how an entry of a state without a column is skipped
+
+
+def _state_plan(codec, ns_type: TypeInfo):
+    """(C plan, Arrow type of the state's column) or None, from the state's shape."""
+    shape = codec.shape
+    if codec.canonical is None or shape.form in (TIMER, RAW_MAP) or shape.namespace != ns_type:
         return None
-    ambiguous = meta.key_type.length < 0 and ns_type.length < 0
-    vt = info.value_type
-    if info.kind == "LIST":
-        elem = vt.element if isinstance(vt, ListType) else vt
-        found = _stored(elem)
-        if found is None:
-            return None
-        mode = LIST_RAW if found[0] == RAW else LIST
-        return (mode, found[0], None, ambiguous, None), list_type(found[1])
-    if info.kind == "MAP":
-        if not isinstance(vt, MapType):
-            return None
-        uk, uv = _stored(vt.key), _stored(vt.value)
-        if uk is None or uv is None:
-            return None
-        return (MAP, uv[0], uk[0], ambiguous, None), pyarrow.map_(uk[1], uv[1])
-    found = _stored(vt)
+    found = _stored(shape.value)
     if found is None:
         return None
-    return (VALUE, found[0], None, ambiguous, None), found[1]
+    if shape.form in (LIST_FORM, RAW_LIST):
+        mode = LIST_RAW if found[0] == RAW else LIST
+        return StatePlan(mode, found[0], None, shape.ambiguous), list_type(found[1])
+    if shape.form == MAP_FORM:
+        uk = _stored(shape.user_key)
+        if uk is None:
+            return None
+        return StatePlan(MAP, found[0], uk[0], shape.ambiguous), pyarrow.map_(uk[1], found[1])
+    return StatePlan(VALUE, found[0], None, shape.ambiguous), found[1]
 
 
-def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
-                  state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
-                  max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
-    """The keyed table (readers.tables._keyed_output without key filter and ``flat``) as record
-    batches over the (key group, start, end) regions of a canonical stream: key (its fields when
-    ``flatten``), the namespace part (``ns_mode`` void: none, window: start and end, else the
-    namespace) and one column per state of ``state_ids``, named ``names``. One batch per run of
-    key groups reaching ``max_rows`` rows. None when the columnar decoder does not cover these
-    states (or is off): the caller reads rows then."""
-    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=False)
-    return None if built is None else _batches(*built, buf, regions, meta, source, max_rows)
+class Plan:
+    """What the columnar decoder makes of these states (computed once, by :func:`plan`): each state's C
+    plan, the key and namespace specs, and the Arrow type of every column."""
+
+    def __init__(self, plans: tuple, state_ids: list[int], key, ns, types: list, flatten: bool, ns_mode: str,
+                 prefix: int):
+        self.plans, self.state_ids, self.key, self.ns, self.types = plans, state_ids, key, ns, types
+        self.flatten, self.ns_mode, self.prefix = flatten, ns_mode, prefix
+
+    def decoder(self, source: str | None):
+        """A fresh C decoder (it accumulates the rows of one batch)."""
+        keep_ns = self.ns_mode != "void" and self.ns[0] != ZERO  # a void namespace is a column of nulls
+        return _columnar.Decoder(self.plans, tuple(self.state_ids), self.key[0], self.ns[0], keep_ns, self.prefix,
+                                 CorruptStateError, source)
+
+    def shape(self, names: Sequence[str]) -> "_Shape":
+        return _Shape(self.key, self.ns, self.types, self.flatten, self.ns_mode, list(names))
 
 
-def native_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
-                   state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
-                   max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
-    """:func:`keyed_batches` over the key groups of a heap-native stream (keyed.native_key_group is
-    the reference; strict as its strict path). None also when a state without a column has types
-    the decoder cannot skip."""
-    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=True)
-    return None if built is None else _native_batches(*built, buf, regions, meta, codecs, source, max_rows)
-
-
-def rocksdb_batches(db, meta, max_parallelism: int, codecs, key_groups, state_ids: list[int], source: str | None,
-                    flatten: bool, ns_mode: str, names: Sequence[str], max_rows: int = MAX_ROWS
-                    ) -> Iterator[pyarrow.RecordBatch] | None:
-    """:func:`keyed_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
-    the decoder pulls the (key, value) pairs of each selected state's column family from its
-    rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
-    order: key group, state id, key)."""
-    built = _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native=False)
-    if built is None:
-        return None
-    from . import rocksdb
-
-    runs = rocksdb._runs(key_groups, db.source.start_key_group, db.source.end_key_group)
-    present = set(db.column_families)
-    families = [(sid, codecs[sid].info.name) for sid in sorted(state_ids) if codecs[sid].info.name in present]
-    return _pair_batches(*built, db, families, runs, key_group_prefix_size(max_parallelism), max_rows)
-
-
-def _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode, names, native):
-    """(the C decoder, its _Shape) for these states, or None when they are not covered."""
-    if not available() or not state_ids:
+def plan(meta, max_parallelism: int, codecs, state_ids: Sequence[int], flatten: bool, ns_mode: str, *,
+         native: bool) -> Plan | None:
+    """The columnar decoder's plan for these states of a canonical or RocksDB (``native`` False) or
+    heap-native (True) layout, or None when it does not cover them (or is off): the caller reads
+    rows then. The caller decides whether the compiled path is on (:func:`available`)."""
+    state_ids = list(state_ids)
+    if _columnar is None or not state_ids:
         return None
     key_t = meta.key_type
-    ns_t = meta.states[state_ids[0]].namespace_type
+    ns_t = codecs[state_ids[0]].shape.namespace
     key, ns = (_covered(key_t) if key_t.fully_decodable else None), _covered(ns_t)
     if key is None or ns is None:
         return None
@@ -228,62 +201,117 @@ def _decoder(meta, max_parallelism, codecs, state_ids, source, flatten, ns_mode,
     plans: list = [None] * len(codecs)
     types = []
     for sid in state_ids:
-        found = (_native_plan if native else _state_plan)(meta, codecs[sid], ns_t)
+        found = (_native_plan if native else _state_plan)(codecs[sid], ns_t)
         if found is None or plans[sid] is not None:
             return None
         plans[sid], arrow = found
         types.append(arrow)
     for sid, codec in enumerate(codecs):
         if plans[sid] is None:
-            skip = _skip_parts(meta, codec) if native else None
+            skip = _skip_parts(codec) if native else None
             if native and skip is None:
                 return None
-            plans[sid] = (SKIP, None, None, False, skip)
-    keep_ns = ns_mode != "void" and ns[0] != ZERO  # a void namespace is a column of nulls
-    decoder = _columnar.Decoder(tuple(plans), tuple(state_ids), key[0], ns[0], keep_ns,
-                                key_group_prefix_size(max_parallelism), CorruptStateError, source)
-    return decoder, _Shape(key, ns, types, flatten, ns_mode, list(names))
+            plans[sid] = StatePlan(SKIP, skip=skip)
+    return Plan(tuple(plans), state_ids, key, ns, types, flatten, ns_mode, key_group_prefix_size(max_parallelism))
 
 
-def _native_plan(meta, codec, ns_type: TypeInfo):
+def stream_batches(found: Plan, buf: bytes, regions: Iterable[tuple[int, int, int]], meta, source: str | None,
+                   names: Sequence[str], max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch]:
+    """The keyed table (readers.tables' rows without key filter and ``flat``) as record batches over
+    the (key group, start, end) regions of a canonical stream: key (its fields when ``flatten``),
+    the namespace part (``ns_mode`` void: none, window: start and end, else the namespace) and one
+    column per state of the plan, named ``names``. One batch per run of key groups reaching
+    ``max_rows`` rows."""
+    return _batches(found.decoder(source), found.shape(names), buf, regions, meta, source, max_rows)
+
+
+def native_stream_batches(found: Plan, buf: bytes, regions: Iterable[tuple[int, int, int]], meta, codecs,
+                          source: str | None, names: Sequence[str], max_rows: int = MAX_ROWS
+                          ) -> Iterator[pyarrow.RecordBatch]:
+    """:func:`stream_batches` over the key groups of a heap-native stream (keyed.native_key_group is
+    the reference; strict as its strict path)."""
+    return _native_batches(found.decoder(source), found.shape(names), buf, regions, meta, codecs, source, max_rows)
+
+
+def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, source: str | None,
+                     names: Sequence[str], max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch]:
+    """:func:`stream_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
+    the decoder pulls the (key, value) pairs of each selected state's column family from its
+    rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
+    order: key group, state id, key)."""
+    from . import rocksdb
+
+    runs = rocksdb.key_group_runs(key_groups, db.source.start_key_group, db.source.end_key_group)
+    present = set(db.column_families)
+    families = [(sid, codecs[sid].info.name) for sid in sorted(found.state_ids) if codecs[sid].info.name in present]
+    return _pair_batches(found.decoder(source), found.shape(names), db, families, runs,
+                         key_group_prefix_size(max_parallelism), max_rows)
+
+
+# -- the same, planned and read in one call (tests and benches): None when not covered ----------
+def keyed_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+                  state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
+                  max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`plan` and :func:`stream_batches` (None when not covered)."""
+    found = plan(meta, max_parallelism, codecs, state_ids, flatten, ns_mode, native=False) if available() else None
+    return None if found is None else stream_batches(found, buf, regions, meta, source, names, max_rows)
+
+
+def native_batches(buf: bytes, regions: Iterable[tuple[int, int, int]], meta, max_parallelism: int, codecs,
+                   state_ids: list[int], source: str | None, flatten: bool, ns_mode: str, names: Sequence[str],
+                   max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`plan` and :func:`native_stream_batches` (None when not covered)."""
+    found = plan(meta, max_parallelism, codecs, state_ids, flatten, ns_mode, native=True) if available() else None
+    return None if found is None else native_stream_batches(found, buf, regions, meta, codecs, source, names,
+                                                            max_rows)
+
+
+def rocksdb_batches(db, meta, max_parallelism: int, codecs, key_groups, state_ids: list[int], source: str | None,
+                    flatten: bool, ns_mode: str, names: Sequence[str], max_rows: int = MAX_ROWS
+                    ) -> Iterator[pyarrow.RecordBatch] | None:
+    """:func:`plan` and :func:`snapshot_batches` (None when not covered)."""
+    found = plan(meta, max_parallelism, codecs, state_ids, flatten, ns_mode, native=False) if available() else None
+    return None if found is None else snapshot_batches(found, db, max_parallelism, codecs, key_groups, source, names,
+                                                       max_rows)
+
+
+def _native_plan(codec, ns_type: TypeInfo):
     """(C plan, Arrow type) of a state with a column in the heap-native layout: whole values."""
-    info = codec.info
-    if codec.native is None or info.backend_type == metainfo.PRIORITY_QUEUE or info.namespace_type != ns_type:
+    shape = codec.shape
+    if codec.native is None or shape.form in (TIMER, RAW_LIST, RAW_MAP) or shape.namespace != ns_type:
         return None
-    vt = info.value_type
-    if info.kind == "LIST":
-        found = _covered(vt.element) if isinstance(vt, ListType) else None
-        return None if found is None else ((LIST, found[0], None, False, None), list_type(found[1]))
-    if info.kind == "MAP":
-        if not isinstance(vt, MapType):
-            return None
-        uk, uv = _covered(vt.key), _covered(vt.value)
-        return None if uk is None or uv is None else ((MAP, uv[0], uk[0], False, None), pyarrow.map_(uk[1], uv[1]))
-    found = _covered(vt)
-    return None if found is None else ((VALUE, found[0], None, False, None), found[1])
+    found = _covered(shape.value)
+    if found is None:
+        return None
+    if shape.form == LIST_FORM:
+        return StatePlan(LIST, found[0]), list_type(found[1])
+    if shape.form == MAP_FORM:
+        uk = _covered(shape.user_key)
+        return None if uk is None else (StatePlan(MAP, found[0], uk[0]), pyarrow.map_(uk[1], found[1]))
+    return StatePlan(VALUE, found[0]), found[1]
 
 
-def _skip_parts(meta, codec):
+def _skip_parts(codec):
     """How a heap-native entry of a state without a column is skipped, or None."""
-    info = codec.info
-    vt = info.value_type
-    if info.backend_type == metainfo.PRIORITY_QUEUE:  # TimerSerializer: timestamp, key, namespace
-        if not isinstance(vt, TimerType):
+    shape = codec.shape
+    if shape.form == TIMER:  # TimerSerializer: timestamp, key, namespace
+        if not isinstance(shape.value, TimerType):
             return None
-        parts = [_covered(vt.key), _covered(vt.namespace)]
+        parts = [_covered(shape.value.key), _covered(shape.value.namespace)]
         return None if None in parts else ((SKIP_PLAIN, (TUPLE, (LONG, parts[0][0], parts[1][0]))),)
-    head = [_covered(info.namespace_type), _covered(meta.key_type)]
-    if None in head:
+    if shape.form in (RAW_LIST, RAW_MAP):
         return None
-    head = [(SKIP_PLAIN, found[0]) for found in head]
-    if info.kind == "LIST" and isinstance(vt, ListType):
-        found = _covered(vt.element)
-        return None if found is None else (*head, (SKIP_LIST, found[0]))
-    if info.kind == "MAP" and isinstance(vt, MapType):
-        uk, uv = _covered(vt.key), _covered(vt.value)
-        return None if uk is None or uv is None else (*head, (SKIP_MAP, uk[0], uv[0]))
-    found = _covered(vt) if info.kind not in ("LIST", "MAP") else None
-    return None if found is None else (*head, (SKIP_PLAIN, found[0]))
+    head = [_covered(shape.namespace), _covered(shape.key)]
+    found = _covered(shape.value)
+    if None in head or found is None:
+        return None
+    head = [(SKIP_PLAIN, part[0]) for part in head]
+    if shape.form == LIST_FORM:
+        return (*head, (SKIP_LIST, found[0]))
+    if shape.form == MAP_FORM:
+        uk = _covered(shape.user_key)
+        return None if uk is None else (*head, (SKIP_MAP, uk[0], found[0]))
+    return (*head, (SKIP_PLAIN, found[0]))
 
 
 class _Shape:
@@ -346,7 +374,7 @@ def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows) -> It
                 data, _ = decompress_framed(buf, start, end, source=source)
             except DECODE_ERRORS as e:
                 raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
-            if keyed._framed_length(buf, start, end) != end - start:
+            if keyed.framed_length(buf, start, end) != end - start:
                 raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
                                         f"group starts (byte {end})", source)
             rows = decoder.add(data, 0, len(data), kg)
@@ -378,7 +406,7 @@ def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, 
                 except DECODE_ERRORS as e:
                     raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
                 rows = decoder.add_native(data, 0, len(data), kg, 1, i > 0)
-                pos += keyed._framed_length(buf, pos, end)
+                pos += keyed.framed_length(buf, pos, end)
             if pos != end:
                 raise CorruptStateError(f"key group {kg}: its data ends at byte {pos}, the next key group starts "
                                         f"at byte {end}", source)
@@ -395,10 +423,10 @@ def _pair_batches(decoder, shape: _Shape, db, families, runs, prefix: int, max_r
                   ) -> Iterator[pyarrow.RecordBatch]:
     """The batches of the (state id, column family) ``families`` over the key-group ``runs``: per
     run, one cursor per family at the run's first key group, which the decoder reads in C."""
-    from .rocksdb import _prefix_bytes
+    from .rocksdb import key_group_prefix_bytes
 
     for lo, hi in runs:
-        start = _prefix_bytes(lo, prefix)
+        start = key_group_prefix_bytes(lo, prefix)
         opened = [(sid, name, db.cursor(name, start)) for sid, name in families]
         opened = [(sid, name, cursor) for sid, name, cursor in opened if cursor is not None]
         cursors = tuple((sid, cursor) for sid, _, cursor in opened)

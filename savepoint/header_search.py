@@ -73,7 +73,7 @@ class HeaderSearch:
         self.steps = 0
         self._states: dict[tuple, list] = {}
         self._slots: dict[tuple, list] = {}
-        self._first_error: FStateError | None = None
+        self.first_error: FStateError | None = None
         #: id of each opaque type made here -> (its slot's start, its end) in ``buf``
         self._ranges: dict[int, tuple[int, int]] = {}
         self.incomplete = False
@@ -214,8 +214,8 @@ class HeaderSearch:
             return []
         cls, version, payload_start = head
         cause = error.detail if isinstance(error, FStateError) else f"{cls} (version {version}): {error}"
-        if self._first_error is None and isinstance(error, FStateError):
-            self._first_error = error
+        if self.first_error is None and isinstance(error, FStateError):
+            self.first_error = error
         out = []
         for q in range(payload_start, self.end + 1):
             if follows(q):
@@ -315,7 +315,7 @@ def resolve(buf, end: int, source: str | None, first: Exception, run: Callable[[
             f"{_detail(first)}; its end was not found within {STEP_BUDGET} parse steps, so the states "
             "of this header are not listed", source)
     except UnresolvedSnapshotError as e:
-        if not isinstance(first, UnsupportedSerializerError) and finder._first_error is None:
+        if not isinstance(first, UnsupportedSerializerError) and finder.first_error is None:
             raise first from None
         error = UnresolvedSnapshotError(f"{_detail(first)}; {e.detail}", source)
     raise error from None

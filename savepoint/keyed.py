@@ -55,7 +55,7 @@ def key_group_data(buf: bytes, start: int, end: int, kg: int, compressed: bool, 
     if not compressed:
         return buf, start, end
     data, _ = decompress_framed(buf, start, end, source=source)
-    if _framed_length(buf, start, end) != end - start:
+    if framed_length(buf, start, end) != end - start:
         raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
                                 f"group starts (byte {end})", source)
     return data, 0, len(data)
@@ -123,7 +123,7 @@ def _native_block_end(buf, start, end, kg, meta, codecs, source) -> int:
     seen = set()
     for _ in range(len(codecs)):
         if meta.compressed:
-            pos += _framed_length(buf, pos, end)
+            pos += framed_length(buf, pos, end)
             continue
         sid = _U16.unpack_from(buf, pos)[0]
         if sid in seen or sid >= len(codecs):
@@ -215,7 +215,7 @@ def native_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBacke
         for _ in range(len(codecs)):
             data, _ = decompress_framed(buf, pos, end, source=source)
             # the stream ends where the next identifier chunk begins
-            consumed = _framed_length(buf, pos, end)
+            consumed = framed_length(buf, pos, end)
             used = yield from _native_state_block(data, 0, kg, codecs, states, source, seen)
             if used != len(data):
                 raise CorruptStateError(f"key group {kg}: a compressed state block holds {len(data)} bytes, "
@@ -229,7 +229,8 @@ def native_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBacke
                                 f"byte {end}", source)
 
 
-def _framed_length(buf: bytes, start: int, end: int) -> int:
+def framed_length(buf: bytes, start: int, end: int) -> int:
+    """The bytes a compressed key group (framed chunks) takes from ``start``, up to ``end``."""
     pos = start
     seen = False
     while pos + 4 <= end:

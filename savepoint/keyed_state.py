@@ -20,10 +20,8 @@ needs:
   (re-keying), ``verify`` and anything that re-encodes state;
 * :meth:`KeyedState.rows` — one row per (key, namespace) with a value per selected state (the
   runtime's restore, readers);
-* :meth:`KeyedState.table_rows` — the keyed table's row tuples built by the compiled scanner
-  (readers), or None;
-* :meth:`KeyedState.batches` — the keyed table as Arrow record batches from the columnar
-  decoder (:mod:`.columnar`; every layout), or None;
+* the keyed table's rows or Arrow batches through one interface, whichever decoder makes them
+  (:func:`.decoders.new_decoder`: columnar, compiled rows or Python);
 * :meth:`KeyedState.timer_rows` — the timers.
 
 Where the state of each subtask lives is a picklable :class:`KeyedStateSource`
@@ -43,7 +41,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 from . import _fastpath
 from . import handles
@@ -51,7 +49,7 @@ from . import keyed
 from . import rocksdb
 from . import streams
 from . import verify_structure
-from .errors import DECODE_ERRORS, CorruptStateError
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .io import FileIO
 from .keyed_codecs import StateCodec
 
@@ -86,7 +84,8 @@ class KeyedState:
         self.handle = handle
         self.db = db
         self._codecs = codecs
-        self._compiled = _fastpath.available()
+        #: whether the compiled decoders may be used (built, not switched off when this was made)
+        self.compiled = _fastpath.available()
 
     @classmethod
     def of_stream(cls, buf: bytes, handle: handles.KeyGroupsHandle, meta: keyed.KeyedBackendMeta,
@@ -134,19 +133,19 @@ class KeyedState:
     @property
     def decoder(self) -> str:
         """:data:`COMPILED` (the C scanner, canonical streams) or :data:`PYTHON`."""
-        return COMPILED if self._compiled and not self.strict and self.layout == CANONICAL else PYTHON
+        return COMPILED if self.compiled and not self.strict and self.layout == CANONICAL else PYTHON
 
-    def _checked_regions(self) -> Iterator[tuple[int, int, int]]:
+    def checked_regions(self) -> Iterator[tuple[int, int, int]]:
         """(key group, start, end) of the selected key groups, after checking the key-group offsets
         follow the header in order and each region starts inside the stream."""
         verify_structure.check_key_group_offsets(self.handle, self.meta.header_size, len(self.buf), self.source)
         return keyed.checked_regions(self.regions, self.key_groups, self.meta, len(self.buf), self.source)
 
-    def _data_regions(self) -> Iterator[tuple[int, Any, int, int]]:
+    def data_regions(self) -> Iterator[tuple[int, Any, int, int]]:
         """(key group, bytes, start, end) of the selected key groups' canonical entries: the region of
         the stream, or the decompressed stream of a compressed key group (keyed.key_group_data)."""
         buf, compressed, source = self.buf, self.meta.compressed, self.source
-        for kg, start, end in self._checked_regions():
+        for kg, start, end in self.checked_regions():
             try:
                 yield (kg, *keyed.key_group_data(buf, start, end, kg, compressed, source))
             except DECODE_ERRORS as e:
@@ -171,7 +170,7 @@ class KeyedState:
         layout = self.layout
         scan = (_fastpath.compiled_scanner(meta, codecs, self.max_parallelism, states, source)
                 if self.decoder == COMPILED else None)
-        for kg, start, end in self._checked_regions():
+        for kg, start, end in self.checked_regions():
             try:
                 if scan is not None:  # the compiled scanner (_speedups.c), same entries
                     data, pos, limit = keyed.key_group_data(buf, start, end, kg, meta.compressed, source)
@@ -188,38 +187,10 @@ class KeyedState:
         """One row per (key, namespace) of the selected key groups: (key group, key, namespace,
         [value of each state in ``state_ids`` or None]). Decoding starts at the first row."""
         if self.decoder == COMPILED:  # rows grouped by the compiled scanner
-            yield from _fastpath.keyed_rows(self._data_regions(), self.meta, self.max_parallelism, state_ids,
+            yield from _fastpath.keyed_rows(self.data_regions(), self.meta, self.max_parallelism, state_ids,
                                             self.codecs, self.source)
             return
         yield from keyed.rows_from_entries(self.entries(set(state_ids)), self.codecs, state_ids)
-
-    def table_rows(self, state_ids: list[int], *, flatten: bool, ns_mode: str) -> Iterator[tuple] | None:
-        """The keyed table's row tuples straight from the compiled scanner: the key (its fields when
-        ``flatten``), the namespace part (``ns_mode`` "void": none, "window": start and end, else the
-        namespace) and one value per state in ``state_ids``. None when the rows must be built from
-        :meth:`rows` (the Python decoder, a heap-native stream or RocksDB)."""
-        if self.decoder != COMPILED:
-            return None
-        return _fastpath.table_rows(self._data_regions(), self.meta, self.max_parallelism, self.codecs, state_ids,
-                                    self.source, flatten, ns_mode)
-
-    def batches(self, state_ids: list[int], *, flatten: bool, ns_mode: str,
-                names: Sequence[str]) -> Iterator[Any] | None:
-        """The keyed table as Arrow record batches (``pyarrow.RecordBatch`` with columns ``names``:
-        the columns of :meth:`table_rows`' tuples in their order), decoded in C straight into Arrow
-        buffers (:mod:`.columnar`; every layout), or None when the columnar decoder does not take
-        this state: the Python decoder is chosen (``FSTATE_PURE_PYTHON=1``), ``strict``, or a type it
-        does not cover. Then :meth:`table_rows` / :meth:`rows` give it."""
-        if not self._compiled or self.strict:
-            return None
-        from . import columnar  # imports pyarrow: only when batches are asked for
-
-        shape = (list(state_ids), self.source, flatten, ns_mode, list(names))
-        if self.layout == ROCKSDB:
-            return columnar.rocksdb_batches(self.db, self.meta, self.max_parallelism, self.codecs, self.key_groups,
-                                            *shape)
-        batches = columnar.keyed_batches if self.layout == CANONICAL else columnar.native_batches
-        return batches(self.buf, self._checked_regions(), self.meta, self.max_parallelism, self.codecs, *shape)
 
     def timer_rows(self) -> Iterator[tuple[str, str, int, Any, Any, int]]:
         """(timer service, kind 'event'/'processing', timestamp, key, namespace, key group) of every
@@ -254,6 +225,10 @@ class KeyedStateSource:
     stream: streams.StreamSource | None = None
     handle: handles.KeyGroupsHandle | None = None
     rocksdb: rocksdb.RocksDBSource | None = None
+    #: a byte range of the stream holding some of the handle's key groups (a reader's piece of a large
+    #: stream: only the header and that range are read), with those key groups (inclusive)
+    span: tuple[int, int] | None = None
+    span_key_groups: tuple[int, int] | None = None
 
     @property
     def label(self) -> str | None:
@@ -281,10 +256,37 @@ class KeyedStateSource:
                               header_search=header_search, meta_of=meta_of) as state:
                 yield state
             return
-        buf = streams.read_source(self.stream, io)
-        end = keyed.header_end(self.handle.offsets, len(buf)) if header_search else None
-        meta = keyed.read_keyed_proxy(buf, self.stream.label, end)
+        if self.span is not None and self.stream.path is not None:
+            buf, handle, meta = self._read_span(io)
+        else:
+            buf, handle = streams.read_source(self.stream, io), self.handle
+            end = keyed.header_end(handle.offsets, len(buf)) if header_search else None
+            meta = keyed.read_keyed_proxy(buf, self.stream.label, end)
         if meta_of is not None:
             meta = meta_of(meta)
-        yield KeyedState.of_stream(buf, self.handle, meta, self.max_parallelism, key_groups=key_groups,
+        yield KeyedState.of_stream(buf, handle, meta, self.max_parallelism, key_groups=key_groups,
                                    source=self.stream.label, strict=strict)
+
+    def _read_span(self, io: FileIO | None) -> tuple[bytes, handles.KeyGroupsHandle, keyed.KeyedBackendMeta]:
+        """The header and the span's bytes, with a handle over the span's key groups whose offsets
+        point into them."""
+        source, label = self.stream, self.stream.label
+        io = io or streams.source_io(source)
+        size = 64 * 1024
+        lo, hi = self.span
+        while True:
+            header = io.read_range(source.path, source.start, min(size, lo))
+            try:
+                meta = keyed.read_keyed_proxy(header, label, keyed.header_end(self.handle.offsets))
+                break
+            except FStateError:
+                if size >= lo:
+                    raise
+                size *= 4
+        body = io.read_range(source.path, source.start + lo, hi - lo)
+        h = self.handle
+        start, end = self.span_key_groups
+        first = start - h.start_key_group
+        offsets = tuple((o - lo + meta.header_size) if o else 0 for o in h.offsets[first:first + end - start + 1])
+        shifted = handles.KeyGroupsHandle(h.tag, start, offsets, h.delegate, h.handle_id)
+        return header[:meta.header_size] + body, shifted, meta

@@ -111,11 +111,6 @@ class Savepoint:
         return PathPolicy.for_snapshot(self.path, allow_external=self.allow_external_paths,
                                        checkpoint_base_dir=self.checkpoint_base_dir)
 
-    @property
-    def own_dirs(self) -> list[str]:
-        """Directories whose files belong to this snapshot (the path policy's inside directories)."""
-        return list(self.path_policy.inside)
-
     def _stream_source(self, handle) -> streams.StreamSource:
         if not isinstance(handle, (handles.FileHandle, handles.SegmentFileHandle)):
             return streams.stream_source(handle, self.path, policy=self.path_policy)

@@ -365,7 +365,7 @@ def open_snapshot(source: RocksDBSource, *, tmp_dir: str | None = None, io: File
 # entries
 
 
-def _prefix_bytes(kg: int, prefix: int) -> bytes:
+def key_group_prefix_bytes(kg: int, prefix: int) -> bytes:
     return bytes((kg,)) if prefix == 1 else bytes(((kg >> 8) & 0xFF, kg & 0xFF))
 
 
@@ -378,7 +378,7 @@ def _key_group(kb: bytes, prefix: int) -> int:
     return kb[0] << 8 if kb else 0
 
 
-def _runs(wanted: Iterable[int] | None, lo: int, hi: int) -> list[tuple[int, int]]:
+def key_group_runs(wanted: Iterable[int] | None, lo: int, hi: int) -> list[tuple[int, int]]:
     """Contiguous key-group ranges to read within [lo, hi]."""
     if wanted is None:
         return [(lo, hi)] if lo <= hi else []
@@ -397,7 +397,7 @@ def _state_entries(db: RocksDBSnapshot, sid: int, codec: keyed.StateCodec, runs,
     name = codec.info.name
     decode = codec.canonical
     for lo, hi in runs:
-        for kb, vb in db.items(name, _prefix_bytes(lo, prefix)):
+        for kb, vb in db.items(name, key_group_prefix_bytes(lo, prefix)):
             kg = _key_group(kb, prefix)
             if kg > hi:
                 break
@@ -426,7 +426,7 @@ def iter_entries(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallel
     if codecs is None:
         codecs = keyed.state_codecs(meta, max_parallelism, source)
     prefix = keyed.key_group_prefix_size(max_parallelism)
-    runs = _runs(key_groups, db.source.start_key_group, db.source.end_key_group)
+    runs = key_group_runs(key_groups, db.source.start_key_group, db.source.end_key_group)
     present = set(db.column_families)
     streams = [_state_entries(db, sid, c, runs, prefix, source) for sid, c in enumerate(codecs)
                if (states is None or sid in states) and c.info.name in present]

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .sql_names import GROUP_AGGREGATES, WINDOW_AGGREGATES, _fields_of, _function_name, _window
+from .sql_names import GROUP_AGGREGATES, WINDOW_AGGREGATES, fields_of, function_name, plan_window
 from .sql_plan import STATEFUL_KINDS, Plan, PlanNode
 
 #: node kinds whose output rows are their (first) input's rows, unchanged
@@ -211,14 +211,14 @@ class Lineage:
     def _rank_text(self, node: PlanNode) -> str:
         spec = node.spec
         first = self.inputs(node.id)
-        partition = [first[i] for i in _fields_of(spec.get("partition") or spec.get("partitionSpec")) or []
+        partition = [first[i] for i in fields_of(spec.get("partition") or spec.get("partitionSpec")) or []
                      if isinstance(i, int) and i < len(first)]
         return json.dumps({"partition": partition, "order": self._order(node),
                            "range": spec.get("rankRange"), "type": spec.get("rankType")}, sort_keys=True)
 
     def _order(self, node: PlanNode) -> list:
         first = self.inputs(node.id)
-        order = _fields_of(node.spec.get("orderBy") or node.spec.get("sortSpec")) or []
+        order = fields_of(node.spec.get("orderBy") or node.spec.get("sortSpec")) or []
         return [[first[f["index"]] if isinstance(f.get("index"), int) and f["index"] < len(first) else "?",
                  f.get("isAscending", True)] for f in order if isinstance(f, dict)]
 
@@ -249,7 +249,7 @@ class Lineage:
         for index, call in enumerate(calls):
             if not isinstance(call, dict):
                 continue
-            function = _function_name(call)
+            function = function_name(call)
             args = tuple(arguments[i] if isinstance(i, int) and i < len(arguments) else f"?{i}"
                          for i in call.get("argList") or [])
             if function == "count" and not args:
@@ -289,7 +289,7 @@ class Lineage:
 
 
 def _window_text(windowing: Any) -> str | None:
-    window = _window(windowing)
+    window = plan_window(windowing)
     if window is None:
         return None
     return " ".join([str(window.get("type")).upper()] + [f"{k}={window[k]}" for k in sorted(window) if k != "type"])
@@ -373,14 +373,14 @@ def state_shapes(plan: Plan) -> dict[int, StateShape]:
                 key_indices = spec.get("partitionKeys") or []
                 window = _window_text(spec.get("windowing"))
             elif kind in ("rank", "window-rank"):
-                key_indices = _fields_of(spec.get("partition") or spec.get("partitionSpec")) or []
-                order = _fields_of(spec.get("orderBy") or spec.get("sortSpec")) or []
+                key_indices = fields_of(spec.get("partition") or spec.get("partitionSpec")) or []
+                order = fields_of(spec.get("orderBy") or spec.get("sortSpec")) or []
                 sort = [f.get("index") for f in order if isinstance(f, dict)]
                 rows["sort_key"] = tuple(first[i] for i in sort if isinstance(i, int) and i < len(first))
                 names["sort_key"] = tuple(first_names[i] for i in sort if isinstance(i, int) and i < len(first_names))
                 window = _window_text(spec.get("windowing"))
             elif kind == "over-aggregate":
-                key_indices = _fields_of((spec.get("overSpec") or {}).get("partition")) or []
+                key_indices = fields_of((spec.get("overSpec") or {}).get("partition")) or []
         key = tuple(first[i] for i in key_indices if isinstance(i, int) and i < len(first))
         key_names = tuple(first_names[i] for i in key_indices if isinstance(i, int) and i < len(first_names))
         out[node.id] = StateShape(node, kind, variant, key, key_names, window, accumulators, rows, names, views,

@@ -222,7 +222,7 @@ def _pick(fields: tuple[str, ...], indices: Any) -> tuple[str, ...]:
     return tuple(fields[i] if isinstance(i, int) and 0 <= i < len(fields) else f"f{i}" for i in indices)
 
 
-def _fields_of(spec: Any) -> Any:
+def fields_of(spec: Any) -> Any:
     """``{"fields": [...]}`` (PartitionSpec) → the list; a list stays a list."""
     return spec.get("fields") if isinstance(spec, dict) else spec
 
@@ -237,7 +237,7 @@ def _unique(names: list[str]) -> tuple[str, ...]:
     return tuple(result)
 
 
-def _function_name(call: dict) -> str:
+def function_name(call: dict) -> str:
     for key in ("internalName", "systemName", "catalogName", "class"):
         text = call.get(key)
         if isinstance(text, str) and text:
@@ -255,7 +255,7 @@ def _accumulators(calls: list, argument_fields: tuple[str, ...], retractions: li
     for index, call in enumerate(calls):
         if not isinstance(call, dict):
             continue
-        function = _function_name(call)
+        function = function_name(call)
         arguments = _pick(argument_fields, call.get("argList") or [])
         if function == "count" and not arguments:
             has_count_star = True
@@ -286,7 +286,7 @@ def _duration_ms(text: Any) -> int | None:
     return total + round(float(seconds or 0) * 1000)
 
 
-def _window(windowing: Any) -> dict[str, Any] | None:
+def plan_window(windowing: Any) -> dict[str, Any] | None:
     window = windowing.get("window") if isinstance(windowing, dict) else None
     if not isinstance(window, dict):
         return None
@@ -322,7 +322,7 @@ def describe_node(plan: Any, node: Any) -> SqlOperatorPlan:
         for arguments_index, view in distinct_views.items():
             rows[f"distinct_{view}"] = _pick(arguments, list(arguments_index))
             states[f"distinctAcc_{view}"] = StateRoles(map_key=f"distinct_{view}")
-        window = _window(spec.get("windowing"))
+        window = plan_window(spec.get("windowing"))
     elif kind in _JOINS:
         join = spec.get("joinSpec") or (spec.get("intervalJoinSpec") or {}).get("joinSpec") or {}
         rows["left"], rows["right"] = first, plan.input_fields(node.id, 1)
@@ -330,7 +330,7 @@ def describe_node(plan: Any, node: Any) -> SqlOperatorPlan:
         for side in ("left", "right"):
             states[f"{side}-records"] = StateRoles(value=side, map_key=side, map_value=side)
         if kind == "window-join":
-            window = _window(spec.get("leftWindowing"))
+            window = plan_window(spec.get("leftWindowing"))
     else:
         rows["input"] = first
         default = StateRoles(value="input", map_value="input")
@@ -338,16 +338,16 @@ def describe_node(plan: Any, node: Any) -> SqlOperatorPlan:
             key = _pick(first, spec.get("uniqueKeys"))
         elif kind == "window-deduplicate":
             key = _pick(first, spec.get("partitionKeys"))
-            window = _window(spec.get("windowing"))
+            window = plan_window(spec.get("windowing"))
         elif kind in ("rank", "window-rank"):
-            key = _pick(first, _fields_of(spec.get("partition") or spec.get("partitionSpec")))
-            order = _fields_of(spec.get("orderBy") or spec.get("sortSpec")) or []
+            key = _pick(first, fields_of(spec.get("partition") or spec.get("partitionSpec")))
+            order = fields_of(spec.get("orderBy") or spec.get("sortSpec")) or []
             rows["sort_key"] = _pick(first, [f.get("index") for f in order if isinstance(f, dict)])
             default = StateRoles(value="input", map_key="sort_key", map_value="input")
             if kind == "rank":  # RetractableTopN: sort key -> count, and sort key -> its input rows
                 states["sorted-map"] = StateRoles(map_key="sort_key")
                 states["data-state"] = default
-            window = _window(spec.get("windowing"))
+            window = plan_window(spec.get("windowing"))
         elif kind == "over-aggregate":
-            key = _pick(first, _fields_of((spec.get("overSpec") or {}).get("partition")))
+            key = _pick(first, fields_of((spec.get("overSpec") or {}).get("partition")))
     return SqlOperatorPlan(node.id, kind, node.description, key, rows, states, default, window)

@@ -19,6 +19,26 @@ def test_every_public_name_resolves_without_importing_spark():
     assert result.stdout.strip() == "False"
 
 
+def test_one_version():
+    """The version is written once (fstate/__init__.py): the installed metadata and --version say it,
+    also run from a source tree."""
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    import fstate
+    from typer.testing import CliRunner
+
+    from fstate.cli.app import app
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert "version" not in pyproject["project"] and "version" in pyproject["project"]["dynamic"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "fstate.__version__"}
+    assert version("fstate") == fstate.__version__
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"fstate {fstate.__version__}"
+
+
 def test_an_unknown_name_is_an_attribute_error():
     import fstate
 

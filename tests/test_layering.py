@@ -118,13 +118,27 @@ def test_graph_and_events_are_below_the_api_and_execution():
     graph = import_graph("fstate.runtime")
     assert {m for m in graph["fstate.runtime.events"] if m.startswith("fstate.runtime")} == set()
     assert {m for m in graph["fstate.runtime.graph"] if m.startswith("fstate.runtime")} == set()
-    above = {"fstate.runtime.datastream", "fstate.runtime.environment", "fstate.runtime.task",
-             "fstate.runtime.job", "fstate.runtime.coordinator"}
-    for module in above - {"fstate.runtime.coordinator"}:
+    above = {"fstate.runtime.api.datastream", "fstate.runtime.api.environment", "fstate.runtime.task",
+             "fstate.runtime.job", "fstate.runtime.checkpointing.coordinator"}
+    for module in above - {"fstate.runtime.checkpointing.coordinator"}:
         assert graph[module] & {"fstate.runtime.graph", "fstate.runtime.events"}, module
     # execution does not reach into the user API for graph, partitioning or event types
-    assert "fstate.runtime.datastream" not in graph["fstate.runtime.task"] | graph["fstate.runtime.job"]
-    assert "fstate.runtime.task" not in graph["fstate.runtime.coordinator"]
+    assert "fstate.runtime.api.datastream" not in graph["fstate.runtime.task"] | graph["fstate.runtime.job"]
+    assert "fstate.runtime.task" not in graph["fstate.runtime.checkpointing.coordinator"]
+
+
+def test_the_runtime_has_rooms():
+    """runtime/ is four rooms and a few modules every room stands on; an operator module is named as
+    the API module it runs; no runtime module is named as a format-core one (types, errors)."""
+    runtime = REPO / "runtime"
+    rooms = {p.name for p in runtime.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert rooms == {"api", "operators", "state", "checkpointing"}
+    top = {p.stem for p in runtime.glob("*.py")} - {"__init__"}
+    assert top <= {"graph", "events", "clock", "exceptions", "config_values", "configuration", "task", "job"}, top
+    operators = {p.stem for p in (runtime / "operators").glob("*.py")} - {"__init__"}
+    assert operators and operators <= {p.stem for p in (runtime / "api").glob("*.py")}, operators
+    core = ({p.stem for p in (REPO / "savepoint").glob("*.py")} | {"types"}) - {"__init__"}
+    assert not {p.stem for p in runtime.rglob("*.py")} & core
 
 
 def test_the_fstate_package_imports_no_cycle():

@@ -98,11 +98,9 @@ class ModifyPlan:
         self.operators: list[PlannedOperator] = [PlannedOperator.of(view) for view in base.operators]
         #: operator ids no longer in the plan → what made them go
         self.gone: dict[bytes, str] = {}
-        self.applied: list[Operation] = []
 
     def apply(self, operation: "Operation") -> "ModifyPlan":
         operation.apply(self)
-        self.applied.append(operation)
         return self
 
     def find(self, uid_or_hash: str, operation: "Operation") -> PlannedOperator:

@@ -26,9 +26,7 @@ import re
 from typing import Any
 
 from ..savepoint.errors import InvalidArgumentError, UnsupportedSerializerError
-from ..savepoint.types import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT,
-                               LOCAL_DATE, LOCAL_DATE_TIME, LOCAL_TIME, LONG, SHORT, SQL_DATE, SQL_TIME,
-                               SQL_TIMESTAMP, STRING, ArrayListType, EitherType, EnumType, GenericArrayType,
+from ..savepoint.types import (SCALAR_KINDS, ArrayListType, EitherType, EnumType, GenericArrayType,
                                ListType, MapType, NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
                                SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
                                scalar, visit)
@@ -50,36 +48,10 @@ SORTED_MAP_REFUSED = (
     "which fstate cannot build. Such a state can be carried over or rewritten with the snapshot it was read with, "
     "not created from a type")
 
-#: The scalar type names: the canonical name (what :func:`type_name` writes) first, then aliases.
-SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = (
-    (LONG, ("LONG", "BIGINT_JAVA_LONG")),
-    (INT, ("INT", "INTEGER")),
-    (SHORT, ("SHORT", "SMALLINT")),
-    (BYTE, ("BYTE", "TINYINT")),
-    (BOOLEAN, ("BOOLEAN", "BOOL")),
-    (DOUBLE, ("DOUBLE",)),
-    (FLOAT, ("FLOAT",)),
-    (CHAR, ("CHAR",)),
-    (STRING, ("STRING",)),
-    (BYTES, ("BYTES", "BYTE[]", "BINARY")),
-    (BIG_DECIMAL, ("DECIMAL", "BIG_DEC")),
-    (BIG_INTEGER, ("BIGINT", "BIG_INT")),
-    (LOCAL_DATE, ("DATE", "LOCAL_DATE")),
-    (LOCAL_TIME, ("TIME", "LOCAL_TIME")),
-    (LOCAL_DATE_TIME, ("TIMESTAMP_NTZ", "LOCAL_DATE_TIME")),
-    (INSTANT, ("INSTANT", "TIMESTAMP")),
-    (SQL_DATE, ("SQL_DATE",)),
-    (SQL_TIME, ("SQL_TIME",)),
-    (SQL_TIMESTAMP, ("SQL_TIMESTAMP",)),
-    (scalar("int[]"), ("INT[]",)),
-    (scalar("long[]"), ("LONG[]",)),
-    (scalar("short[]"), ("SHORT[]",)),
-    (scalar("float[]"), ("FLOAT[]",)),
-    (scalar("double[]"), ("DOUBLE[]",)),
-    (scalar("char[]"), ("CHAR[]",)),
-    (scalar("boolean[]"), ("BOOLEAN[]",)),
-    (scalar("String[]"), ("STRING[]",)),
-)
+#: The scalar type names (the scalar registry's ``spec`` names): the canonical name (what
+#: :func:`type_name` writes) first, then aliases.
+SCALAR_NAMES: tuple[tuple[Scalar, tuple[str, ...]], ...] = tuple(
+    (scalar(kind), entry.spec) for kind, entry in SCALAR_KINDS.items() if entry.spec)
 
 _NAMES: dict[str, Scalar] = {name: t for t, names in SCALAR_NAMES for name in names}
 _CANONICAL: dict[Scalar, str] = {t: names[0] for t, names in SCALAR_NAMES}

@@ -16,8 +16,8 @@ from .composites import (ROW_KINDS, ArrayListType, Composite, EitherType, Generi
 from .pickled import PICKLED, OpaquePickle, OpaqueType, PickledType, trusted_pickles
 from .pojo import EnumType, PojoType
 from .scalars import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUBLE, FLOAT, INSTANT, INT, LOCAL_DATE,
-                      LOCAL_DATE_TIME, LOCAL_TIME, LONG, SCALARS, SHORT, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, STRING,
-                      TIME_WINDOW, VOID_NAMESPACE, Scalar, TimeWindowType, scalar)
+                      LOCAL_DATE_TIME, LOCAL_TIME, LONG, SCALAR_KINDS, SCALARS, SHORT, SQL_DATE, SQL_TIME, SQL_TIMESTAMP,
+                      STRING, TIME_WINDOW, VOID_NAMESPACE, Scalar, ScalarKind, TimeWindowType, scalar)
 from .logical import LogicalType
 from .sorted_map import SortedMapType
 from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
@@ -25,7 +25,7 @@ from .visitor import MissingVisitorBranchError, TypeInfoVisitor, visit
 
 __all__ = [
     "Decoder", "Encoder", "TypeInfo",
-    "Scalar", "SCALARS", "scalar", "TimeWindowType", "TIME_WINDOW",
+    "Scalar", "SCALARS", "SCALAR_KINDS", "ScalarKind", "scalar", "TimeWindowType", "TIME_WINDOW",
     "STRING", "LONG", "INT", "SHORT", "BYTE", "BOOLEAN", "DOUBLE", "FLOAT", "CHAR", "BIG_DECIMAL", "BIG_INTEGER",
     "BYTES", "VOID_NAMESPACE", "LOCAL_DATE", "LOCAL_TIME", "LOCAL_DATE_TIME", "INSTANT", "SQL_TIMESTAMP",
     "SQL_DATE", "SQL_TIME",

@@ -345,6 +345,3 @@ _FIELD_NAMES = {
     "Lockable": ("lock_count", "element"),
     "NFAState": ("partial_matches", "completed_matches"),
 }
-
-#: snapshot class -> kind
-KIND_OF_SNAPSHOT = {cls: kind for kind, (cls, _, _) in KINDS.items()}

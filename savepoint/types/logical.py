@@ -102,9 +102,6 @@ class LogicalType:
             base += f" *{self.kind}*"
         return base if self.nullable else base + " NOT NULL"
 
-    def with_nullable(self, nullable: bool) -> "LogicalType":
-        return replace(self, nullable=nullable, serialized=None)
-
 
 def logical_type(root: str, nullable: bool = True, **params: Any) -> LogicalType:
     """A LogicalType built by fstate (no serialized form)."""

@@ -2,13 +2,16 @@
 
 Every scalar is one :class:`Scalar` instance in :data:`SCALARS` (by snapshot class); its ``kind``
 names the value type it holds (a Flink ``*Value`` twin has the kind of its primitive, e.g.
-``LongValue`` is of kind ``Long``): visitors over the tree switch on the kind.
+``LongValue`` is of kind ``Long``), and :data:`SCALAR_KINDS` what every consumer calls each kind (its
+SQL type for Spark and Arrow, its compiled decoders' code, its type-string names): visitors over the
+tree read the kind's entry, never a table of their own.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import struct
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable
 
@@ -418,7 +421,70 @@ def _build_scalars() -> dict[str, Scalar]:
     return s
 
 
+@dataclass(frozen=True)
+class ScalarKind:
+    """What the rest of fstate calls one scalar kind (:attr:`Scalar.kind`), in one place: a new kind is
+    one entry of :data:`SCALAR_KINDS` (and its serializers' ``add`` in :func:`_build_scalars`)."""
+
+    kind: str
+    #: the values' SQL type, in Spark's DDL spelling (``array<T>`` / ``array<T not null>``): the Spark
+    #: type (readers.schema) and the Arrow type (:mod:`.arrow_types`, as Spark's converts to Arrow)
+    sql: str
+    #: the compiled decoders' type code (``_wire.h``), only where they decode it exactly as the Python
+    #: decoder does; None: decoded in Python
+    fast_path: str | None = None
+    #: its names in type strings (writers.spec), the canonical one (what fstate writes) first
+    spec: tuple[str, ...] = ()
+
+
+#: every scalar kind: (kind, SQL type, fast-path code, type-string names)
+SCALAR_KINDS: dict[str, ScalarKind] = {entry.kind: entry for entry in (
+    ScalarKind("Long", "bigint", "LONG", ("LONG", "BIGINT_JAVA_LONG")),
+    ScalarKind("Integer", "int", "INT", ("INT", "INTEGER")),
+    ScalarKind("Short", "smallint", "SHORT", ("SHORT", "SMALLINT")),
+    ScalarKind("Byte", "tinyint", "BYTE", ("BYTE", "TINYINT")),
+    ScalarKind("Boolean", "boolean", "BOOL", ("BOOLEAN", "BOOL")),
+    ScalarKind("Double", "double", "DOUBLE", ("DOUBLE",)),
+    ScalarKind("Float", "float", "FLOAT", ("FLOAT",)),
+    ScalarKind("Character", "string", "CHAR", ("CHAR",)),
+    ScalarKind("String", "string", "STRING", ("STRING",)),
+    ScalarKind("byte[]", "binary", None, ("BYTES", "BYTE[]", "BINARY")),
+    ScalarKind("BigDecimal", "decimal(38,18)", None, ("DECIMAL", "BIG_DEC")),
+    ScalarKind("BigInteger", "decimal(38,0)", None, ("BIGINT", "BIG_INT")),
+    ScalarKind("LocalDate", "date", None, ("DATE", "LOCAL_DATE")),
+    ScalarKind("LocalTime", "time", None, ("TIME", "LOCAL_TIME")),
+    ScalarKind("LocalDateTime", "timestamp_ntz", None, ("TIMESTAMP_NTZ", "LOCAL_DATE_TIME")),
+    ScalarKind("Instant", "timestamp", None, ("INSTANT", "TIMESTAMP")),
+    ScalarKind("SqlDate", "date", None, ("SQL_DATE",)),
+    ScalarKind("SqlTime", "time", None, ("SQL_TIME",)),
+    ScalarKind("SqlTimestamp", "timestamp", None, ("SQL_TIMESTAMP",)),
+    ScalarKind("int[]", "array<int not null>", None, ("INT[]",)),
+    ScalarKind("long[]", "array<bigint not null>", None, ("LONG[]",)),
+    ScalarKind("short[]", "array<smallint not null>", None, ("SHORT[]",)),
+    ScalarKind("float[]", "array<float not null>", None, ("FLOAT[]",)),
+    ScalarKind("double[]", "array<double not null>", None, ("DOUBLE[]",)),
+    ScalarKind("char[]", "array<string not null>", None, ("CHAR[]",)),
+    ScalarKind("boolean[]", "array<boolean not null>", None, ("BOOLEAN[]",)),
+    ScalarKind("String[]", "array<string>", None, ("STRING[]",)),
+    ScalarKind("Date", "timestamp"),
+    ScalarKind("Void", "string", "ZERO"),
+    ScalarKind("VoidNamespace", "string", "ZERO"),
+    ScalarKind("GlobalWindow", "string", "ZERO"),
+    ScalarKind("Tuple0", "string", "ZERO"),
+)}
+
+
 SCALARS: dict[str, Scalar] = _build_scalars()
+
+
+def check_registered(scalars: dict[str, Scalar]) -> None:
+    """Every scalar's kind has its entry in :data:`SCALAR_KINDS` (checked when fstate is imported)."""
+    unregistered = sorted({t.kind for t in scalars.values()} - set(SCALAR_KINDS))
+    if unregistered:
+        raise TypeError(f"scalar kinds {unregistered} have no entry in SCALAR_KINDS")
+
+
+check_registered(SCALARS)
 _BY_NAME = {t.name: t for t in SCALARS.values()}
 
 STRING = _BY_NAME["String"]

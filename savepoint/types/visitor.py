@@ -5,16 +5,19 @@ A visitor subclasses :class:`TypeInfoVisitor` and defines one ``visit_*`` method
 own branch, it never falls back to its parent's). A method receives the node and recurses into the
 children itself with ``visit(child, self)``, so it decides whether and how to walk them.
 
-A missing branch fails loudly: a node class without an entry in :data:`BRANCHES`, or a visitor
-that does not define the method, raises :class:`MissingVisitorBranchError` naming both.
-tests/savepoint/test_type_visitors.py checks that every node class has a branch in every visitor.
+A missing branch fails loudly: a node class without an entry in :data:`BRANCHES` raises
+:class:`MissingVisitorBranchError` when visited, and a visitor class that does not define every
+method of :class:`TypeInfoVisitor` (all abstract) fails when it is defined.
+tests/savepoint/test_type_visitors.py finds every visitor of the package and checks each answers for
+every node class.
 
-Adding a node class: add it to :data:`BRANCHES` and a ``visit_*`` method to :class:`TypeInfoVisitor`,
-then define that method in every visitor the test lists.
+Adding a node class: add it to :data:`BRANCHES` and an abstract ``visit_*`` method to
+:class:`TypeInfoVisitor`; importing fstate then names every visitor that lacks it.
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Generic, TypeVar
 
 from .base import TypeInfo
@@ -78,79 +81,108 @@ def visit(typeinfo: TypeInfo, visitor: "TypeInfoVisitor[Result]") -> Result:
 
 
 class TypeInfoVisitor(Generic[Result]):
-    """Base of all visitors: every method fails until the visitor defines it."""
+    """Base of all visitors: one abstract method per node class (:data:`BRANCHES`). A visitor class
+    that leaves one undefined fails when it is defined (a ``TypeError`` naming the methods), unless it
+    is declared a partial base with ``class Base(TypeInfoVisitor, abstract=True)``."""
 
-    def _missing(self, node: TypeInfo, method: str) -> Result:
-        raise MissingVisitorBranchError(
-            f"{type(self).__qualname__} has no branch for TypeInfo node class {type(node).__qualname__} "
-            f"({node.name}): define {type(self).__qualname__}.{method}")
+    def __init_subclass__(cls, abstract: bool = False, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if abstract:
+            return
+        missing = [method for method in BRANCHES.values()
+                   if getattr(cls, method, None) is None or getattr(getattr(cls, method), "__isabstractmethod__", False)]
+        if missing:
+            raise TypeError(f"visitor {cls.__qualname__} has no branch {', '.join(missing)}: define them "
+                            "(a TypeInfo node class each, see fstate.savepoint.types.visitor.BRANCHES)")
 
+    @abstractmethod
     def visit_scalar(self, node: Scalar) -> Result:
-        return self._missing(node, "visit_scalar")
+        """The branch of :class:`Scalar`."""
 
+    @abstractmethod
     def visit_time_window(self, node: TimeWindowType) -> Result:
-        return self._missing(node, "visit_time_window")
+        """The branch of :class:`TimeWindowType`."""
 
+    @abstractmethod
     def visit_tuple(self, node: TupleType) -> Result:
-        return self._missing(node, "visit_tuple")
+        """The branch of :class:`TupleType`."""
 
+    @abstractmethod
     def visit_row(self, node: RowType) -> Result:
-        return self._missing(node, "visit_row")
+        """The branch of :class:`RowType`."""
 
+    @abstractmethod
     def visit_list(self, node: ListType) -> Result:
-        return self._missing(node, "visit_list")
+        """The branch of :class:`ListType`."""
 
+    @abstractmethod
     def visit_array_list(self, node: ArrayListType) -> Result:
-        return self._missing(node, "visit_array_list")
+        """The branch of :class:`ArrayListType`."""
 
+    @abstractmethod
     def visit_set(self, node: SetType) -> Result:
-        return self._missing(node, "visit_set")
+        """The branch of :class:`SetType`."""
 
+    @abstractmethod
     def visit_map(self, node: MapType) -> Result:
-        return self._missing(node, "visit_map")
+        """The branch of :class:`MapType`."""
 
+    @abstractmethod
     def visit_nullable(self, node: NullableType) -> Result:
-        return self._missing(node, "visit_nullable")
+        """The branch of :class:`NullableType`."""
 
+    @abstractmethod
     def visit_either(self, node: EitherType) -> Result:
-        return self._missing(node, "visit_either")
+        """The branch of :class:`EitherType`."""
 
+    @abstractmethod
     def visit_generic_array(self, node: GenericArrayType) -> Result:
-        return self._missing(node, "visit_generic_array")
+        """The branch of :class:`GenericArrayType`."""
 
+    @abstractmethod
     def visit_timer(self, node: TimerType) -> Result:
-        return self._missing(node, "visit_timer")
+        """The branch of :class:`TimerType`."""
 
+    @abstractmethod
     def visit_ttl(self, node: TtlType) -> Result:
-        return self._missing(node, "visit_ttl")
+        """The branch of :class:`TtlType`."""
 
+    @abstractmethod
     def visit_pojo(self, node: PojoType) -> Result:
-        return self._missing(node, "visit_pojo")
+        """The branch of :class:`PojoType`."""
 
+    @abstractmethod
     def visit_enum(self, node: EnumType) -> Result:
-        return self._missing(node, "visit_enum")
+        """The branch of :class:`EnumType`."""
 
+    @abstractmethod
     def visit_pickled(self, node: PickledType) -> Result:
-        return self._missing(node, "visit_pickled")
+        """The branch of :class:`PickledType`."""
 
+    @abstractmethod
     def visit_opaque(self, node: OpaqueType) -> Result:
-        return self._missing(node, "visit_opaque")
+        """The branch of :class:`OpaqueType`."""
 
-    # CEP
+    @abstractmethod
     def visit_cep(self, node: CepType) -> Result:
-        return self._missing(node, "visit_cep")
-    # table runtime
+        """The branch of :class:`CepType`."""
+
+    @abstractmethod
     def visit_row_data(self, node: RowDataType) -> Result:
-        return self._missing(node, "visit_row_data")
+        """The branch of :class:`RowDataType`."""
 
+    @abstractmethod
     def visit_table_data(self, node: TableDataType) -> Result:
-        return self._missing(node, "visit_table_data")
+        """The branch of :class:`TableDataType`."""
 
+    @abstractmethod
     def visit_raw_value_data(self, node: RawValueDataType) -> Result:
-        return self._missing(node, "visit_raw_value_data")
+        """The branch of :class:`RawValueDataType`."""
 
+    @abstractmethod
     def visit_external(self, node: ExternalType) -> Result:
-        return self._missing(node, "visit_external")
+        """The branch of :class:`ExternalType`."""
 
+    @abstractmethod
     def visit_sorted_map(self, node: SortedMapType) -> Result:
-        return self._missing(node, "visit_sorted_map")
+        """The branch of :class:`SortedMapType`."""

@@ -121,7 +121,7 @@ def test_flink_restores_runtime_ttl_state(tmp_path):
 
 def _last_access(sp: str) -> dict:
     """key -> last access of state "last" in the savepoint, read with the format core."""
-    from fstate.runtime.ttl import with_timestamped_states
+    from fstate.runtime.state.ttl import with_timestamped_states
     from fstate.savepoint import keyed
     from fstate.savepoint.keyed_state import KeyedState
     from fstate.savepoint.loader import Savepoint

@@ -115,6 +115,50 @@ def test_columnar_batches_equal_the_decoded_rows(label, options, monkeypatch):
     assert fast.to_pylist() == reference.to_pylist()
 
 
+def test_every_partition_is_opened_once(monkeypatch):
+    """Each partition's state is opened and read once, whichever decoder reads it: also where the
+    columnar decoder declines the states (SQL rows, CEP, POJOs: the rows are read from the same open
+    state), and for RocksDB (one copy of the database per partition). Counted on every variant, on
+    the compiled path and the plain-Python one."""
+    from fstate.savepoint import rocksdb, streams
+
+    opens = {"stream": 0, "rocksdb": 0}
+    read_source, open_snapshot = streams.read_source, rocksdb.open_snapshot
+
+    def counted(kind, function):
+        def call(*args, **kwargs):
+            opens[kind] += 1
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(streams, "read_source", counted("stream", read_source))
+    monkeypatch.setattr(rocksdb, "open_snapshot", counted("rocksdb", open_snapshot))
+    declined = 0
+    for pure in ("0", "1"):
+        monkeypatch.setenv("FSTATE_PURE_PYTHON", pure)
+        for label, options in VARIANTS:
+            if "rocksdb" in label.split(":")[0] and not _has_rocksdict():
+                continue
+            table = build_table(options)
+            for partition in table.partitions:
+                kind = "rocksdb" if isinstance(partition.handle, rocksdb.RocksDBSource) else "stream"
+                opens.update(stream=0, rocksdb=0)
+                rows = sum(batch.num_rows for batch in engine.partition_batches(table, partition))
+                assert opens[kind] == 1, (label, pure, opens)
+                with tables.open_partition(partition, table.key_filter) as decoder:
+                    declined += partition.kind == "keyed" and decoder.name in ("python", "compiled") and pure == "0"
+                    assert rows == sum(1 for _ in decoder.rows()), label
+    assert declined  # the variants include states the columnar decoder does not take
+
+
+def _has_rocksdict() -> bool:
+    try:
+        import rocksdict  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def test_the_columnar_decoder_reads_the_canonical_samples():
     if not (columnar.available() and _fastpath.available()):
         pytest.skip("the compiled extensions are not built")
@@ -125,9 +169,10 @@ def test_the_columnar_decoder_reads_the_canonical_samples():
         table = build_table(options)
         names = engine.table_schema(table).names
         for partition in table.partitions:
-            batches = tables.keyed_batches(partition, names)
-            assert batches is not None, label
-            assert sum(batch.num_rows for batch in batches) > 0
+            with tables.open_partition(partition) as decoder:
+                assert decoder.name == "columnar", label
+                batches = decoder.batches(names, None)
+                assert sum(batch.num_rows for batch in batches) > 0
 
 
 def _unordered_maps(value):
@@ -177,15 +222,15 @@ def test_process_pool_reads_the_same_table(monkeypatch):
 
 
 def test_engine_choice():
-    assert engine.choose_engine("auto", None, 10) == "embedded"
-    assert engine.choose_engine("auto", "local[2]", 10) == "spark"
-    assert engine.choose_engine("auto", None, engine.SPARK_ABOVE_BYTES + 1) == "spark"
-    assert engine.choose_engine("spark", None, 10) == "spark"
-    assert engine.choose_engine("embedded", "local[2]", 1 << 40) == "embedded"
+    assert engine.choose_engine("auto", False, 10) == "embedded"
+    assert engine.choose_engine("auto", True, 10) == "spark"
+    assert engine.choose_engine("auto", False, engine.SPARK_ABOVE_BYTES + 1) == "spark"
+    assert engine.choose_engine("spark", False, 10) == "spark"
+    assert engine.choose_engine("embedded", True, 1 << 40) == "embedded"
     from fstate.savepoint.errors import InvalidArgumentError
 
     with pytest.raises(InvalidArgumentError, match="--engine"):
-        engine.choose_engine("flink", None, 0)
+        engine.choose_engine("flink", False, 0)
 
 
 def test_java_double_spelling():

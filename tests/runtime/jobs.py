@@ -11,7 +11,7 @@ from fstate.runtime import (IDLE, AggregateFunction, AggregatingStateDescriptor,
                             KeyedProcessFunction, ListStateDescriptor, MapStateDescriptor, ReducingStateDescriptor,
                             RestartStrategies, SourceFunction, StreamExecutionEnvironment, TwoPhaseCommitFileSink,
                             Types, ValueStateDescriptor)
-from fstate.runtime.sources import SequenceSource
+from fstate.runtime.api.sources import SequenceSource
 
 
 def make_env(tmp_path, parallelism=2, interval=None, clock=None, **retention) -> StreamExecutionEnvironment:

@@ -6,9 +6,10 @@ import pytest
 
 from fstate.runtime import (CheckpointingMode, Configuration, ExternalizedCheckpointRetention, RestartStrategies,
                             StreamExecutionEnvironment)
-from fstate.runtime.config import (ExponentialDelayRestartBackoffTimeStrategy, FailureRateRestartBackoffTimeStrategy,
-                                   FixedDelayRestartBackoffTimeStrategy, NoRestartBackoffTimeStrategy,
-                                   parse_duration_ms)
+from fstate.runtime.checkpointing.restarts import (ExponentialDelayRestartBackoffTimeStrategy,
+                                                  FailureRateRestartBackoffTimeStrategy,
+                                                  FixedDelayRestartBackoffTimeStrategy, NoRestartBackoffTimeStrategy)
+from fstate.runtime.config_values import parse_duration_ms
 
 
 def test_flink_style_yaml_configuration(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fstate.runtime.restore import OperatorTarget, plan_restore
+from fstate.runtime.checkpointing.restore import OperatorTarget, plan_restore
 from fstate.savepoint.loader import Savepoint
 from tests.support import ROOT, sample_snapshot
 

@@ -1,6 +1,6 @@
 """The sources' rate limit counts emitted records only (idle calls while waiting are not records)."""
 
-from fstate.runtime import sources
+from fstate.runtime.api import sources
 
 
 def test_rate_limit_counts_only_emitted_records(monkeypatch):

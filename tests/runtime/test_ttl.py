@@ -16,14 +16,14 @@ from fstate.runtime import (AggregatingStateDescriptor, CollectSink, FailAt, Fai
                             KeyedProcessFunction, ListStateDescriptor, ManualClock, MapStateDescriptor,
                             ReducingStateDescriptor, RestartStrategies, StateTtlConfig, StreamExecutionEnvironment,
                             SystemClock, TwoPhaseCommitFileSink, Types, ValueStateDescriptor, read_committed)
-from fstate.runtime.restore import KeyedRestore
-from fstate.runtime.state import KeyedStateBackend
+from fstate.runtime.checkpointing.restore import KeyedRestore
+from fstate.runtime.state.keyed_backend import KeyedStateBackend
 from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint import keyed
 from fstate.readers.tables import keyed_table
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.types import TtlValue
-from fstate.runtime.ttl import with_timestamped_states
+from fstate.runtime.state.ttl import with_timestamped_states
 from tests.runtime.jobs import Avg, wait_for
 
 TTL = 100

@@ -1,6 +1,6 @@
 """The columnar decoder (fstate.savepoint._columnar via savepoint/columnar.py) against the plain
 Python decoders: the record batches, turned back into rows, equal the reference rows of the keyed
-table (KeyedState.rows shaped by readers.tables._keyed_output, FSTATE_PURE_PYTHON=1) on every
+table (KeyedState.rows shaped by decoders.PythonRows, FSTATE_PURE_PYTHON=1) on every
 keyed sample, on generated canonical streams over the covered TypeInfo tree, and on corrupted
 streams (where the strict Python path fails, the columnar decoder fails with CorruptStateError).
 
@@ -18,8 +18,7 @@ import pyarrow
 import pytest
 from hypothesis import assume, given, strategies as st
 
-from fstate.readers import tables
-from fstate.savepoint import columnar, handles, keyed
+from fstate.savepoint import columnar, decoders, handles, keyed
 from fstate.savepoint.errors import CorruptStateError, FStateError
 from fstate.savepoint.keyed_codecs import state_codecs
 from fstate.savepoint.keyed_state import CANONICAL, KeyedState
@@ -75,7 +74,7 @@ def batch_rows(batches) -> list[tuple]:
 def _regions(buf, handle, meta, mp):
     codecs = state_codecs(meta, mp)
     state = KeyedState.of_stream(buf, handle, meta, mp, codecs=codecs)
-    return codecs, (list(state._checked_regions()) if state.layout == CANONICAL else None)
+    return codecs, (list(state.checked_regions()) if state.layout == CANONICAL else None)
 
 
 def _names(meta, ids, flatten, ns_mode):
@@ -93,13 +92,11 @@ def columnar_batches(buf, handle, meta, mp, ids, flatten=False, ns_mode="void", 
 
 
 def reference_rows(monkeypatch, rows, meta, ids, flatten=False, ns_mode="void"):
-    """The keyed table's rows of the Python path (tables._keyed_output without the compiled rows)."""
-    part = SimpleNamespace(options=(("ns", ns_mode), ("flat", False), ("flatten", flatten)), kind="keyed",
-                           source=SimpleNamespace(label=None), state_names=[meta.states[i].name for i in ids])
+    """The keyed table's rows of the Python path (decoders.PythonRows over KeyedState.rows)."""
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     try:
-        state = SimpleNamespace(meta=meta, rows=rows, table_rows=lambda *args, **kwargs: None)
-        return _utf8(list(tables._keyed_output(part, state, None)))
+        state = SimpleNamespace(meta=meta, rows=rows)
+        return _utf8(list(decoders.PythonRows(state, decoders.RowShape(flatten, ns_mode), ids).rows()))
     finally:
         monkeypatch.setenv("FSTATE_PURE_PYTHON", "0")
 

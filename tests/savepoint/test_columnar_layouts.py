@@ -17,6 +17,7 @@ from fstate.savepoint import columnar, handles, keyed, keyed_state, rocksdb
 from fstate.savepoint.compression import frame_chunks
 from fstate.savepoint.errors import DECODE_ERRORS, CorruptStateError, FStateError
 from fstate.savepoint.keyed_codecs import state_codecs
+from fstate.savepoint.decoders import RowShape, new_decoder
 from fstate.savepoint.loader import Savepoint
 from fstate.savepoint.metainfo import PRIORITY_QUEUE
 from fstate.savepoint.types import MapType
@@ -152,9 +153,10 @@ def test_samples_same_as_the_reference(sample, layout, monkeypatch):
                     for ns_mode in ("void", "namespace"):
                         names = _names(meta, ids, False, ns_mode)
                         for max_rows in (columnar.MAX_ROWS, 7):
-                            batches = (state.batches(ids, flatten=False, ns_mode=ns_mode, names=names)
-                                       if max_rows == columnar.MAX_ROWS else _small_batches(state, ids, ns_mode, names))
-                            assert batches is not None, (ids, ns_mode)
+                            decoder = new_decoder(state, ids, RowShape(ns_mode=ns_mode))
+                            assert decoder.name == "columnar", (ids, ns_mode)
+                            batches = (decoder.batches(names, from_rows=None) if max_rows == columnar.MAX_ROWS
+                                       else _small_batches(state, ids, ns_mode, names))
                             got = batch_rows(batches)
                             want = reference_rows(monkeypatch, state.rows, meta, ids, False, ns_mode)
                             assert got and same(want, got), (ids, ns_mode, max_rows)
@@ -165,7 +167,7 @@ def _small_batches(state, ids, ns_mode, names):
     if state.layout == keyed_state.ROCKSDB:
         return columnar.rocksdb_batches(state.db, state.meta, state.max_parallelism, state.codecs,
                                         state.key_groups, *shape)
-    return columnar.native_batches(state.buf, state._checked_regions(), state.meta, state.max_parallelism,
+    return columnar.native_batches(state.buf, state.checked_regions(), state.meta, state.max_parallelism,
                                    state.codecs, *shape)
 
 

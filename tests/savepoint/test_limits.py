@@ -44,7 +44,7 @@ def test_info_verify_and_read_refuse_alike(tmp_path, parallelism, max_parallelis
 
 
 def test_the_runtime_takes_the_same_upper_limit():
-    from fstate.runtime.environment import StreamExecutionEnvironment
+    from fstate.runtime import StreamExecutionEnvironment
 
     env = StreamExecutionEnvironment()
     env.set_max_parallelism(limits.UPPER_MAX_PARALLELISM)

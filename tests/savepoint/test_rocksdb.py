@@ -291,9 +291,9 @@ def test_relocation_candidates():
 def test_options_escaping_and_runs():
     assert rocksdb._escape_option("_timer_state/event_user-timers") == "_timer_state/event_user-timers"
     assert rocksdb._escape_option("a:b#c\\d\ne") == "a\\:b\\#c\\\\d\\ne"
-    assert rocksdb._runs(None, 3, 9) == [(3, 9)]
-    assert rocksdb._runs([1, 4, 5, 6, 9, 12], 3, 9) == [(4, 6), (9, 9)]
-    assert rocksdb._runs([], 0, 5) == []
+    assert rocksdb.key_group_runs(None, 3, 9) == [(3, 9)]
+    assert rocksdb.key_group_runs([1, 4, 5, 6, 9, 12], 3, 9) == [(4, 6), (9, 9)]
+    assert rocksdb.key_group_runs([], 0, 5) == []
 
 
 @pytest.mark.spark

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import sysconfig
 from decimal import Decimal
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
@@ -30,6 +29,7 @@ from fstate.savepoint import _fastpath
 from fstate.savepoint import binary
 from fstate.savepoint import handles
 from fstate.savepoint import keyed
+from fstate.savepoint import decoders
 from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.errors import CorruptStateError, FStateError, UnsupportedSerializerError
 from fstate.savepoint.loader import Savepoint
@@ -307,7 +307,7 @@ def test_generated_rows_hold_the_values(stream, both):
 @GEN
 @given(stream=keyed_streams(), data=st.data())
 def test_generated_table_rows(stream, data, monkeypatch):
-    """The keyed table's tuples built in C (KeyedState.table_rows) against tables._keyed_output's own rule
+    """The keyed table's tuples built in C (decoders.CompiledRows) against decoders.PythonRows' rule
     (key fields with flatten, namespace columns per mode)."""
     meta, mp, values, lo, hi = stream
     buf, handle = encode(meta, mp, values, lo, hi)
@@ -315,15 +315,15 @@ def test_generated_table_rows(stream, data, monkeypatch):
     assume(value_ids)
     ids = data.draw(st.lists(st.sampled_from(value_ids), min_size=1, unique=True))
     windows = any(s.namespace_type == TIME_WINDOW for s in meta.states)
-    ns_mode = data.draw(st.sampled_from(["window", "ns"] if windows else ["void", "ns"]))
+    ns_mode = data.draw(st.sampled_from(["window", "namespace"] if windows else ["void", "namespace"]))
     flatten = isinstance(meta.key_type, TupleType) and data.draw(st.booleans())
     kgs = data.draw(st.none() | st.lists(st.integers(lo, hi)))
-    part = SimpleNamespace(options=(("ns", ns_mode), ("flat", False), ("flatten", flatten)), kind="keyed",
-                           source=SimpleNamespace(label=None), state_names=[meta.states[i].name for i in ids])
+    shape = decoders.RowShape(flatten, ns_mode)
 
     def table():
         state = KeyedState.of_stream(buf, handle, meta, mp, key_groups=kgs)
-        return state.decoder, list(tables._keyed_output(part, state, None))
+        return state.decoder, list(decoders.CompiledRows(state, shape, ids).rows()
+                                   if state.decoder == "compiled" else decoders.PythonRows(state, shape, ids).rows())
 
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     decoder, want = table()

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from fstate.cli.app import app
 from fstate.readers import tables
 from fstate.savepoint.keyed_state import KeyedState
+from fstate.savepoint.decoders import new_decoder
 from fstate.savepoint import _fastpath, handles, keyed
 from fstate.savepoint import operator as operator_state
 from fstate.savepoint.errors import CorruptStateError, FStateError
@@ -89,7 +90,7 @@ def read_all(path, handle, meta, mp: int = 128):
     ids = [i for i, _ in meta.value_states]
     return (list(KeyedState.of_stream(buf, handle, meta, mp).entries()),
             list(KeyedState.of_stream(buf, handle, meta, mp).rows(ids)),
-            list(KeyedState.of_stream(buf, handle, meta, mp).table_rows(ids, flatten=False, ns_mode="void") or ()))
+            list(new_decoder(KeyedState.of_stream(buf, handle, meta, mp), ids).rows()))
 
 
 def assert_corrupt_on_both(monkeypatch, f, *words):
@@ -132,7 +133,7 @@ def _damage_canonical(path, handle, how: str) -> None:
 ])
 def test_canonical_framing_damage_fails_on_both_decoders(tmp_path, monkeypatch, how, words):
     path, handle, meta = _first_stream(_copy(tmp_path, "keyed-hashmap-savepoint"))
-    before = both_paths(monkeypatch, lambda: read_all(path, handle, meta)[:2])  # (table_rows: C only)
+    before = both_paths(monkeypatch, lambda: read_all(path, handle, meta)[:2])
     assert before[0][0] == "ok" and all(o == before[0] for o in before)
     _damage_canonical(path, handle, how)
     assert_corrupt_on_both(monkeypatch, lambda: read_all(path, handle, meta), *words)

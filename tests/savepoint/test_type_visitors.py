@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+import importlib
+from pathlib import Path
+
 import pytest
 
-import fstate.readers.arrow_schema as arrow_schema
+import fstate.savepoint.types.arrow_types as arrow_types
+import fstate.savepoint.types.scalars as scalars_module
 import fstate.readers.schema as spark_schema
 import fstate.savepoint._fastpath as fastpath
 import fstate.savepoint.types.key_hash as key_hash
@@ -22,9 +27,20 @@ from fstate.savepoint.types import table
 from fstate.savepoint.types.sorted_map import SortedMapType, SortKeyOrder
 from fstate.savepoint.types.logical import LogicalType
 from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
+from tests.test_layering import module_files
 
-#: The visitors of the code base (importing their modules above registers them as subclasses).
-VISITOR_MODULES = (arrow_schema, spark_schema, fastpath, key_hash, spec, flink_target, validation)
+
+
+def _import_every_module() -> dict[str, Path]:
+    """Import every module of the package (so every visitor class is registered as a subclass): module
+    name -> file."""
+    files = {name: path for name, (path, _) in module_files("fstate").items()}
+    for name in files:
+        importlib.import_module(name)
+    return files
+
+
+MODULE_FILES = _import_every_module()
 
 
 def _subclasses(cls) -> set[type]:
@@ -75,10 +91,28 @@ def _table_samples() -> list[TypeInfo]:
 SAMPLES = _samples()
 
 
+def _visitor_classes_in_source() -> set[str]:
+    """module.Class of every class statement in the package's source whose bases name a visitor (a
+    TypeInfoVisitor, or a class found so, to any depth)."""
+    classes = {}
+    for module, path in MODULE_FILES.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base).split("[")[0].split(".")[-1] for base in node.bases}
+                classes[f"{module}.{node.name}"] = bases
+    found = {"TypeInfoVisitor"}
+    while True:
+        more = {name for name, bases in classes.items() if bases & found and name.split(".")[-1] not in found}
+        if not more:
+            return {name for name, bases in classes.items() if bases & found}
+        found |= {name.split(".")[-1] for name in more}
+
+
 def test_the_visitors_are_found():
-    names = {v.__qualname__ for v in VISITORS}
+    """Every visitor class in the source is found (by importing every module), none listed by hand."""
+    assert {f"{v.__module__}.{v.__qualname__}" for v in VISITORS} == _visitor_classes_in_source()
     assert {"SparkTypeVisitor", "ValueConverterVisitor", "ArrowTypeVisitor", "FastPathSpecVisitor", "ValueHashVisitor",
-            "TypeNameVisitor"} <= names
+            "TypeNameVisitor", "ColumnarVisitor"} <= {v.__qualname__ for v in VISITORS}
 
 
 @pytest.mark.parametrize("node_class", NODE_CLASSES, ids=lambda c: c.__qualname__)
@@ -117,16 +151,36 @@ def test_a_missing_branch_fails_loudly():
     with pytest.raises(MissingVisitorBranchError, match="Unlisted.*has no visitor branch.*SparkTypeVisitor"):
         visit(Unlisted(), spark_schema.SparkTypeVisitor())
 
-    class ScalarsOnly(TypeInfoVisitor[str]):
+    with pytest.raises(TypeError, match="ScalarsOnly has no branch visit_time_window, visit_tuple"):
+        class ScalarsOnly(TypeInfoVisitor[str]):  # fails where it is defined, before any visit
+            def visit_scalar(self, node):
+                return node.name
+
+    class PartialBase(TypeInfoVisitor[str], abstract=True):  # a partial base says so
         def visit_scalar(self, node):
             return node.name
 
-    assert visit(LONG, ScalarsOnly()) == "Long"
-    with pytest.raises(MissingVisitorBranchError, match="ScalarsOnly has no branch for TypeInfo node class ListType"
-                                                        ".*ScalarsOnly.visit_list"):
-        visit(ListType(LONG), ScalarsOnly())
+    others = {method: (lambda self, node: "other") for method in BRANCHES.values() if method != "visit_scalar"}
+    complete = type("Complete", (PartialBase,), others)
+    assert visit(LONG, complete()) == "Long" and visit(ListType(LONG), complete()) == "other"
+    with pytest.raises(TypeError, match="visitor Incomplete has no branch visit_time_window"):
+        type("Incomplete", (PartialBase,), {})
     assert set(BRANCHES.values()) == {m for m in vars(TypeInfoVisitor) if m.startswith("visit_")}
     assert visitor_module.visit is visit
+
+
+def test_the_scalar_registry():
+    """One entry per scalar kind names it for every consumer: Spark, Arrow, the compiled decoders and
+    type strings read it, none keeps a table of its own; a scalar kind without an entry fails at import."""
+    kinds = {t.kind for t in SCALARS.values()}
+    assert set(scalars_module.SCALAR_KINDS) == kinds
+    assert set(spark_schema.SCALAR_TYPES) == set(arrow_types.SCALAR_TYPES) == kinds
+    assert {kind for kind, entry in scalars_module.SCALAR_KINDS.items() if entry.fast_path} == set(fastpath.SCALAR_CODES)
+    assert {t.kind for t, _ in spec.SCALAR_NAMES} == {k for k, e in scalars_module.SCALAR_KINDS.items() if e.spec}
+    scalars_module.check_registered(SCALARS)
+    odd = scalars_module.Scalar("Odd", "com.acme.OddSerializerSnapshot", 4, None, None)
+    with pytest.raises(TypeError, match=r"scalar kinds \['Odd'\] have no entry in SCALAR_KINDS"):
+        scalars_module.check_registered({**SCALARS, "odd": odd})
 
 
 def test_fast_path_specs():

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .callables import call_of
-from .graph import StreamNode
-from .operators import KeyedProcessOperator, StreamOperator, _Ctx, create_operator as create_one_input_operator
-from .state import MapStateDescriptor
+from ..api.callables import call_of
+from ..graph import StreamNode
+from .datastream import (KeyedProcessOperator, StreamOperator, ProcessContext,
+                         create_operator as create_one_input_operator)
+from ..state.keyed_backend import MapStateDescriptor
 
 
 class ReadOnlyBroadcastState:
@@ -47,7 +48,7 @@ class ReadOnlyBroadcastState:
         return self._state.is_empty()
 
 
-class _BroadcastCtx(_Ctx):
+class BroadcastProcessContext(ProcessContext):
     """Context of the broadcast pattern's functions: the broadcast state, writable on the
     broadcast side only; ``apply_to_keyed_state`` on the broadcast side of a keyed operator."""
 
@@ -100,7 +101,7 @@ def _emitting(fn: Callable, ctx, emit) -> Callable[[Any, Any], None]:
     """``core(ts, v)`` calling ``fn(v, ctx)`` and emitting what it yields."""
 
     def core(ts, v):
-        ctx._ts = ts
+        ctx.element_timestamp = ts
         out = fn(v, ctx)
         if out is not None:
             for x in out:
@@ -165,7 +166,7 @@ class CoProcessOperator(TwoInputMixin, StreamOperator):
     timer_service = None
 
     def bind(self) -> None:
-        ctx = self.ctx = _Ctx(self)
+        ctx = self.ctx = ProcessContext(self)
         self.process_record = self._input_wrap(0, _emitting(self.function.process_element1, ctx, self.emit))
         self.process_record2 = self._input_wrap(1, _emitting(self.function.process_element2, ctx, self.emit))
 
@@ -174,7 +175,7 @@ class KeyedCoProcessOperator(TwoInputMixin, KeyedProcessOperator):
     """Keyed state and timers shared by both inputs; ``on_timer`` as in a KeyedProcessFunction."""
 
     def bind(self) -> None:
-        ctx = self.ctx = _Ctx(self)
+        ctx = self.ctx = ProcessContext(self)
         self.process_record = self._input_wrap(0, _emitting(self.function.process_element1, ctx, self.emit))
         self.process_record2 = self._input_wrap(1, _emitting(self.function.process_element2, ctx, self.emit))
         self._on_timer = getattr(self.function, "on_timer", None)
@@ -190,8 +191,8 @@ class _BroadcastStates:
                                  for d in self.node.broadcast_descriptors}
 
     def _bind_broadcast(self) -> None:
-        ctx = self.ctx = _BroadcastCtx(self, writable=False)
-        broadcast_ctx = self.broadcast_ctx = _BroadcastCtx(self, writable=True)
+        ctx = self.ctx = BroadcastProcessContext(self, writable=False)
+        broadcast_ctx = self.broadcast_ctx = BroadcastProcessContext(self, writable=True)
         self.process_record = self._input_wrap(0, _emitting(self.function.process_element, ctx, self.emit))
         self.process_record2 = _emitting(self.function.process_broadcast_element, broadcast_ctx, self.emit)
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..savepoint import handles
-from ..savepoint import metainfo
-from ..savepoint import operator
-from ..savepoint.builder import write_stream
-from ..savepoint import types as savepoint_types
-from .descriptors import ListStateDescriptor, MapStateDescriptor
-from .errors import StateMigrationError
-from .types import check_encodable, or_pickled
+from ...savepoint import handles
+from ...savepoint import metainfo
+from ...savepoint import operator
+from ...savepoint.builder import write_stream
+from ...savepoint import types as savepoint_types
+from ..api.descriptors import ListStateDescriptor, MapStateDescriptor
+from ..exceptions import StateMigrationError
+from ..api.typeinfo import check_encodable, or_pickled
 
 
 def resolve_operator_meta(name: str, mode: str, element: savepoint_types.TypeInfo | None, key: savepoint_types.TypeInfo | None,

@@ -8,10 +8,10 @@ import os
 import time
 from typing import Any, Iterable
 
-from .events import IDLE
+from ..events import IDLE
 from .functions import CheckpointedFunction, SourceFunction
-from .state import ListStateDescriptor
-from .types import Types
+from ..state.keyed_backend import ListStateDescriptor
+from .typeinfo import Types
 
 
 class _RateLimit:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Protocol
 
-from ..savepoint import types as savepoint_types
-from ..savepoint.limits import UPPER_MAX_PARALLELISM
+from ...savepoint import types as savepoint_types
+from ...savepoint.limits import UPPER_MAX_PARALLELISM
 from .callables import call_of
 from .connected import BroadcastConnectedStream, BroadcastStream, ConnectedStreams
-from .graph import Partitioning, StreamGraph, StreamNode
+from ..graph import Partitioning, StreamGraph, StreamNode
 from .windowing import WindowAssigner, WindowedStream
 
 class GraphOwner(Protocol):
@@ -65,7 +65,7 @@ class DataStream:
         return self.node.parallelism
 
     # -- partitioning ----------------------------------------------------------------------------
-    def _stream_of(self, node: StreamNode) -> "DataStream":
+    def stream_of(self, node: StreamNode) -> "DataStream":
         return DataStream(self.env, node)
 
     def _repartitioned(self, partitioning: Partitioning) -> "DataStream":
@@ -110,25 +110,25 @@ class DataStream:
     def _edge_kind(self) -> Partitioning:
         return self._partitioning or Partitioning.FORWARD
 
-    def _add(self, kind: str, name: str, function: Any, output_type=None) -> "DataStream":
+    def add_operator(self, kind: str, name: str, function: Any, output_type=None) -> "DataStream":
         node = self.env.graph.add_node(kind, name, function, output_type=output_type)
         self.env.graph.connect(self.node, node, self._edge_kind(), side_tag=self._side_tag)
         return DataStream(self.env, node)
 
     def map(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> "DataStream":
-        return self._add("map", "Map", func, output_type)
+        return self.add_operator("map", "Map", func, output_type)
 
     def flat_map(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> "DataStream":
-        return self._add("flat_map", "Flat Map", func, output_type)
+        return self.add_operator("flat_map", "Flat Map", func, output_type)
 
     def filter(self, func: Any) -> "DataStream":
-        return self._add("filter", "Filter", func)
+        return self.add_operator("filter", "Filter", func)
 
     def process(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> "DataStream":
-        return self._add("process", "Process", func, output_type)
+        return self.add_operator("process", "Process", func, output_type)
 
     def assign_timestamps_and_watermarks(self, strategy: "WatermarkStrategy") -> "DataStream":
-        return self._add("timestamps", "Timestamps/Watermarks", strategy)
+        return self.add_operator("timestamps", "Timestamps/Watermarks", strategy)
 
     def union(self, *others: "DataStream") -> "DataStream":
         """One stream of the elements of all: a pass-through node with several inputs."""
@@ -139,7 +139,7 @@ class DataStream:
 
     def add_sink(self, sink: Any) -> "DataStream":
         """A sink: a SinkFunction (``invoke(value, context)``) or a plain callable."""
-        return self._add("sink", "Sink", sink)
+        return self.add_operator("sink", "Sink", sink)
 
     sink_to = add_sink
 
@@ -154,7 +154,7 @@ class KeyedStream(DataStream):
         self.key_selector = key_selector
         self.key_type = key_type
 
-    def _add(self, kind: str, name: str, function: Any, output_type=None) -> DataStream:
+    def add_operator(self, kind: str, name: str, function: Any, output_type=None) -> DataStream:
         node = self.env.graph.add_node(kind, name, function, output_type=output_type)
         node.key_selector = self.key_selector
         node.key_type = self.key_type
@@ -163,11 +163,11 @@ class KeyedStream(DataStream):
         return DataStream(self.env, node)
 
     def process(self, func: Any, output_type: savepoint_types.TypeInfo | None = None) -> DataStream:
-        return self._add("keyed_process", "KeyedProcess", func, output_type)
+        return self.add_operator("keyed_process", "KeyedProcess", func, output_type)
 
     def reduce(self, func: Any, value_type: savepoint_types.TypeInfo | None = None) -> DataStream:
         """Running reduction per key (state ``_op_state`` of ``value_type``, pickled when None)."""
-        return self._add("reduce", "Keyed Reduce", func, value_type)
+        return self.add_operator("reduce", "Keyed Reduce", func, value_type)
 
     def window(self, assigner: WindowAssigner) -> WindowedStream:
         """Windows of each key (``TumblingEventTimeWindows.of(1000)``, ...): a WindowedStream."""

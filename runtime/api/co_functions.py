@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..savepoint import types as savepoint_types
+from ...savepoint import types as savepoint_types
 from .functions import Function
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .callables import call_of
-from .events import IDLE, MAX_WATERMARK, MIN_WATERMARK, Timestamped, Watermark
+from ..events import IDLE, MAX_WATERMARK, MIN_WATERMARK, Timestamped, Watermark
 
 if TYPE_CHECKING:  # pragma: no cover
     from .context import FunctionInitializationContext, FunctionSnapshotContext, RuntimeContext
@@ -25,6 +25,10 @@ class Function:
 
     def close(self) -> None:
         pass
+
+    def set_runtime_context(self, runtime_context: "RuntimeContext") -> None:
+        """Called by the runtime before :meth:`open` (the context of this parallel instance)."""
+        self._runtime_context = runtime_context
 
     def get_runtime_context(self) -> "RuntimeContext":
         if self._runtime_context is None:

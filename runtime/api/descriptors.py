@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..savepoint import types as savepoint_types
+from ...savepoint import types as savepoint_types
 from .callables import call_of
-from . import ttl
-from .types import or_pickled
+from ..state import ttl
+from .typeinfo import or_pickled
 
 
 class StateDescriptor:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..savepoint import types as savepoint_types
+from ...savepoint import types as savepoint_types
 
 
 class Types:
@@ -77,7 +77,7 @@ def infer_key_type(key: Any) -> savepoint_types.TypeInfo:
 
 
 def check_encodable(t: savepoint_types.TypeInfo, what: str) -> None:
-    from ..savepoint.errors import UnsupportedSerializerError
+    from ...savepoint.errors import UnsupportedSerializerError
 
     if not t.fully_decodable:
         raise UnsupportedSerializerError(f"{what} has type {t.name}, whose values the runtime cannot decode "

@@ -17,10 +17,10 @@ import enum
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, NamedTuple
 
-from ..savepoint import types as savepoint_types
+from ...savepoint import types as savepoint_types
 from .callables import call_of
 from .functions import Function
-from .state import AggregatingStateDescriptor, ListStateDescriptor, ReducingStateDescriptor, StateDescriptor
+from ..state.keyed_backend import AggregatingStateDescriptor, ListStateDescriptor, ReducingStateDescriptor, StateDescriptor
 
 LONG_MAX = (1 << 63) - 1
 
@@ -459,7 +459,7 @@ class WindowedStream:
                           contents, window_function, _as_process(window_function, name == "apply"),
                           tuple(f for f in functions if f is not None), self._late_tag)
         label = f"Window({self._assigner!r}, {type(spec.trigger).__name__}, {name})"
-        return self._keyed._add("window", label, spec, output_type)
+        return self._keyed.add_operator("window", label, spec, output_type)
 
     def reduce(self, reduce_function: Any, window_function: Any = None,
                value_type: savepoint_types.TypeInfo | None = None,

@@ -21,13 +21,13 @@ import uuid
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from ..savepoint.builder import SavepointBuilder
-from ..savepoint.trailers import CANONICAL_SAVEPOINT_PROPERTIES, CHECKPOINT_PROPERTIES
+from ...savepoint.builder import SavepointBuilder
+from ...savepoint.trailers import CANONICAL_SAVEPOINT_PROPERTIES, CHECKPOINT_PROPERTIES
 from .config import CheckpointConfig, ExternalizedCheckpointRetention
-from .events import (CheckpointBarrier, CheckpointDeclined, CheckpointFailureReason, CheckpointReady, JobFailure,
-                     NotifyCheckpointAborted, NotifyCheckpointComplete, TriggerCheckpoint, TriggerStopWithSavepoint)
+from ..events import (CheckpointBarrier, CheckpointDeclined, CheckpointFailureReason, CheckpointReady, JobFailure,
+                      NotifyCheckpointAborted, NotifyCheckpointComplete, TriggerCheckpoint, TriggerStopWithSavepoint)
 from .failures import InjectedFailure
-from .errors import CheckpointException, CheckpointFailureThresholdExceeded, StopWithSavepointError  # noqa: F401
+from ..exceptions import CheckpointException, CheckpointFailureThresholdExceeded, StopWithSavepointError
 
 log = logging.getLogger("fstate.runtime.checkpoint")
 
@@ -103,9 +103,6 @@ class CheckpointStats:
     triggered: int = 0
     completed: list[int] = field(default_factory=list)
     failed: list[tuple[int, str]] = field(default_factory=list)
-
-    def failures_with(self, reason: str) -> list[int]:
-        return [c for c, r in self.failed if r == reason]
 
 
 class CheckpointCoordinator:

@@ -8,22 +8,21 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..savepoint import handles
-from ..savepoint import keyed
-from ..savepoint import metainfo
-from ..savepoint.builder import write_stream
-from ..savepoint import types as savepoint_types
-from ..savepoint.types.hashing import key_group_for_hash
-from .clock import SystemClock
+from ...savepoint import handles
+from ...savepoint import keyed
+from ...savepoint import metainfo
+from ...savepoint.builder import write_stream
+from ...savepoint import types as savepoint_types
+from ...savepoint.types.hashing import key_group_for_hash
+from ..clock import SystemClock
 from . import ttl
-from .keyed_state_base import KeyedStateBase
-from .ttl_state import TTL_STATE_CLASSES
-from .types import check_encodable, infer_key_type
-from .errors import StateMigrationError  # noqa: F401 (part of this module's API)
-from .descriptors import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
-                          ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
-from .operator_state import (BroadcastState, OperatorListState,  # noqa: F401 (part of this module's API)
-                             OperatorStateBackend, resolve_operator_meta)
+from .keyed_base import KeyedStateBase
+from .keyed_ttl import TTL_STATE_CLASSES
+from ..api.typeinfo import check_encodable, infer_key_type
+from ..exceptions import StateMigrationError
+from ..api.descriptors import (AggregatingStateDescriptor, ListStateDescriptor, MapStateDescriptor,
+                               ReducingStateDescriptor, StateDescriptor, ValueStateDescriptor)
+from .operator_backend import BroadcastState, OperatorListState, OperatorStateBackend, resolve_operator_meta
 
 
 # =============================================================================================

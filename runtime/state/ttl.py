@@ -26,9 +26,9 @@ import enum
 import logging
 from typing import Any, Callable, Iterator
 
-from ..savepoint.ttl_meta import (is_ttl_meta, plain_meta, timestamped_meta, ttl_meta, ttl_type,  # noqa: F401
-                                 with_timestamped_states, wrap_meta_value_type)
-from ..savepoint.types import TtlValue
+from ...savepoint.ttl_meta import (is_ttl_meta, plain_meta, timestamped_meta, ttl_meta, ttl_type,
+                                   with_timestamped_states, wrap_meta_value_type)
+from ...savepoint.types import TtlValue
 
 log = logging.getLogger("fstate.runtime.ttl")
 

@@ -10,11 +10,11 @@ import threading
 import uuid
 from typing import Any, Callable
 
-from ..savepoint import types as savepoint_types
+from ...savepoint import types as savepoint_types
 from .functions import CheckpointedFunction, CheckpointListener, SinkFunction
-from .state import ListStateDescriptor
-from .types import Types
-from .errors import TransactionConflictError  # noqa: F401 (part of this module's API)
+from ..state.keyed_backend import ListStateDescriptor
+from .typeinfo import Types
+from ..exceptions import TransactionConflictError
 
 
 class TwoPhaseCommitSinkFunction(SinkFunction, CheckpointedFunction, CheckpointListener):

@@ -5,15 +5,17 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
-from ..savepoint.errors import InvalidArgumentError
-from ..savepoint.limits import UPPER_MAX_PARALLELISM
-from .clock import Clock, SystemClock
-from .config import (CheckpointConfig, CheckpointingMode, Configuration, HashMapStateBackend,
-                     RestartStrategyConfiguration, StateBackend, _strip_file_uri)
+from ...savepoint.errors import InvalidArgumentError
+from ...savepoint.limits import UPPER_MAX_PARALLELISM
+from ...savepoint.io.uri import strip_file_scheme
+from ..clock import Clock, SystemClock
+from ..checkpointing.config import CheckpointConfig, CheckpointingMode, HashMapStateBackend, StateBackend
+from ..configuration import Configuration
+from ..checkpointing.restarts import RestartStrategyConfiguration
 from .datastream import DataStream
-from .failures import FailureInjector
-from .graph import StreamGraph
-from .job import JobClient, JobExecutionResult, JobMaster
+from ..checkpointing.failures import FailureInjector
+from ..graph import StreamGraph
+from ..job import JobClient, JobExecutionResult, JobMaster
 from .sources import CollectionSource, FileSource, SequenceSource
 
 
@@ -95,13 +97,13 @@ class StreamExecutionEnvironment:
         return self
 
     def set_default_savepoint_directory(self, directory: str) -> "StreamExecutionEnvironment":
-        self.savepoint_dir = _strip_file_uri(directory)
+        self.savepoint_dir = strip_file_scheme(str(directory))
         return self
 
     def restore_from(self, path: str, allow_non_restored_state: bool = False) -> "StreamExecutionEnvironment":
         """Start the job from a savepoint or retained checkpoint (``execution.state-recovery.path``).
         State of operators the job no longer has is an error unless ``allow_non_restored_state``."""
-        self.restore_path = _strip_file_uri(path)
+        self.restore_path = strip_file_scheme(str(path))
         self.allow_non_restored_state = allow_non_restored_state
         return self
 

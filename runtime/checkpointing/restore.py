@@ -15,14 +15,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..savepoint.keyed_state import KeyedState, KeyedStateSource
-from ..savepoint import metainfo
-from ..savepoint import operator
-from ..savepoint.loader import OperatorView, Savepoint
-from ..savepoint import types as savepoint_types
-from ..savepoint.types.hashing import operator_index_for_key_group
-from . import ttl
-from .errors import RestoreError  # noqa: F401 (part of this module's API)
+from ...savepoint.keyed_state import KeyedState, KeyedStateSource
+from ...savepoint import metainfo
+from ...savepoint import operator
+from ...savepoint.loader import OperatorView, Savepoint
+from ...savepoint import types as savepoint_types
+from ...savepoint.types.hashing import operator_index_for_key_group
+from ..state import ttl
+from ..exceptions import RestoreError
 
 log = logging.getLogger("fstate.runtime.restore")
 

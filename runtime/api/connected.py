@@ -9,7 +9,7 @@
   ``process(KeyedBroadcastProcessFunction | BroadcastProcessFunction)``.
 
 The streams here are ``DataStream``s (or ``KeyedStream``s); the result of ``process``/``map`` is
-the DataStream of the new operator (made by the first input's ``_stream_of``, so that this module
+the DataStream of the new operator (made by the first input's ``stream_of``, so that this module
 does not import ``datastream``).
 """
 
@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..savepoint import types as savepoint_types
-from ..savepoint.errors import InvalidArgumentError
+from ...savepoint import types as savepoint_types
+from ...savepoint.errors import InvalidArgumentError
 from .callables import call_of
-from .graph import Partitioning
-from .state import MapStateDescriptor
+from ..graph import Partitioning
+from ..state.keyed_backend import MapStateDescriptor
 
 
 def _is_keyed(stream) -> bool:
@@ -47,7 +47,7 @@ def _add_two_input(first, second, kind: str, name: str, function: Any, output_ty
                           side_tag=stream._side_tag)
         else:
             graph.connect(stream.node, node, stream._edge_kind(), type_number=number, side_tag=stream._side_tag)
-    return first._stream_of(node)
+    return first.stream_of(node)
 
 
 class ConnectedStreams:

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..savepoint.types import TtlValue
-from .keyed_state_base import KeyedStateBase
+from ...savepoint.types import TtlValue
+from .keyed_base import KeyedStateBase
 from .ttl import IncrementalCleanup, StateTtlConfig, StateVisibility, UpdateType, expired, snapshot_filter
 
 

@@ -20,7 +20,7 @@ import random
 import threading
 import zlib
 from dataclasses import dataclass
-from .errors import InjectedFailure  # noqa: F401 (part of this module's API)
+from ..exceptions import InjectedFailure
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,6 @@ class FailAt:
     where: str = ""
     nth: int = 1
     attempt: int | None = 0
-
-
-SITES = ("record", "snapshot", "notify", "finalize")
 
 
 class _RecordChecker:

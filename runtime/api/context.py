@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .operator_state import OperatorStateBackend
-from .state import (AggregatingStateDescriptor, KeyedStateBackend, KeyedStateStore, ListStateDescriptor,
-                    MapStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor)
+from ..state.operator_backend import OperatorStateBackend
+from ..state.keyed_backend import (AggregatingStateDescriptor, KeyedStateBackend, KeyedStateStore, ListStateDescriptor,
+                           MapStateDescriptor, ReducingStateDescriptor, ValueStateDescriptor)
 
 
 @dataclass

@@ -12,14 +12,14 @@ import heapq
 import itertools
 from typing import Any, Callable
 
-from ..savepoint.metadata import SubtaskState
-from .callables import call_of
-from .context import FunctionInitializationContext, FunctionSnapshotContext, OperatorInfo, RuntimeContext
-from .events import MAX_WATERMARK, MIN_WATERMARK
-from .functions import CheckpointedFunction, CheckpointListener, Function
-from .graph import StreamNode
-from .operator_state import OperatorStateBackend
-from .state import KeyedStateBackend, StateMigrationError, ValueStateDescriptor
+from ...savepoint.metadata import SubtaskState
+from ..api.callables import call_of
+from ..api.context import FunctionInitializationContext, FunctionSnapshotContext, OperatorInfo, RuntimeContext
+from ..events import MAX_WATERMARK, MIN_WATERMARK
+from ..api.functions import CheckpointedFunction, CheckpointListener, Function
+from ..graph import StreamNode
+from ..state.operator_backend import OperatorStateBackend
+from ..state.keyed_backend import KeyedStateBackend, StateMigrationError, ValueStateDescriptor
 
 
 # =============================================================================================
@@ -59,7 +59,7 @@ class StreamOperator:
                                                    restore.keyed if restore else None, clock=self.info.clock)
         self.runtime_context = RuntimeContext(self.info, self.keyed_backend)
         if isinstance(self.function, Function):
-            self.function._runtime_context = self.runtime_context
+            self.function.set_runtime_context(self.runtime_context)
         if isinstance(self.function, CheckpointedFunction):
             self.function.initialize_state(FunctionInitializationContext(
                 restored_checkpoint_id, self.operator_backend, self.keyed_backend, where))
@@ -211,18 +211,18 @@ class ReduceOperator(StreamOperator):
         self.process_record = self._keyed_wrap(core)
 
 
-class _Ctx:
+class ProcessContext:
     """Context of ProcessFunction / KeyedProcessFunction calls."""
 
-    __slots__ = ("_op", "_ts", "_domain")
+    __slots__ = ("_op", "element_timestamp", "_domain")
 
     def __init__(self, op):
         self._op = op
-        self._ts = None
+        self.element_timestamp = None
         self._domain = None
 
     def timestamp(self):
-        return self._ts
+        return self.element_timestamp
 
     def get_current_key(self):
         b = self._op.keyed_backend
@@ -250,7 +250,7 @@ class _Ctx:
 
     def output(self, tag, value) -> None:
         """Emit ``value`` to the side output ``tag`` (an ``OutputTag``), with this element's timestamp."""
-        self._op.emit_side(tag, self._ts, value)
+        self._op.emit_side(tag, self.element_timestamp, value)
 
 
 class ProcessOperator(StreamOperator):
@@ -259,10 +259,10 @@ class ProcessOperator(StreamOperator):
     def bind(self) -> None:
         fn = call_of(self.function, "process_element")
         emit = self.emit
-        ctx = self.ctx = _Ctx(self)
+        ctx = self.ctx = ProcessContext(self)
 
         def core(ts, v):
-            ctx._ts = ts
+            ctx.element_timestamp = ts
             out = fn(v, ctx)
             if out is not None:
                 for x in out:
@@ -362,7 +362,7 @@ class KeyedProcessOperator(ProcessOperator):
         on_timer = self._on_timer
         for ts, kg, key in self.timer_service.pop_due(kind, until):
             b.current_key, b.current_kg = key, kg
-            ctx._ts = ts if kind == "event" else None
+            ctx.element_timestamp = ts if kind == "event" else None
             ctx._domain = kind
             out = on_timer(ts, ctx) if on_timer else None
             if out is not None:
@@ -385,10 +385,10 @@ class KeyedProcessOperator(ProcessOperator):
 class SinkOperator(StreamOperator):
     def bind(self) -> None:
         fn = call_of(self.function, "invoke")
-        ctx = self.ctx = _Ctx(self)
+        ctx = self.ctx = ProcessContext(self)
 
         def core(ts, v):
-            ctx._ts = ts
+            ctx.element_timestamp = ts
             fn(v, ctx)
 
         self.process_record = self._keyed_wrap(core)

@@ -18,13 +18,13 @@ import heapq
 import itertools
 from typing import Any
 
-from ..savepoint import types as savepoint_types
-from .functions import Function
-from .graph import StreamNode
-from .connected_operators import create_operator as create_stream_operator
-from .operators import StreamOperator
-from .state import KeyedStateBackend, KeyedStateStore, ListStateDescriptor, StateMigrationError
-from .windowing import LONG_MAX, TimeWindow, WindowSpec
+from ...savepoint import types as savepoint_types
+from ..api.functions import Function
+from ..graph import StreamNode
+from .connected import create_operator as create_stream_operator
+from .datastream import StreamOperator
+from ..state.keyed_backend import KeyedStateBackend, KeyedStateStore, ListStateDescriptor, StateMigrationError
+from ..api.windowing import LONG_MAX, TimeWindow, WindowSpec
 
 MERGING_WINDOW_SET = "merging-window-set"
 TIMER_SERVICE = "window-timers"
@@ -342,7 +342,7 @@ class WindowOperator(StreamOperator):
     def open(self) -> None:
         for function in self.spec.functions:
             if isinstance(function, Function):
-                function._runtime_context = self.runtime_context
+                function.set_runtime_context(self.runtime_context)
                 function.open(self.runtime_context)
         self.bind()
 

@@ -1,0 +1,2 @@
+"""Checkpoints: their settings, the coordinator, restoring from them, restart strategies and
+failure injection."""
