@@ -13,6 +13,7 @@ staging and lock files next to it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from dataclasses import dataclass, field
@@ -71,16 +72,32 @@ def operator_proxy_version_for(flink_version: str | None) -> int:
 BOOTSTRAP_CHECKPOINT_ID = 0
 
 
+def stream_name(digest: bytes) -> str:
+    """The name of a state stream fstate writes (a file, or an inline handle's name): a UUID, as
+    Flink names them, made of the SHA-256 ``digest`` of what the stream holds, so that the same input
+    gives the same savepoint, byte for byte (reproducible output; the Flink oracle caches its restores
+    of fstate's savepoints by their bytes). Streams of equal content share a name and a file."""
+    return str(uuid.UUID(bytes=digest[:16], version=4))
+
+
 def write_stream(directory: str, data: bytes, inline_threshold: int = INLINE_THRESHOLD, fs_options=None):
     """A stream handle for ``data``: inline when small, else a new file in ``directory`` (a local
     path or a URI; ``fs_options`` for remote ones). Safe to call on a Spark executor (the directory
     must be on a shared or remote file system)."""
     if len(data) == 0:
         return None
+    digest = hashlib.sha256(data).digest()
     if len(data) <= inline_threshold:
-        return handles.ByteStreamHandle(str(uuid.uuid4()), data)
-    name = str(uuid.uuid4())
-    io_for(directory, fs_options).write(join(directory, name), data)
+        return handles.ByteStreamHandle(stream_name(hashlib.sha256(b"inline:" + digest).digest()), data)
+    name = stream_name(digest)
+    io = io_for(directory, fs_options)
+    path = join(directory, name)
+    if io.atomic_rename:  # equal streams written at once by two tasks: each file complete, one wins
+        part = join(directory, f".{name}.{uuid.uuid4().hex[:8]}.part")
+        io.write(part, data)
+        io.rename(part, path)
+    else:  # an object store's PUT is atomic
+        io.write(path, data)
     return handles.RelativeFileHandle(name, len(data))
 
 

@@ -8,6 +8,12 @@ settings.register_profile("fstate", deadline=None, suppress_health_check=[Health
 settings.load_profile("fstate")
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject's addopts): a worker per core, at most 4; each may hold a Spark session
+    and a Flink JVM, and the oracle's jobs are small (tests/flink/VERSIONS.md, 'Suite time')."""
+    return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+
+
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", help="run the long fuzzing campaign (10 000+ cases)")
     parser.addoption("--exhaustive", action="store_true",

@@ -12,15 +12,15 @@ serializers differ in the Flink release NEW is for (writers/flink_target.py: ``c
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
-import uuid
 import warnings
 from typing import Any
 
 from ..savepoint import handles
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
-from ..savepoint.builder import SavepointBuilder
+from ..savepoint.builder import SavepointBuilder, stream_name
 from ..savepoint.errors import FStateWarning, InvalidArgumentError
 from ..savepoint.io import copy_range, is_remote, join, strip_file_scheme
 from ..savepoint.metadata import OperatorState, SubtaskState, map_subtask_stream_handles
@@ -68,8 +68,9 @@ class HandleMapper:
     def _copy(self, src: str, start: int, size: int) -> handles.RelativeFileHandle:
         key = f"{src}@{start}"
         name = self.copied.get(key)
-        if name is None:
-            name = str(uuid.uuid4())
+        if name is None:  # named by what it copies (the same modify gives the same savepoint)
+            where = "/".join(src.replace("\\", "/").rstrip("/").split("/")[-2:])
+            name = stream_name(hashlib.sha256(f"{where}@{start}+{size}".encode()).digest())
             copy_range(src, start, size, join(self.builder.temp_dir, name), self.builder.fs_options)
             self.copied[key] = name
             self.builder.note_copy(name, src, start)  # damage the commit's verify finds is named at src

@@ -15,6 +15,7 @@ the driver only gathers their handles and writes `_metadata` last, then renames 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
 import uuid
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from ..savepoint import handles
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, operator_proxy_version_for,
-                                 resolve_operator_id,
+                                 resolve_operator_id, stream_name,
                                  write_stream)
 from ..savepoint.errors import FStateError, InvalidArgumentError
 from ..savepoint.io import io_for, join
@@ -410,12 +411,15 @@ class _SpillingStream:
         self.name: str | None = None
         self._ctx = None
         self._out = None
+        self._io = io_for(directory, fs_options)
+        self._digest = hashlib.sha256()
 
     def write(self, data: bytes) -> None:
         if self._out is None and self.size + len(data) > self.threshold:
-            self.name = str(uuid.uuid4())
-            path = join(self.directory, self.name)
-            self._ctx = io_for(self.directory, self.fs_options).open_output(path)
+            # locally under a temporary name, renamed to its content's (builder.stream_name) at the end;
+            # an object store cannot rename: a random name there
+            self.name = (f".{uuid.uuid4().hex}.part" if self._io.atomic_rename else str(uuid.uuid4()))
+            self._ctx = self._io.open_output(join(self.directory, self.name))
             self._out = self._ctx.__enter__()
             for b in self.buffer:
                 self._out.write(b)
@@ -424,6 +428,7 @@ class _SpillingStream:
             self._out.write(data)
         else:
             self.buffer.append(data)
+        self._digest.update(data)
         self.size += len(data)
 
     def finish(self):
@@ -432,6 +437,10 @@ class _SpillingStream:
             return write_stream(self.directory, b"".join(self.buffer), self.threshold, self.fs_options)
         ctx, self._ctx = self._ctx, None
         ctx.__exit__(None, None, None)
+        if self._io.atomic_rename:
+            name = stream_name(self._digest.digest())
+            self._io.rename(join(self.directory, self.name), join(self.directory, name))
+            self.name = name
         return handles.RelativeFileHandle(self.name, self.size)
 
     def fail(self, exc: BaseException) -> None:

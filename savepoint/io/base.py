@@ -63,5 +63,9 @@ class FileIO(ABC):
 
     @property
     def atomic_rename(self) -> bool:
-        """Whether a directory can be renamed into place (local: yes; object stores: no)."""
+        """Whether a directory or file can be renamed into place (local: yes; object stores: no)."""
         return False
+
+    def rename(self, src: str, dst: str) -> None:
+        """Move ``src`` to ``dst`` at once, replacing it (only where :attr:`atomic_rename`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot rename files")

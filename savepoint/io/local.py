@@ -106,3 +106,7 @@ class LocalFileIO(FileIO):
     @property
     def atomic_rename(self) -> bool:
         return True
+
+    def rename(self, src: str, dst: str) -> None:
+        with self._errors(self._p(src)):
+            os.replace(self._p(src), self._p(dst))

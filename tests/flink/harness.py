@@ -536,30 +536,42 @@ def generate(
     if job in INTERNAL_STATE_JOBS and (snapshot != "savepoint" or not release(version).internal_state_jobs):
         runs_on = ", ".join(v for v, r in RELEASES.items() if r.internal_state_jobs)
         raise ValueError(f"{job} takes savepoints on Flink {runs_on} only, not a {snapshot} on {version}")
-    key = hashlib.sha256(
-        json.dumps([GENERATION_FORMAT, job, version, args, job_hash(job, version)]).encode()
-    ).hexdigest()[:12]
     suffix = "-".join(a.lstrip("-") for a in extra_args)
-    name = f"{job}-{version}-{backend}-{snapshot}" + (f"-{suffix}" if suffix else "") + f"-{key}"
-    out = CACHE / "oracle" / name
+    name = f"{job}-{version}-{backend}-{snapshot}" + (f"-{suffix}" if suffix else "")
+    key = [GENERATION_FORMAT, job, version, args, job_hash(job, version)]
+    return cached_run(job, version, name, key, args, timeout=timeout, force=force)
+
+
+def cached_run(job: str, version: str, name: str, key: Sequence, args: Sequence[str],
+               timeout: int = DEFAULT_JOB_TIMEOUT, force: bool = False, expect_snapshot: bool = True) -> JobResult:
+    """:func:`run_job` once per ``key``: the outputs are kept in ``CACHE/oracle/<name>-<hash of key>``,
+    and a later call with the same key (this run or a later one) reads them. Only successful runs are
+    kept. ``key`` must hold GENERATION_FORMAT, the job, the version, :func:`job_hash` and everything
+    else the outcome depends on; what ``args`` names by a path that changes between runs (a snapshot
+    directory) by its content (:func:`tree_hash`)."""
+    key = hashlib.sha256(json.dumps(list(key)).encode()).hexdigest()[:12]
+    out = CACHE / "oracle" / f"{name}-{key}"
     marker = out / ".complete.json"
     with locked(out):
         if marker.exists() and not force:
             info = json.loads(marker.read_text())
             dump = json.loads((out / "dump.json").read_text(encoding="utf-8"))
             return JobResult(job=job, version=version, out_dir=out, dump=dump, seconds=info["seconds"],
-                             cached=True, args=args)
+                             cached=True, args=list(args))
         if out.exists():
             shutil.rmtree(out)
-        res = run_job(job, version, out, args, timeout=timeout)
-        marker.write_text(json.dumps({"seconds": res.seconds, "args": args}) + "\n")
+        res = run_job(job, version, out, args, timeout=timeout, expect_snapshot=expect_snapshot)
+        marker.write_text(json.dumps({"seconds": res.seconds, "args": list(map(str, args))}) + "\n")
         return res
 
 
 # --------------------------------------------------------------------------- verify mode (restore)
 
 
-def _tree_hash(root: Path) -> str:
+def tree_hash(root: Path) -> str:
+    """The content of a snapshot directory (file names and bytes): a cache key of what Flink does
+    with it. fstate's savepoints are reproducible (``builder.stream_name``), so restoring the same
+    write again is read from the cache; a shallow copy's ``_metadata`` names the files it shares."""
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
         if p.is_file():
@@ -604,23 +616,10 @@ def verify_restore(
     args = ["--backend", backend, "--restore", str(snapshot_dir), *map(str, extra_args)]
     if out_dir is not None:
         return run_job(job, version, out_dir, args, timeout=timeout)
-    key_parts = [GENERATION_FORMAT, job, version, backend, job_hash(job, version), _tree_hash(snapshot_dir)]
+    key = [GENERATION_FORMAT, job, version, backend, job_hash(job, version), tree_hash(snapshot_dir)]
     if extra_args:
-        key_parts.append(list(map(str, extra_args)))
-    key = hashlib.sha256(json.dumps(key_parts).encode()).hexdigest()[:12]
-    out = CACHE / "oracle" / f"verify-{job}-{version}-{backend}-{key}"
-    marker = out / ".complete.json"
-    with locked(out):
-        if marker.exists():
-            info = json.loads(marker.read_text())
-            dump = json.loads((out / "dump.json").read_text(encoding="utf-8"))
-            return JobResult(job=job, version=version, out_dir=out, dump=dump, seconds=info["seconds"],
-                             cached=True, args=args)
-        if out.exists():
-            shutil.rmtree(out)
-        res = run_job(job, version, out, args, timeout=timeout)
-        marker.write_text(json.dumps({"seconds": res.seconds, "args": args}) + "\n")
-        return res
+        key.append(list(map(str, extra_args)))
+    return cached_run(job, version, f"verify-{job}-{version}-{backend}", key, args, timeout=timeout)
 
 
 def restore_comparable(dump: dict) -> dict:

@@ -114,6 +114,7 @@ def restore_and_dump(
     if backend not in ("hashmap", "rocksdb"):
         raise ValueError(f"backend must be hashmap or rocksdb, not {backend!r}")
     cfg = _normalise(config)
+    local = Path(cfg["savepoint"]).is_dir()
     temp = out_dir is None
     if temp:
         harness.CACHE.mkdir(parents=True, exist_ok=True)
@@ -123,11 +124,18 @@ def restore_and_dump(
                                      encoding="utf-8") as fh:
         json.dump(cfg, fh, indent=1)
         config_file = Path(fh.name)
+    args = ["--config", str(config_file), "--backend", backend]
     try:
         try:
-            res = harness.run_job(JOB, version, out_dir, ["--config", str(config_file), "--backend", backend],
-                                  timeout=timeout)
+            if temp and local:  # by the savepoint's bytes (fstate writes reproducible savepoints)
+                shutil.rmtree(out_dir)
+                key = [harness.GENERATION_FORMAT, JOB, version, backend, harness.job_hash(JOB, version),
+                       harness.tree_hash(Path(cfg["savepoint"])), dict(cfg, savepoint=None)]
+                res = harness.cached_run(JOB, version, f"restore-{version}-{backend}", key, args, timeout=timeout)
+            else:
+                res = harness.run_job(JOB, version, out_dir, args, timeout=timeout)
         except harness.FlinkJobError as e:
+            out_dir.mkdir(parents=True, exist_ok=True)
             text = str(e)
             causes = _causes(text)
             chain = "\n".join(f"  {c}" for c in causes) or "  (no cause chain printed; see below)"

@@ -21,8 +21,8 @@ kind               what runs                                                    
 ``scratch-second`` the set over rows [N, 2N) and the dims once (what an operator that     yes
                    starts empty sees after a restore)
 ``plan``           the set's compiled plan only (no job)                                  yes
-``restore``        the set from a savepoint (unclaimed state refused) over rows           no
-                   [N, 2N) and the dims once, to the end of input
+``restore``        the set from a savepoint (unclaimed state refused) over rows           by the
+                   [N, 2N) and the dims once, to the end of input                         bytes
 =================  =====================================================================  ======
 
 Every phase but ``plan`` dumps the job's operators and each print sink's raw changelog. Cached
@@ -284,7 +284,10 @@ class RestoreFailed(AssertionError):
 
 
 def _cache_entry(version: str, job_hash: str, phase: Phase) -> Path:
-    key = hashlib.sha256(json.dumps([harness.GENERATION_FORMAT, JOB, version, job_hash, phase.spec()])
+    spec = phase.spec()
+    if spec["restore"] is not None:  # by the savepoint's bytes (fstate writes reproducible savepoints)
+        spec["restore"] = harness.tree_hash(Path(spec["restore"]))
+    key = hashlib.sha256(json.dumps([harness.GENERATION_FORMAT, JOB, version, job_hash, spec])
                          .encode()).hexdigest()[:12]
     uids = "uids" if phase.uids else "no-uids"
     return harness.CACHE / "oracle" / f"{JOB}-{version}-{uids}-{phase.kind}-{phase.set.name}-{key}"
@@ -294,51 +297,43 @@ def _load(phase: Phase, out_dir: Path, cached: bool) -> PhaseRun:
     return PhaseRun(phase, out_dir, json.loads((out_dir / "dump.json").read_text(encoding="utf-8")), cached)
 
 
-def run_phases(version: str, phases: Sequence[Phase], out_dir: Path | None = None,
-               timeout: int | None = None) -> list[PhaseRun]:
-    """The runs of ``phases``, in order: cached ones from the cache, all others (every restore
-    included) in ONE JVM. Restores write into ``out_dir`` (default: a new temporary directory)."""
+def run_phases(version: str, phases: Sequence[Phase], timeout: int | None = None) -> list[PhaseRun]:
+    """The runs of ``phases``, in order: from the cache, all others in ONE JVM (a restore is cached by
+    the bytes of the savepoint it restores: fstate writes reproducible savepoints)."""
     harness.require_flink(version)
     runs: dict[int, PhaseRun] = {}
     job_hash = harness.job_hash(JOB, version)
-    entries = {i: _cache_entry(version, job_hash, p) for i, p in enumerate(phases) if p.kind in CACHED_KINDS}
+    entries = {i: _cache_entry(version, job_hash, p) for i, p in enumerate(phases)}
     with ExitStack() as locks:
-        for i, entry in sorted(entries.items(), key=lambda e: str(e[1])):
+        for entry in sorted(set(entries.values()), key=str):
             locks.enter_context(harness.locked(entry))
+        for i, entry in entries.items():
             if (entry / ".complete.json").exists():
                 runs[i] = _load(phases[i], entry, cached=True)
-        todo = [(i, f"{i:02d}-{p.kind}-{p.set.name}", p) for i, p in enumerate(phases) if i not in runs]
+        todo = {entries[i]: (i, f"{i:02d}-{p.kind}-{p.set.name}", p) for i, p in enumerate(phases) if i not in runs}
         if todo:
-            restores = any(i not in entries for i, _, _ in todo)
-            # only cached phases: beside their cache entries, so that moving them is a rename
-            base = out_dir if restores else harness.CACHE / "oracle"
-            if base is not None:
-                Path(base).mkdir(parents=True, exist_ok=True)
+            # beside their cache entries, so that moving them is a rename
+            base = harness.CACHE / "oracle"
+            base.mkdir(parents=True, exist_ok=True)
             jvm_dir = Path(tempfile.mkdtemp(prefix=f"{JOB}-", dir=base))
             spec = jvm_dir / "spec.json"
-            spec.write_text(json.dumps({"phases": [dict(p.spec(), name=name) for _, name, p in todo]}, indent=1))
+            spec.write_text(json.dumps({"phases": [dict(p.spec(), name=name) for _, name, p in todo.values()]},
+                                       indent=1))
             try:
-                res = harness.run_job(JOB, version, jvm_dir / "out",
-                                      ["--backend", "hashmap", "--spec", str(spec)],
-                                      timeout=timeout or harness.DEFAULT_JOB_TIMEOUT + 60 * len(todo),
-                                      expect_snapshot=False)
-            except harness.FlinkJobError:
-                if not restores:  # the error carries stderr and the log's tail
-                    shutil.rmtree(jvm_dir, ignore_errors=True)
+                harness.run_job(JOB, version, jvm_dir / "out", ["--backend", "hashmap", "--spec", str(spec)],
+                                timeout=timeout or harness.DEFAULT_JOB_TIMEOUT + 60 * len(todo), expect_snapshot=False)
+            except harness.FlinkJobError:  # the error carries stderr and the log's tail
+                shutil.rmtree(jvm_dir, ignore_errors=True)
                 raise
-            for i, name, p in todo:
-                produced = res.out_dir / name
-                if i in entries:
-                    entry = entries[i]
-                    if entry.exists():
-                        shutil.rmtree(entry)
-                    shutil.move(str(produced), str(entry))
-                    (entry / ".complete.json").write_text(json.dumps({"spec": p.spec()}) + "\n")
-                    runs[i] = _load(p, entry, cached=False)
-                else:
-                    runs[i] = _load(p, produced, cached=False)
-            if not restores:
-                shutil.rmtree(jvm_dir)
+            for entry, (i, name, p) in todo.items():
+                if entry.exists():
+                    shutil.rmtree(entry)
+                shutil.move(str(jvm_dir / "out" / name), str(entry))
+                (entry / ".complete.json").write_text(json.dumps({"spec": p.spec()}) + "\n")
+            shutil.rmtree(jvm_dir)
+        for i, entry in entries.items():
+            if i not in runs:
+                runs[i] = _load(phases[i], entry, cached=False)
     return [runs[i] for i in range(len(phases))]
 
 
@@ -371,11 +366,10 @@ def plan(version: str, uids: bool, set: StatementSet | str, n: int = N) -> Phase
     return run_phases(version, [Phase("plan", _as_set(set, n), uids, n)])[0]
 
 
-def restore(version: str, uids: bool, set: StatementSet | str, savepoint_dir: Path, n: int = N,
-            out_dir: Path | None = None) -> PhaseRun:
-    """``set`` restored from ``savepoint_dir`` over rows [n, 2n) (never cached); raises
-    :class:`RestoreFailed` when Flink fails the job."""
-    (run,) = run_phases(version, [Phase("restore", _as_set(set, n), uids, n, Path(savepoint_dir))], out_dir)
+def restore(version: str, uids: bool, set: StatementSet | str, savepoint_dir: Path, n: int = N) -> PhaseRun:
+    """``set`` restored from ``savepoint_dir`` over rows [n, 2n) (cached by the savepoint's bytes);
+    raises :class:`RestoreFailed` when Flink fails the job."""
+    (run,) = run_phases(version, [Phase("restore", _as_set(set, n), uids, n, Path(savepoint_dir))])
     if run.failure is not None:
         raise RestoreFailed(run)
     return run

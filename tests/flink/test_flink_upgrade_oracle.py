@@ -72,8 +72,9 @@ def _fstate(*args: str) -> subprocess.CompletedProcess:
 
 
 def _restored_as_dumped(job: str, res: harness.JobResult, version: str, snapshot_dir, backend: str,
-                        extra: tuple[str, ...], out_dir) -> None:
-    restored = harness.verify_restore(job, version, snapshot_dir, backend=backend, extra_args=extra, out_dir=out_dir)
+                        extra: tuple[str, ...]) -> None:
+    """Flink ``version`` restores ``snapshot_dir`` (fstate's: cached by its bytes) with what ``res`` held."""
+    restored = harness.verify_restore(job, version, snapshot_dir, backend=backend, extra_args=extra)
     assert restored.dump["flink_version"] == version
     assert harness.restore_comparable(restored.dump) == harness.restore_comparable(res.dump)
 
@@ -104,7 +105,7 @@ def test_flink_2_3_refuses_a_1_20_savepoint_as_it_is_and_restores_it_written_for
     assert sp.metadata.version == 6
     assert _tags_field(Savepoint.open(str(res.snapshot_dir))) == ListType(STRING)
     assert _tags_field(sp) == NullableType(ListType(NullableType(STRING)))
-    _restored_as_dumped("TypesJob", res, "2.3.0", new, "hashmap", NO_KRYO, tmp_path / "restored")
+    _restored_as_dumped("TypesJob", res, "2.3.0", new, "hashmap", NO_KRYO)
 
     # the same with fstate upgrade, which says first what happens to each operator's state
     checked = _fstate("--json", "upgrade", str(res.snapshot_dir), "--flink-version", "2.3", "--check")
@@ -116,7 +117,7 @@ def test_flink_2_3_refuses_a_1_20_savepoint_as_it_is_and_restores_it_written_for
     done = _fstate("upgrade", str(res.snapshot_dir), "--flink-version", "2.3", "--out", str(upgraded))
     assert done.returncode == 0, done.stderr
     assert _tags_field(Savepoint.open(str(upgraded))) == NullableType(ListType(NullableType(STRING)))
-    _restored_as_dumped("TypesJob", res, "2.3.0", upgraded, "hashmap", NO_KRYO, tmp_path / "restored-upgrade")
+    _restored_as_dumped("TypesJob", res, "2.3.0", upgraded, "hashmap", NO_KRYO)
 
 
 @pytest.mark.parametrize("job,backend,snapshot,extra", UPGRADES)
@@ -129,7 +130,7 @@ def test_flink_2_3_restores_a_1_20_snapshot_written_for_it(tmp_path, job, backen
         warnings.simplefilter("error", FStateWarning)  # no Kryo state here: nothing to warn about
         SavepointModifier(str(res.snapshot_dir), flink_version="2.3").write(new)
     assert Savepoint.open(new).metadata.version == 6
-    _restored_as_dumped(job, res, "2.3.0", new, backend, extra, tmp_path / "restored")
+    _restored_as_dumped(job, res, "2.3.0", new, backend, extra)
 
 
 @pytest.mark.parametrize("job,backend,snapshot,extra", DOWNGRADES)
@@ -140,7 +141,7 @@ def test_flink_1_20_restores_a_2_3_snapshot_written_for_it(tmp_path, job, backen
     new = str(tmp_path / "new")
     SavepointModifier(str(res.snapshot_dir), flink_version="1.20").write(new)
     assert Savepoint.open(new).metadata.version == 4
-    _restored_as_dumped(job, res, "1.20.1", new, backend, extra, tmp_path / "restored")
+    _restored_as_dumped(job, res, "1.20.1", new, backend, extra)
 
 
 def test_kryo_state_is_refused_where_its_operator_must_be_re_encoded(tmp_path):

@@ -35,9 +35,9 @@ def _prepared(version: str, uids: bool) -> dict[str, sc.PhaseRun]:
 
 
 @pytest.fixture(scope="module")
-def restores(tmp_path_factory):
-    """(version, uids) -> the OLD savepoint restored into the OLD set and into the NEW set. Restores
-    are never cached: the four of a version (with and without uids) run in one JVM, once per module."""
+def restores():
+    """(version, uids) -> the OLD savepoint restored into the OLD set and into the NEW set. The four
+    restores of a version (with and without uids) run in one JVM, cached by the savepoint's bytes."""
     done: dict[tuple[str, bool], tuple[sc.PhaseRun, sc.PhaseRun]] = {}
 
     def get(version: str, uids: bool) -> tuple[sc.PhaseRun, sc.PhaseRun]:
@@ -45,7 +45,7 @@ def restores(tmp_path_factory):
             phases = [sc.Phase("restore", sc.statement_set(name), flag,
                                savepoint=_prepared(version, flag)["old"].savepoint)
                       for flag in (True, False) for name in (sc.OLD, sc.NEW)]
-            runs = sc.run_phases(version, phases, out_dir=tmp_path_factory.mktemp("sql-changes"))
+            runs = sc.run_phases(version, phases)
             done[version, True], done[version, False] = (runs[0], runs[1]), (runs[2], runs[3])
         return done[version, uids]
 

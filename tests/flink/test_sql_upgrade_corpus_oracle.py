@@ -83,7 +83,7 @@ def restored(tmp_path_factory):
                 written[case] = (upgrader.report(), out)
             phases = [sc.Phase("restore", sc.statement_set(sc.NEW), u, savepoint=written[(o, n, u)][1])
                       for o, n, u in cases]
-            runs = sc.run_phases(new_version, phases, out_dir=tmp_path_factory.mktemp("restores"))
+            runs = sc.run_phases(new_version, phases)
             for case, run in zip(cases, runs):
                 done[case] = (written[case][0], run)
         return done[old_version, new_version, uids]
