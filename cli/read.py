@@ -295,6 +295,18 @@ def write_frame(frame, out_dir: str, file_format: str, overwrite: bool = False) 
     try:
         writer.mode("error").save(staged.temp_dir)
     except BaseException:
+        _settle(frame.sparkSession)
         staged.abort()
         raise
     staged.commit()
+
+
+def _settle(spark, deadline_s: float = 120.0) -> None:
+    """Wait until Spark runs no job or stage: after a failed write, the failed job's other tasks may
+    still be writing into the staged directory, which must be removed after them."""
+    import time
+
+    tracker = spark.sparkContext.statusTracker()
+    end = time.monotonic() + deadline_s
+    while (tracker.getActiveJobsIds() or tracker.getActiveStageIds()) and time.monotonic() < end:
+        time.sleep(0.05)

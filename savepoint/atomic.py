@@ -286,5 +286,8 @@ class StagedDirectory:
         return self.target
 
     def abort(self) -> None:
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        for _ in range(20):  # a writer still finishing (a Spark task) may add files while it is removed
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+            if not os.path.exists(self.temp_dir):
+                break
         self.lock.release()
