@@ -12,6 +12,7 @@ Public API::
     MATRIX_VERSIONS, SAMPLE_VERSIONS, INTERNAL_STATE_VERSIONS   # what the suite runs (FSTATE_FLINK_ALL=1: all)
     flink_lib_dir(version="2.3.0") -> Path            # directory of Flink jars
     compile_jobs(version="2.3.0", job=None) -> Path   # directory of compiled job classes
+    job_classes(version, job) -> Path                 # what run_job runs: all jobs of a release compiled at once
     run_job(job, version, out_dir, args, timeout=..., expect_snapshot=True) -> JobResult   # always runs Flink
     generate(job="OperatorStateJob", version="2.3.0", backend="hashmap",
              snapshot="savepoint", extra_args=(), force=False) -> JobResult  # cached
@@ -370,11 +371,14 @@ def compile_jobs(version: str = DEFAULT_VERSION, job: str | None = None) -> Path
         files = _job_files(job, version)
         out = CACHE / "flink-classes" / f"{version}-{job}-{_hash_files(version, files)}"
     marker = out / ".complete"
+    failed = out.with_name(out.name + ".failed")  # javac's errors, kept: not retried for the same sources
     if marker.exists():
         return out
     with locked(out):
         if marker.exists():
             return out
+        if failed.exists():
+            raise FlinkJobError(failed.read_text(encoding="utf-8"))
         if out.exists():
             shutil.rmtree(out)
         tmp = out.with_name(out.name + ".tmp")
@@ -388,10 +392,21 @@ def compile_jobs(version: str = DEFAULT_VERSION, job: str | None = None) -> Path
         LEDGER.append(LedgerEntry("javac", job or "(all jobs)", version, time.monotonic() - t0))
         if r.returncode != 0:
             shutil.rmtree(tmp, ignore_errors=True)
-            raise FlinkJobError(f"javac failed for Flink {version}:\n{r.stdout}\n{r.stderr}")
+            message = f"javac failed for Flink {version}:\n{r.stdout}\n{r.stderr}"
+            failed.write_text(message, encoding="utf-8")
+            raise FlinkJobError(message)
         tmp.rename(out)
         marker.write_text(_javac_version(javac) + "\n")
     return out
+
+
+def job_classes(version: str, job: str) -> Path:
+    """The classes ``job`` runs from: every job of ``version`` compiled at once (one javac per
+    release and source change), or, when some other job does not compile, ``job`` on its own."""
+    try:
+        return compile_jobs(version)
+    except FlinkJobError:
+        return compile_jobs(version, job)
 
 
 def log4j_config() -> Path:
@@ -425,7 +440,7 @@ def run_job(
     """
     java, _ = _java_tools()
     lib = flink_lib_dir(version)
-    classes = compile_jobs(version, job)
+    classes = job_classes(version, job)
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     if any(out_dir.iterdir()):
@@ -435,6 +450,10 @@ def run_job(
         java,
         "-Xmx768m",
         "-XX:+UseSerialGC",
+        # the C1 compiler only: an oracle job lives seconds, the C2 compiler's threads would only take
+        # CPU from it and from the job beside it (about 20 % of a job's wall time on 2 cores). Not for
+        # benchmarks of Flink's speed (bench/ starts its own JVMs).
+        "-XX:TieredStopAtLevel=1",
         f"-Dlog4j.configurationFile={log4j_config()}",
         f"-Dfstate.log.file={log_file}",
         # Flink 1.x needs these on Java 17 (harmless on 2.x).

@@ -45,7 +45,7 @@ BOOTSTRAP = {k: (1000 + i, 50000 + 7 * i, 500 + i, len(DISTINCT[k])) for i, k in
 
 def _flink_type_snapshots(version: str, tmp_path, expected=SNAPSHOTS) -> list[tuple[str, bytes, bytes]]:
     harness.require_flink(version)
-    classes = harness.compile_jobs(version, "SqlTypeSnapshots")
+    classes = harness.job_classes(version, "SqlTypeSnapshots")
     java, _ = harness._java_tools()
     types = tmp_path / "types.txt"
     types.write_text("\n".join(text for text, _, _ in flink_snapshots(expected)) + "\n", encoding="utf-8")
