@@ -20,8 +20,8 @@ from typing import Any, Iterator, Sequence
 
 from ..savepoint.errors import CorruptStateError, UnknownStateError
 from ..savepoint.loader import OperatorView
-from ..savepoint.types import BYTES, INT, LONG, STRING, ListType, MapType, RowType
-from ..savepoint.types.cep import CepType
+from ..savepoint.types import BYTES, INT, LONG, STRING, ListType, RowType
+from ..savepoint.types.roles import as_cep, as_map
 from . import tables
 
 NFA_STATE = "nfaStateName"
@@ -133,8 +133,9 @@ def partial_matches_table(op: OperatorView, keys: list[Any] | None = None) -> ta
     states = tables.keyed_table(op, list(CEP_STATES), flatten_key=False, keys=keys)
     key_column = states.columns[0]
     events = dict((name, t) for name, t, _ in states.columns)[EVENTS]
-    lockable = events.value if isinstance(events, MapType) else None
-    event_type = lockable.children[0] if isinstance(lockable, CepType) and lockable.children else BYTES
+    events_map = as_map(events)
+    lockable = as_cep(None if events_map is None else events_map.value)
+    event_type = lockable.children[0] if lockable is not None and lockable.children else BYTES
     columns = [key_column, ("state_name", STRING, False), ("version", ListType(INT), False),
                ("start_timestamp", LONG, False),
                ("events", ListType(RowType((STRING, event_type), ("pattern_state", "event"),

@@ -28,6 +28,7 @@ from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListT
                     OpaqueType, PickledType, PojoType, RowType, SCALAR_KINDS, Scalar, SetType, TimeWindowType, TimerType,
                     TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
 from .types.cep import CepType
+from .types.roles import as_timer
 from .types.sorted_map import SortedMapType
 from .types.table import ExternalType, RawValueDataType, RowDataType, TableDataType
 
@@ -176,9 +177,9 @@ def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int
 
         return py(unsupported)
     if shape.form == keyed_codecs.TIMER:
-        vt = shape.value
-        if type(vt) is TimerType:
-            k, n = type_spec(vt.key), type_spec(vt.namespace)
+        timer = as_timer(shape.value)
+        if timer is not None:
+            k, n = type_spec(timer.key), type_spec(timer.namespace)
             if k is not None and n is not None:
                 return ScanPlan(TIMER, k, n, column=column, column_kind=column_kind)
         return py(codec.canonical)

@@ -44,8 +44,9 @@ from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .keyed_codecs import LIST as LIST_FORM, MAP as MAP_FORM, RAW_LIST, RAW_MAP, TIMER, key_group_prefix_size
 from .types import arrow_types
-from .types import (NullableType, OpaqueType, Scalar, TimerType, TimeWindowType, TtlType,
+from .types import (NullableType, Scalar, TimeWindowType, TtlType,
                     TupleType, TypeInfo, TypeInfoVisitor, visit)
+from .types.roles import as_opaque, as_timer
 
 ABI = 3  # the interface version of _columnar.c this module speaks
 
@@ -129,7 +130,7 @@ def arrow_type(t: TypeInfo) -> pyarrow.DataType | None:
 def _stored(t: TypeInfo):
     """A stored value, key or element: undecodable opaque types are their raw bytes."""
     if not t.fully_decodable:
-        return (RAW, pyarrow.binary()) if isinstance(t, OpaqueType) else None
+        return (RAW, pyarrow.binary()) if as_opaque(t) is not None else None
     return _covered(t)
 
 
@@ -295,9 +296,10 @@ def _skip_parts(codec):
     """How a heap-native entry of a state without a column is skipped, or None."""
     shape = codec.shape
     if shape.form == TIMER:  # TimerSerializer: timestamp, key, namespace
-        if not isinstance(shape.value, TimerType):
+        timer = as_timer(shape.value)
+        if timer is None:
             return None
-        parts = [_covered(shape.value.key), _covered(shape.value.namespace)]
+        parts = [_covered(timer.key), _covered(timer.namespace)]
         return None if None in parts else ((SKIP_PLAIN, (TUPLE, (LONG, parts[0][0], parts[1][0]))),)
     if shape.form in (RAW_LIST, RAW_MAP):
         return None

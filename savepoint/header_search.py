@@ -32,6 +32,7 @@ from .binary import DataInput, decode_mutf8, encode_mutf8
 from .errors import DECODE_ERRORS, FStateError, UnresolvedSnapshotError, UnsupportedSerializerError
 from .metainfo import StateMetaInfo
 from .types import OpaqueType, TypeInfo
+from .types.roles import as_opaque
 from .types.snapshots import PROXY_VERSION, read_serializer_snapshot
 
 #: Flink's StateMetaInfoSnapshot.CommonSerializerKeys, as they are written (u16 length + bytes)
@@ -60,7 +61,8 @@ def unresolved_snapshot(snapshot_class: str, version: int, payload: bytes, cause
 
 
 def is_unresolved(t: TypeInfo) -> bool:
-    return isinstance(t, OpaqueType) and t.reason.startswith(UNKNOWN_REASON + ":")
+    opaque = as_opaque(t)
+    return opaque is not None and opaque.reason.startswith(UNKNOWN_REASON + ":")
 
 
 class HeaderSearch:

@@ -21,6 +21,7 @@ from .keyed_codecs import LIST_DELIMITER, StateCodec, key_group_prefix_size, sta
 from .keyed_proxy import CURRENT_VERSION, KeyedBackendMeta, header_end, read_keyed_proxy, write_keyed_proxy  # noqa: F401
 from .metainfo import StateMetaInfo
 from . import types as savepoint_types
+from .types.roles import as_map
 
 END_OF_KEY_GROUP = 0xFFFF
 META_FOLLOWS = 0x80
@@ -335,7 +336,7 @@ def value_state_meta(name: str, kind: str, value_type: savepoint_types.TypeInfo,
     kind = kind.upper()
     if kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING"):
         raise ValueError(f"unknown keyed state kind {kind}")
-    if kind == "MAP" and not isinstance(value_type, savepoint_types.MapType):
+    if kind == "MAP" and as_map(value_type) is None:
         raise ValueError(f"map state '{name}' needs a MapType, got {value_type.name}")
     stored = savepoint_types.ListType(value_type) if kind == "LIST" else value_type
     return StateMetaInfo(name, metainfo.KEY_VALUE, {metainfo.KEYED_STATE_TYPE: kind},

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import metainfo
 from .errors import CorruptStateError, UnsupportedSerializerError
 from .metainfo import StateMetaInfo
-from .types import ListType, MapType, TypeInfo
+from .types import TypeInfo
+from .types.roles import as_list, as_map
 
 if TYPE_CHECKING:
     from .keyed_proxy import KeyedBackendMeta
@@ -71,10 +72,12 @@ def state_shape(key_type: TypeInfo, info: StateMetaInfo) -> StateShape:
     if info.backend_type == metainfo.PRIORITY_QUEUE:
         return StateShape(TIMER, key_type, ns, vt, vt)
     if info.kind == "LIST":
-        return (StateShape(LIST, key_type, ns, vt.element, vt) if isinstance(vt, ListType)
+        list_type = as_list(vt)
+        return (StateShape(LIST, key_type, ns, list_type.element, vt) if list_type is not None
                 else StateShape(RAW_LIST, key_type, ns, vt, vt))
     if info.kind == "MAP":
-        return (StateShape(MAP, key_type, ns, vt.value, vt, vt.key) if isinstance(vt, MapType)
+        map_type = as_map(vt)
+        return (StateShape(MAP, key_type, ns, map_type.value, vt, map_type.key) if map_type is not None
                 else StateShape(RAW_MAP, key_type, ns, vt, vt))
     return StateShape(VALUE, key_type, ns, vt, vt)
 

@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 from .binary import DataInput, DataOutput
 from .errors import CorruptStateError
-from .types import VOID_NAMESPACE, ListType, TypeInfo
+from .types import VOID_NAMESPACE, TypeInfo
+from .types.roles import as_list
 from .types.snapshots import read_serializer_snapshot, write_serializer_snapshot
 
 KEY_VALUE = 0
@@ -61,9 +62,8 @@ class StateMetaInfo:
     def element_type(self) -> TypeInfo:
         """The type one user-visible value has: list element, map value or plain value."""
         t = self.value_type
-        if self.kind == "LIST" and isinstance(t, ListType):
-            return t.element
-        return t
+        list_type = as_list(t) if self.kind == "LIST" else None
+        return t if list_type is None else list_type.element
 
     def type_name(self) -> str:
         t = self.value_type

@@ -24,7 +24,7 @@ from .errors import InvalidArgumentError
 from .sql_lineage import StateShape, state_shapes
 from .sql_names import GROUP_AGGREGATES, WINDOW_AGGREGATES, row_fields
 from .sql_plan import Plan
-from .types import RowDataType, TtlType
+from .types.roles import as_list, as_row_data, without_ttl
 
 _ALIASES = {"STRING": "VARCHAR", "INT": "INTEGER", "BYTES": "VARBINARY", "DEC": "DECIMAL", "NUMERIC": "DECIMAL"}
 _FAMILIES = {"accState": "group", "window-aggs": "window", "deduplicate-state": "deduplicate",
@@ -62,14 +62,15 @@ def _family(kind: str) -> str | None:
 
 
 def _row_arity(t) -> int | None:
-    t = t.value if isinstance(t, TtlType) else t
-    return t.arity if isinstance(t, RowDataType) else None
+    row = as_row_data(without_ttl(t))
+    return None if row is None else row.arity
 
 
 def _operator_signature(view) -> tuple[str, tuple[str, ...], dict[str, int | None]] | None:
     """(family, key field roots, arities of the stored rows) of an operator's keyed state."""
     meta = view.keyed_meta if view.has_keyed_state else None
-    if meta is None or not isinstance(meta.key_type, RowDataType) or meta.key_type.types is None:
+    key = None if meta is None else as_row_data(meta.key_type)
+    if key is None or key.types is None:
         return None
     states = {s.name: s for _, s in meta.value_states}
     family = next((f for name, f in _FAMILIES.items() if name in states), None)
@@ -80,11 +81,11 @@ def _operator_signature(view) -> tuple[str, tuple[str, ...], dict[str, int | Non
         value = info.value_type
         if info.kind == "MAP":
             arities[name] = _row_arity(value.key)
-            arities[name + "#value"] = _row_arity(value.value.element if hasattr(value.value, "element")
-                                                  else value.value)
+            values = as_list(value.value)  # a multi-row map's value: a list of rows
+            arities[name + "#value"] = _row_arity(value.value if values is None else values.element)
         else:
             arities[name] = _row_arity(value)
-    return family, tuple(t.root for t in meta.key_type.types), arities
+    return family, tuple(t.root for t in key.types), arities
 
 
 def _node_fits(shape: StateShape, plan: Plan, signature) -> bool:

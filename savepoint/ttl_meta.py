@@ -13,6 +13,7 @@ import dataclasses
 
 from . import metainfo
 from . import types as savepoint_types
+from .types.roles import as_list, as_map, as_ttl
 
 # =============================================================================================
 # the TTL layout of keyed state meta infos
@@ -33,12 +34,8 @@ def wrap_meta_value_type(kind: str, value_type: savepoint_types.TypeInfo) -> sav
 
 def stored_ttl(meta: metainfo.StateMetaInfo) -> savepoint_types.TtlType | None:
     """The TTL node of a keyed state's stored value type (the value, list element or map value)."""
-    vt = meta.value_type
-    if meta.kind == "LIST" and isinstance(vt, savepoint_types.ListType):
-        vt = vt.element
-    elif meta.kind == "MAP" and isinstance(vt, savepoint_types.MapType):
-        vt = vt.value
-    return vt if isinstance(vt, savepoint_types.TtlType) else None
+    map_type = as_map(meta.value_type) if meta.kind == "MAP" else None
+    return as_ttl(meta.element_type if map_type is None else map_type.value)
 
 
 def is_ttl_meta(meta: metainfo.StateMetaInfo) -> bool:
@@ -48,8 +45,7 @@ def is_ttl_meta(meta: metainfo.StateMetaInfo) -> bool:
 def rebuild(meta: metainfo.StateMetaInfo, stored: savepoint_types.TypeInfo) -> metainfo.StateMetaInfo:
     vt = meta.value_type
     if meta.kind == "LIST":
-        stored = savepoint_types.ListType(stored, vt.snapshot_class) if isinstance(vt, savepoint_types.ListType) \
-            else stored
+        stored = stored if as_list(vt) is None else savepoint_types.ListType(stored, vt.snapshot_class)
     elif meta.kind == "MAP":
         stored = savepoint_types.MapType(vt.key, stored)
     serializers = dict(meta.serializers)
@@ -75,9 +71,7 @@ def ttl_meta(meta: metainfo.StateMetaInfo) -> metainfo.StateMetaInfo:
     """``meta`` with TTL (timestamped), from one without."""
     if is_ttl_meta(meta):
         return timestamped_meta(meta)
-    vt = meta.value_type
-    inner = vt.element if meta.kind == "LIST" and isinstance(vt, savepoint_types.ListType) else \
-        vt.value if meta.kind == "MAP" else vt
+    inner = meta.value_type.value if meta.kind == "MAP" else meta.element_type
     return rebuild(meta, ttl_type(inner))
 
 

@@ -1,7 +1,10 @@
 """Code outside the visitors does not ask a TypeInfo node for its class (``isinstance`` / ``type() is``):
-what a type means to a consumer is a visitor's branch (savepoint/types/visitor.py), so a new node
-class is never silently taken for another. The checks that remain are counted per file and may only
-go down (:data:`REMAINING`); the node classes' own package (savepoint/types/) is exempt."""
+what a type means to a consumer is a visitor's branch (savepoint/types/visitor.py; the structural
+questions "is it a list, a map, a TTL wrapper, ..." are ``savepoint/types/roles.py``), so a new node
+class is never silently taken for another. The node classes' own package (savepoint/types/) is
+exempt; a check on a name imported from outside fstate (pyspark's or pyarrow's ``MapType``) is no
+check on a node. :data:`ALLOWED` lists the few checks left, each with why it is not about what a
+type means."""
 
 from __future__ import annotations
 
@@ -15,24 +18,34 @@ from tests.savepoint.test_type_visitors import MODULE_FILES, VISITORS
 NODE_NAMES = {cls.__name__ for cls in BRANCHES} | {"TypeInfo", "Composite"}
 VISITOR_NAMES = {cls.__name__ for cls in VISITORS}
 
-#: isinstance / type() checks on type nodes left outside visitors, per file (to be replaced by visitors)
-REMAINING = {
-    "fstate.cli.read": 1, "fstate.readers.cep": 2, "fstate.readers.views": 1, "fstate.savepoint._fastpath": 1,
-    "fstate.savepoint.columnar": 2, "fstate.savepoint.header_search": 1, "fstate.savepoint.keyed": 1,
-    "fstate.savepoint.keyed_codecs": 2,  # state_shape: the one kind x value-type switch of keyed state
-    "fstate.savepoint.metainfo": 1, "fstate.savepoint.sql_shape_binding": 3, "fstate.savepoint.ttl_meta": 5,
-    "fstate.writers.flink_target": 5, "fstate.writers.rewrite": 2, "fstate.writers.spec": 2,
-    "fstate.writers.sql_migration": 4, "fstate.writers.writer": 4,
+#: module -> (checks, why each is not about what a type means); the count may only go down
+ALLOWED = {
+    "fstate.writers.spec": (1, "parse_type accepts a TypeInfo in place of a type string: is it a type at all"),
 }
 
 
-def _class_names(node: ast.expr) -> set[str]:
-    return {ast.unparse(n).split(".")[-1] for n in (node.elts if isinstance(node, ast.Tuple) else [node])}
+def _foreign_names(tree: ast.AST) -> set[str]:
+    """Names the module binds only by imports from outside fstate (``spark_types``, pyspark's ``MapType``)."""
+    foreign, own = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            outside = isinstance(node, ast.Import) or (node.level == 0 and not (node.module or "").startswith("fstate"))
+            for alias in node.names:
+                name = alias.asname or alias.name.split(".")[0]
+                (foreign if outside and not alias.name.startswith("fstate") else own).add(name)
+    return foreign - own
+
+
+def _class_names(node: ast.expr, foreign: set[str] = frozenset()) -> set[str]:
+    """The class names ``node`` (a class or a tuple of classes) names, without those imported from outside fstate."""
+    names = [ast.unparse(n) for n in (node.elts if isinstance(node, ast.Tuple) else [node])]
+    return {name.split(".")[-1] for name in names if name.split(".")[0] not in foreign}
 
 
 def type_checks(tree: ast.AST) -> list[int]:
     """Lines of isinstance(x, Node) / type(x) is Node checks outside visitor classes."""
     found = []
+    foreign = _foreign_names(tree)
 
     def walk(node: ast.AST, in_visitor: bool) -> None:
         if isinstance(node, ast.ClassDef):
@@ -40,12 +53,12 @@ def type_checks(tree: ast.AST) -> list[int]:
                                             & (VISITOR_NAMES | {"TypeInfoVisitor"}))
         if not in_visitor:
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2 \
-                    and _class_names(node.args[1]) & NODE_NAMES:
+                    and _class_names(node.args[1], foreign) & NODE_NAMES:
                 found.append(node.lineno)
             if isinstance(node, ast.Compare) and isinstance(node.left, ast.Call) \
                     and getattr(node.left.func, "id", None) == "type" \
                     and any(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in node.ops) \
-                    and any(_class_names(c) & NODE_NAMES for c in node.comparators):
+                    and any(_class_names(c, foreign) & NODE_NAMES for c in node.comparators):
                 found.append(node.lineno)
         for child in ast.iter_child_nodes(node):
             walk(child, in_visitor)
@@ -65,12 +78,15 @@ def _counts() -> Counter:
     return counts
 
 
-def test_no_new_type_checks_outside_visitors():
+def test_no_type_checks_outside_visitors():
     counts = _counts()
-    grown = {module: (n, REMAINING.get(module, 0)) for module, n in counts.items() if n > REMAINING.get(module, 0)}
-    assert not grown, f"isinstance on TypeInfo nodes outside visitors (found, allowed): {grown}; write a visitor"
-    stale = {module: (counts.get(module, 0), n) for module, n in REMAINING.items() if counts.get(module, 0) < n}
-    assert not stale, f"fewer checks than REMAINING allows: lower it to what is found {stale}"
+    allowed = {module: n for module, (n, _) in ALLOWED.items()}
+    grown = {module: (n, allowed.get(module, 0)) for module, n in counts.items() if n > allowed.get(module, 0)}
+    assert not grown, (f"isinstance on TypeInfo nodes outside visitors (found, allowed): {grown}; write a visitor "
+                       "branch or use savepoint/types/roles.py")
+    stale = {module: (counts.get(module, 0), n) for module, n in allowed.items() if counts.get(module, 0) < n}
+    assert not stale, f"fewer checks than ALLOWED lists: lower it to what is found {stale}"
+    assert all(reason for _, reason in ALLOWED.values())
 
 
 def test_the_check_finds_type_checks():
@@ -78,4 +94,10 @@ def test_the_check_finds_type_checks():
                      "class V(TypeInfoVisitor[int]):\n    def visit_list(self, node):\n"
                      "        return isinstance(node, ListType)\n")
     assert type_checks(tree) == [2, 3]
+    spark = ast.parse("from pyspark.sql import types as spark_types\nfrom pyspark.sql.types import MapType\n"
+                      "def f(t):\n    return isinstance(t, spark_types.MapType) or isinstance(t, MapType)\n")
+    assert type_checks(spark) == []
+    own = ast.parse("from ..savepoint import types as savepoint_types\nfrom ..savepoint.types import MapType\n"
+                    "def f(t):\n    return isinstance(t, savepoint_types.ListType) or type(t) is MapType\n")
+    assert type_checks(own) == [4, 4]
     assert "TypeInfo" in NODE_NAMES and TypeInfo.__name__ == "TypeInfo"

@@ -46,8 +46,9 @@ from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint.errors import FStateWarning, InvalidArgumentError
 from ..savepoint.metainfo import StateMetaInfo
-from ..savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, OpaqueType, PojoType,
+from ..savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, PojoType,
                                RowType, SetType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
+from ..savepoint.types.roles import OPAQUE, as_nullable, role
 from ..savepoint.types.snapshots import KRYO_SNAPSHOT
 from .reencode import KeyedReencode, StateSource
 
@@ -77,8 +78,10 @@ def type_for_target(t: TypeInfo, metadata_version: int, what: str, source_versio
     return visit(t, Flink1Types(what) if to_flink_1 else Flink2Types(what))
 
 
-def _is_plain_nullable(t: TypeInfo) -> bool:
-    return isinstance(t, NullableType) and t.padding == 0
+def _plain_nullable_inner(t: TypeInfo) -> TypeInfo | None:
+    """What a NullableSerializer without padding wraps (None for any other type)."""
+    nullable = as_nullable(t)
+    return None if nullable is None or nullable.padding != 0 else nullable.inner
 
 
 class ReleaseTypes(TypeInfoVisitor[TypeInfo]):
@@ -165,24 +168,51 @@ class ReleaseTypes(TypeInfoVisitor[TypeInfo]):
 # How Flink 2.x's type extractor serializes a POJO field of type List, Map or Set (one fact, read
 # both ways below): the collection and its elements (map keys) wrapped in NullableSerializer, no padding.
 
-def flink2_pojo_collection(t: ListType | MapType) -> TypeInfo:
-    """A POJO field's List(E) or Map(K, V) as Flink 2.x serializes it."""
-    if type(t) is MapType:
-        return NullableType(MapType(NullableType(t.key), t.value))
-    return NullableType(ListType(NullableType(t.element)))
+class Flink2PojoField(TypeInfoVisitor[TypeInfo]):
+    """A POJO field's type as Flink 2.x serializes it: a List(E) or Map(K, V) wrapped, any other type
+    (ArrayList and Set too) as it is."""
+
+    def visit_list(self, node: ListType) -> TypeInfo:
+        return NullableType(ListType(NullableType(node.element)))
+
+    def visit_map(self, node: MapType) -> TypeInfo:
+        return NullableType(MapType(NullableType(node.key), node.value))
+
+    def _as_is(self, node: TypeInfo) -> TypeInfo:
+        return node
+
+    visit_scalar = visit_time_window = visit_tuple = visit_row = visit_array_list = visit_set = _as_is
+    visit_nullable = visit_either = visit_generic_array = visit_timer = visit_ttl = visit_pojo = _as_is
+    visit_enum = visit_pickled = visit_opaque = visit_cep = visit_row_data = visit_table_data = _as_is
+    visit_raw_value_data = visit_external = visit_sorted_map = _as_is
+
+
+class Flink1PojoCollection(TypeInfoVisitor[TypeInfo | None]):
+    """The plain List(E) or Map(K, V) of what a Flink 2.x POJO field's nullable wrapper holds: a
+    List of nullable elements or a Map of nullable keys (None for any other type)."""
+
+    def visit_list(self, node: ListType) -> ListType | None:
+        element = _plain_nullable_inner(node.element)
+        return None if element is None else ListType(element)
+
+    def visit_map(self, node: MapType) -> MapType | None:
+        key = _plain_nullable_inner(node.key)
+        return None if key is None else MapType(key, node.value)
+
+    def _none(self, node: TypeInfo) -> None:
+        return None
+
+    visit_scalar = visit_time_window = visit_tuple = visit_row = visit_array_list = visit_set = _none
+    visit_nullable = visit_either = visit_generic_array = visit_timer = visit_ttl = visit_pojo = _none
+    visit_enum = visit_pickled = visit_opaque = visit_cep = visit_row_data = visit_table_data = _none
+    visit_raw_value_data = visit_external = visit_sorted_map = _none
 
 
 def flink1_pojo_collection(t: TypeInfo) -> ListType | MapType | None:
     """The List(E) or Map(K, V) of a POJO field Flink 2.x serialized as a nullable collection
     (None for any other field)."""
-    if not _is_plain_nullable(t):
-        return None
-    inner = t.inner
-    if type(inner) is ListType and _is_plain_nullable(inner.element):
-        return ListType(inner.element.inner)
-    if type(inner) is MapType and _is_plain_nullable(inner.key):
-        return MapType(inner.key.inner, inner.value)
-    return None
+    inner = _plain_nullable_inner(t)
+    return None if inner is None else visit(inner, Flink1PojoCollection())
 
 
 class Flink1Types(ReleaseTypes):
@@ -208,7 +238,7 @@ class Flink2Types(ReleaseTypes):
 
     def _pojo_field(self, t: TypeInfo) -> TypeInfo:
         t = visit(t, self)
-        return flink2_pojo_collection(t) if type(t) in (ListType, MapType) else t
+        return visit(t, Flink2PojoField())
 
 
 def state_meta_for_target(meta: StateMetaInfo, metadata_version: int, what: str,
@@ -317,7 +347,7 @@ def _check_decodable(view, part: str, changed: str, metadata_version: int, state
 
 def _warn_kryo(view, states: list[StateMetaInfo], metadata_version: int, extra: list[TypeInfo] = ()) -> None:
     for what, types in _parts(states, extra):
-        if any(isinstance(t, OpaqueType) and t.snapshot_class == KRYO_SNAPSHOT for root in types for t in root.walk()):
+        if any(role(t) == OPAQUE and t.snapshot_class == KRYO_SNAPSHOT for root in types for t in root.walk()):
             warnings.warn(
                 f"operator {view.display_name}, {what}: Kryo-serialized values are carried as they are; "
                 f"{flink_line(view.savepoint.metadata.version)} wrote them with Kryo "

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ..savepoint import keyed, metainfo
 from ..savepoint.errors import InvalidArgumentError
 from ..savepoint.sql_upgrade import Pairing, initial_value_rule
-from ..savepoint.types import MapType, RowDataType, TtlType
+from ..savepoint.types.roles import as_map, as_row_data, without_ttl
 from ..savepoint.types.table_binary import RowValue, row_kind_of
 from .reencode import KeyedReencode, StateSource
 
@@ -56,12 +56,12 @@ def _zero(logical) -> Any:
 
 def _stored_type(info: metainfo.StateMetaInfo):
     """The stored value type of a state without TTL wrapping (the value, list element or map value)."""
-    t = info.value_type
-    return t.value if isinstance(t, TtlType) else t
+    return without_ttl(info.value_type)
 
 
 def _row_types(t) -> tuple | None:
-    return t.types if isinstance(t, RowDataType) else None
+    row = as_row_data(t)
+    return None if row is None else row.types
 
 
 def _remap(mapping: tuple[int | None, ...], what: str, fill: Callable[[int], Any] = lambda i: None,
@@ -138,9 +138,10 @@ def _row_state(pairing: Pairing, info: metainfo.StateMetaInfo, name: str, label:
     first = _remap(pairing.rows[first_role], label, arity=len(pairing.old.rows[first_role]))
     if info.kind != "MAP":
         return StateSource(name, first)
-    value_type = info.value_type.value if isinstance(info.value_type, MapType) else None
+    map_type = as_map(info.value_type)
+    value_type = None if map_type is None else map_type.value
     if second_role is None:  # map key = the row, value = its count (or the row again for unique keys)
-        rows_as_values = isinstance(value_type, RowDataType)
+        rows_as_values = as_row_data(value_type) is not None
         return StateSource(name, lambda pair: (first(pair[0]), first(pair[1]) if rows_as_values else pair[1]))
     second = _remap(pairing.rows[second_role], label, arity=len(pairing.old.rows[second_role]))
     return StateSource(name, lambda pair: (first(pair[0]), [second(r) for r in pair[1]]))

@@ -31,7 +31,8 @@ from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_ve
 from ..savepoint.errors import FStateError, InvalidArgumentError
 from ..savepoint.io import io_for, join
 from ..savepoint.metainfo import StateMetaInfo
-from ..savepoint.types import ListType, MapType, TypeInfo
+from ..savepoint.types import ListType, TypeInfo
+from ..savepoint.types import roles
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
 from ..savepoint.types.key_hash import has_value_hash
 from .flink_target import state_meta_for_target, type_for_target
@@ -69,14 +70,14 @@ def resolve_state_spec(name: str, spec: Any, column_type=None) -> KeyedStateSpec
     else:
         t = parse_type(type_spec)
     if kind is None:
-        kind = "LIST" if isinstance(t, ListType) else "MAP" if isinstance(t, MapType) else "VALUE"
+        kind = {roles.LIST: "LIST", roles.MAP: "MAP"}.get(roles.role(t), "VALUE")
     if kind not in _KINDS:
         raise InvalidArgumentError(f"state '{name}': unknown kind '{kind}' ({', '.join(_KINDS)})")
     if kind == "LIST":
-        if not isinstance(t, ListType):
+        if roles.as_list(t) is None:
             raise InvalidArgumentError(f"state '{name}': a LIST state needs a LIST<...> type, got {t.name}")
         t = t.element
-    if kind == "MAP" and not isinstance(t, MapType):
+    if kind == "MAP" and roles.as_map(t) is None:
         raise InvalidArgumentError(f"state '{name}': a MAP state needs a MAP<...> type, got {t.name}")
     return KeyedStateSpec(name, kind, t, column)
 

@@ -4,7 +4,8 @@ Callers import the nodes from here: ``from fstate.savepoint.types import TupleTy
 Modules: :mod:`.base` (the ``TypeInfo`` base), :mod:`.scalars`, :mod:`.composites`, :mod:`.pojo`,
 :mod:`.pickled`, :mod:`.table` (the table runtime's serializers, with :mod:`.logical` and
 :mod:`.table_binary`; written from scratch by :mod:`.logical_java` and :mod:`.table_serializers`;
-:mod:`.sorted_map`, a Top-N's ``SortedMapSerializer``), :mod:`.cep` (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.key_hash`,
+:mod:`.sorted_map`, a Top-N's ``SortedMapSerializer``), :mod:`.cep` (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.roles`
+(what a node is structurally: a list, a map, a TTL wrapper, ...), :mod:`.key_hash`,
 :mod:`.snapshots` (serializer snapshots ↔ trees) and :mod:`.hashing` (Java hash codes, key groups).
 """
 

@@ -21,7 +21,7 @@ from fstate.savepoint.types import (BIG_DECIMAL, BIG_INTEGER, INT, LONG, PICKLED
                                     VOID_NAMESPACE, ArrayListType, EitherType, EnumType, GenericArrayType,
                                     ListType, MapType, NullableType, OpaqueType, PojoType, RowType, SetType,
                                     TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, scalar, visit)
-from fstate.savepoint.types import visitor as visitor_module
+from fstate.savepoint.types import roles, visitor as visitor_module
 from fstate.savepoint.types.cep import KINDS as CEP_KINDS, CepType
 from fstate.savepoint.types import table
 from fstate.savepoint.types.sorted_map import SortedMapType, SortKeyOrder
@@ -231,6 +231,22 @@ def test_type_names_round_trip():
     for t in (TIME_WINDOW, PICKLED, SetType(LONG), scalar("LongValue"), TupleType((LONG,), "scala.Tuple1")):
         with pytest.raises(InvalidArgumentError):
             spec.type_name(t)
+
+
+def test_roles_answer_as_the_class_checks_they_replaced():
+    """savepoint/types/roles.py says of every node what ``isinstance`` on its class said (a subclass such as
+    SetType is a list), and looks through None and one TTL wrapper."""
+    checks = {roles.as_list: ListType, roles.as_map: MapType, roles.as_ttl: TtlType, roles.as_row_data: table.RowDataType,
+              roles.as_timer: TimerType, roles.as_nullable: NullableType, roles.as_opaque: OpaqueType,
+              roles.as_cep: CepType}
+    for samples in SAMPLES.values():
+        for t in samples:
+            for as_role, node_class in checks.items():
+                assert (as_role(t) is t) == isinstance(t, node_class) and (as_role(t) in (t, None)), (as_role, t)
+            assert (roles.role(t) == roles.OTHER) == (not any(isinstance(t, c) for c in checks.values()))
+    assert all(as_role(None) is None for as_role in checks) and roles.role(None) is None
+    assert roles.without_ttl(TtlType(LONG, STRING)) is STRING and roles.without_ttl(STRING) is STRING
+    assert roles.without_ttl(None) is None
 
 
 def test_spark_types():
