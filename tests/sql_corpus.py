@@ -65,17 +65,21 @@ def sample_cases(sample: Path) -> list[Case]:
             column = quoted(numbers[0])
             queries.append(("aggregate", f"SELECT count({column}) AS n, min({column}) AS lo, max({column}) AS hi, "
                                          f"sum({column}) AS total, avg({column}) AS mean FROM {view_name}"))
+            # unnamed: the columns Spark names itself (count(1), max(total), sum(total) of x.total)
+            queries.append(("names", f"SELECT count(*), max({column}), sum(x.{column}) FROM {view_name} x"))
             if has_key:
                 queries.append(("group", f"SELECT key, count(*) AS n, sum({column}) AS total FROM {view_name} "
                                          "GROUP BY key"))
         for field, arrow_type in fields.items():
             if pyarrow.types.is_list(arrow_type):
                 queries.append(("explode-list", f"SELECT {ident}explode({quoted(field)}) AS item FROM {view_name}"))
+                queries.append(("names", f"SELECT explode({quoted(field)}) FROM {view_name}"))
                 break
         for field, arrow_type in fields.items():
             if pyarrow.types.is_map(arrow_type):
                 queries.append(("explode-map", f"SELECT {ident}explode({quoted(field)}) AS (entry_key, entry_value) "
                                                f"FROM {view_name}"))
+                queries.append(("names", f"SELECT explode({quoted(field)}) FROM {view_name}"))
                 queries.append(("lateral-view", f"SELECT {ident}entry_key, entry_value FROM {view_name} LATERAL VIEW "
                                                 f"explode({quoted(field)}) entries AS entry_key, entry_value"))
                 break
@@ -107,7 +111,7 @@ def sample_cases(sample: Path) -> list[Case]:
 
 
 #: every kind of query the corpus holds (each sample has those its views allow)
-KINDS = ("rows", "count", "aggregate", "group", "explode-list", "explode-map", "lateral-view", "struct", "key-in",
+KINDS = ("rows", "count", "aggregate", "names", "group", "explode-list", "explode-map", "lateral-view", "struct", "key-in",
          "key-equals", "window", "join", "metadata")
 
 
