@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, Optional
 
 import typer
@@ -60,9 +61,9 @@ def read(
         set_quiet(quiet)
         shown = output(context, json_alias)
         fs_options = apply_fs_options(fs_option, fs_config)
+        from ..readers.engine import table_bytes
         from ..readers.options import FORMAT as SOURCE_FORMAT
         from ..readers.options import SourceOptions
-        from ..readers.engine import table_bytes
         from ..readers.planning import build_table
         from ..savepoint.errors import InvalidArgumentError
         from ..savepoint.io import is_remote
@@ -191,16 +192,11 @@ def sql(
         sources = [_sql_source(item) for item in paths]
         for alias, savepoint_path in sources:
             catalog.add(savepoint_path, alias, allow_external_paths=allow_external_paths, plan=plan)
-        queries: list = []
-
-        def state_bytes() -> int:
-            queries.append(Query(catalog, text))
-            return queries[0].state_bytes()
-
+        # parsed (with sqlglot) only for the embedded engine, or to learn which state it reads
+        query = functools.cache(lambda: Query(catalog, text))
         conf_map = parse_conf(conf)
-        if _engine_for(engine, master, conf_map, out_dir, state_bytes) == "embedded":
-            sql_embedded(shown, queries[0] if queries else Query(catalog, text), catalog.registered, show_views,
-                         out_dir, file_format, limit)
+        if _engine_for(engine, master, conf_map, out_dir, lambda: query().state_bytes()) == "embedded":
+            sql_embedded(shown, query(), catalog.registered, show_views, out_dir, file_format, limit)
             return
         from ..readers.views import register_views, spark_sql_errors
 

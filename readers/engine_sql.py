@@ -157,6 +157,8 @@ class Query:
     def run(self) -> Result:
         connection = duckdb.connect(":memory:")
         connection.execute("SET TimeZone = 'UTC'")
+        for name, function in sql_dialect.CASE_MAPPINGS.values():
+            connection.create_function(name, function, ["VARCHAR"], "VARCHAR")
         schemas = {view.name.lower(): view.schema() for view in self.views}
         duck_sql = sql_dialect.to_duckdb(self.parsed, schemas, self.catalog.registered)
         for view in self.views:
@@ -188,7 +190,10 @@ def duckdb_errors(views) -> Iterator[None]:
     try:
         yield
     except _QUERY_MISTAKES as error:
-        raise SqlError(_first_line(str(error)), views) from None
+        problem = _first_line(str(error))
+        if isinstance(error, duckdb.CatalogException) and "Function with name" in problem:
+            problem += " on the embedded engine (--engine spark has every Spark SQL function)"
+        raise SqlError(problem, views) from None
 
 
 def _first_line(message: str) -> str:

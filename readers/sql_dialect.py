@@ -153,7 +153,9 @@ def to_duckdb(parsed: exp.Expression, schemas: Mapping[str, pyarrow.Schema], vie
         sources = _source_schemas(select, schemas)
         _explode_projections(select, sources)
         _lateral_views(select, sources)
+        _map_sizes(select, sources)
         _spark_names(select)
+        _case_mappings(select)
     try:
         return rewritten.sql(dialect="duckdb", unsupported_level=ErrorLevel.RAISE)
     except SqlglotError as error:
@@ -250,15 +252,36 @@ def _lateral_views(select: exp.Select, sources: Mapping[str, pyarrow.Schema]) ->
     select.set("laterals", kept or None)
 
 
-#: aggregate functions whose column Spark names ``name(column)``
-_AGGREGATES = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg"}
+def _map_sizes(select: exp.Select, sources: Mapping[str, pyarrow.Schema]) -> None:
+    """``size`` of a map: its entries (DuckDB's ``cardinality``; sqlglot writes ``array_length``, for lists)."""
+    for call in list(select.find_all(exp.ArraySize)):
+        if call.find_ancestor(exp.Select) is select and _is_map(call.this, sources):
+            call.replace(exp.Anonymous(this="cardinality", expressions=[call.this.copy()]))
+
+
+#: Spark's ``upper`` and ``lower`` as the functions the embedded engine registers in DuckDB (Java's
+#: full case mapping, as Python's: ``upper('ß')`` is ``SS``, DuckDB's own gives ``ẞ``)
+CASE_MAPPINGS = {exp.Upper: ("spark_upper", str.upper), exp.Lower: ("spark_lower", str.lower)}
+
+
+def _case_mappings(select: exp.Select) -> None:
+    for kind, (name, _) in CASE_MAPPINGS.items():
+        for call in list(select.find_all(kind)):
+            if call.find_ancestor(exp.Select) is select:
+                call.replace(exp.Anonymous(this=name, expressions=[call.this.copy()]))
+
+
+#: functions of one column that Spark names ``name(column)``
+_NAMED_CALLS = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg",
+                exp.Upper: "upper", exp.Lower: "lower"}
 
 
 def _spark_names(select: exp.Select) -> None:
-    """Unnamed aggregates of one column named as Spark names them: ``count(1)`` for ``count(*)``,
-    ``sum(total)`` for ``sum(t.total)`` (DuckDB would say ``count_star()``, ``sum(t.total)``)."""
+    """Unnamed aggregates (and case mappings) of one column named as Spark names them: ``count(1)`` for
+    ``count(*)``, ``sum(total)`` for ``sum(t.total)`` (DuckDB would say ``count_star()``,
+    ``sum(t.total)``)."""
     for projection in list(select.expressions):
-        name = _AGGREGATES.get(type(projection))
+        name = _NAMED_CALLS.get(type(projection))
         if name is None:
             continue
         argument = projection.this

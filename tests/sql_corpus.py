@@ -90,6 +90,16 @@ def sample_cases(sample: Path) -> list[Case]:
                     f"{quoted(field)}.{quoted(name)} AS {quoted(f'{field}_{name}')}" for name in inner[1:]]
                 queries.append(("struct", f"SELECT {ident}{', '.join(columns)} FROM {view_name}"))
                 break
+        collections = [field for field, arrow_type in fields.items()
+                       if pyarrow.types.is_list(arrow_type) or pyarrow.types.is_map(arrow_type)]
+        strings = [field for field, arrow_type in fields.items() if pyarrow.types.is_string(arrow_type)]
+        if collections or strings:
+            # a few of Spark's functions (size of a null collection, string functions)
+            calls = [f"size({quoted(field)}) AS {quoted('size_' + field)}" for field in collections[:2]]
+            calls += [f"upper({quoted(field)}) AS {quoted('upper_' + field)}, length({quoted(field)}) AS "
+                      f"{quoted('length_' + field)}, concat({quoted(field)}, '!') AS {quoted('concat_' + field)}"
+                      for field in strings[:1]]
+            queries.append(("functions", f"SELECT {', '.join(calls)} FROM {view_name}"))
         if has_key and (pyarrow.types.is_string(fields["key"]) or pyarrow.types.is_integer(fields["key"])):
             keyed.append((view_name, fields["key"]))
             keys = sorted({row[0] for row in _embedded(path, plan, f"SELECT key FROM {view_name}")[1]
@@ -111,7 +121,7 @@ def sample_cases(sample: Path) -> list[Case]:
 
 
 #: every kind of query the corpus holds (each sample has those its views allow)
-KINDS = ("rows", "count", "aggregate", "names", "group", "explode-list", "explode-map", "lateral-view", "struct", "key-in",
+KINDS = ("rows", "count", "aggregate", "names", "functions", "group", "explode-list", "explode-map", "lateral-view", "struct", "key-in",
          "key-equals", "window", "join", "metadata")
 
 
