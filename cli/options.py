@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..savepoint.errors import InvalidArgumentError
-from .console import progress, spark_log_level
+from .console import debugging, progress, spark_log_level
 from .output import OUTPUTS, Output
 
 NO_VERIFY = typer.Option(
@@ -33,10 +33,10 @@ MASTER = typer.Option(None, "--master", metavar="URL", help="Spark master (defau
 CONF = typer.Option(None, "--conf", metavar="KEY=VALUE", help="Spark configuration key=value (repeatable).")
 ENGINE = typer.Option(
     "auto", "--engine", metavar="ENGINE",
-    help="auto, embedded or spark. embedded reads on this machine with pyarrow and a process pool (no JVM); "
-         "spark runs a Spark task a partition (with --out, each writes its part file as embedded does: the "
-         "same files); auto (default) uses Spark when --master or --conf is given or the state to read is "
-         "above 1 GiB.")
+    help="auto, embedded or spark. embedded reads on this machine with pyarrow and a process pool, and runs "
+         "SQL with DuckDB (no JVM); spark runs a Spark task a partition (read --out: each writes its part file "
+         "as embedded does, the same files); auto (default) uses Spark when --master or --conf is given or the "
+         "state to read is above 1 GiB.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 JSON = typer.Option(False, "--json", help="Print JSON (the same as `fstate --output json`).")
 PLAN = typer.Option(
@@ -75,12 +75,19 @@ def apply_fs_options(fs_option: list[str] | None, fs_config: str | None) -> tupl
 
 def start_spark(master: str | None, conf_map: dict[str, str]):
     """The active SparkSession, or a new one for --master/--conf, with a spinner while it starts.
-    Spark's own logging is off (WARN with --debug): errors reach the user as fstate's one line."""
+    Spark's own logging is off (WARN with --debug), and so is PySpark's record of every failed query
+    (its query-context loggers): errors reach the user as fstate's one line."""
     with progress("starting Spark"):
+        import logging
+
+        from pyspark.logger import PySparkLogger
+
         from ..readers.session import get_spark
 
         spark = get_spark(master, conf_map)
         spark.sparkContext.setLogLevel(spark_log_level())
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.WARNING if debugging() else logging.CRITICAL + 1)
         return spark
 
 

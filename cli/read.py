@@ -1,9 +1,10 @@
-"""Commands that read state: read and diff (embedded engine or Spark, see ``--engine``), sql (Spark)."""
+"""Commands that read state: read, sql and diff, on the embedded engine or Spark (see ``--engine``)."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+import functools
+from typing import Callable, Optional
 
 import typer
 
@@ -60,6 +61,7 @@ def read(
         set_quiet(quiet)
         shown = output(context, json_alias)
         fs_options = apply_fs_options(fs_option, fs_config)
+        from ..readers.engine import table_bytes
         from ..readers.options import FORMAT as SOURCE_FORMAT
         from ..readers.options import SourceOptions
         from ..readers.planning import build_table
@@ -79,7 +81,7 @@ def read(
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
         planned = build_table(source)
         conf_map = parse_conf(conf)
-        if _engine_for(engine, master, conf_map, planned, out_dir) == "embedded":
+        if _engine_for(engine, master, conf_map, out_dir, lambda: table_bytes(planned)) == "embedded":
             read_embedded(shown, planned, limit, out_dir, file_format, overwrite=mode == "overwrite")
             return
         spark = start_spark(master, conf_map)
@@ -97,16 +99,21 @@ def read(
         show_frame(shown, frame, limit, title=planned.name)
 
 
-def _engine_for(engine: str, master: Optional[str], conf_map: dict, planned, out_dir: Optional[str]) -> str:
-    """The engine of a read: Spark when asked for (``--engine spark``, ``--master``, ``--conf``), for a
-    remote ``--out``, or (auto) above the size threshold; else the embedded engine."""
-    from ..readers.engine import choose_engine, table_bytes
+def _engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Optional[str],
+                state_bytes: Callable[[], int]) -> str:
+    """The engine of a command that reads state (``read``, ``sql``): Spark when asked for (``--engine
+    spark``, ``--master``, ``--conf``), for a remote ``--out``, or (auto) when ``state_bytes()``, the
+    state it reads, is above the size threshold; else the embedded engine. ``state_bytes`` is called
+    only when the choice depends on it."""
+    from ..readers.engine import choose_engine
     from ..savepoint.io import is_remote
 
     spark_asked = master is not None or bool(conf_map)
     if engine == "auto" and out_dir and is_remote(out_dir):
         spark_asked = True
-    return choose_engine(engine, spark_asked, table_bytes(planned))
+    if choose_engine(engine, spark_asked, 0) == "spark":
+        return "spark"
+    return choose_engine(engine, spark_asked, state_bytes())
 
 
 def read_embedded(shown: Output, planned, limit: int, out_dir: Optional[str], file_format: str,
@@ -117,13 +124,17 @@ def read_embedded(shown: Output, planned, limit: int, out_dir: Optional[str], fi
     if not out_dir:
         shown.rows(planned.column_names, embedded.first_rows(planned, limit), title=planned.name, limit=limit)
         return
+    _check_local(out_dir)
+    write_files(shown, planned, out_dir, file_format, overwrite)
+
+
+def _check_local(out_dir: str) -> None:
     from ..savepoint.errors import InvalidArgumentError
     from ..savepoint.io import is_remote
 
     if is_remote(out_dir):
         raise InvalidArgumentError(f"--engine embedded writes local directories only, not {out_dir} "
                                    "(--engine spark writes remote ones)")
-    write_files(shown, planned, out_dir, file_format, overwrite)
 
 
 def write_files(shown: Output, planned, out_dir: str, file_format: str, overwrite: bool, spark=None) -> None:
@@ -157,42 +168,83 @@ def sql(
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
     plan: Optional[str] = PLAN,
+    engine: str = ENGINE,
+    quiet: bool = QUIET,
 ) -> None:
-    """Spark SQL over all state tables of one or more savepoints (see `fstate views`)."""
+    """Spark SQL over all state tables of one or more savepoints (see `fstate views`): run by DuckDB in
+    this process (embedded engine, no JVM) or by Spark, as --engine says."""
     with user_errors():
+        set_quiet(quiet)
         shown = output(context, json_alias)
         apply_fs_options(fs_option, fs_config)
-        from ..readers.views import register_views
+        from ..readers.engine_sql import Catalog, Query
         from ..savepoint.errors import InvalidArgumentError
 
         if len(args) < 2:
             raise InvalidArgumentError("give at least one savepoint path and a query")
-        *paths, query = args
+        *paths, text = args
         if file_format not in FORMATS:
             raise InvalidArgumentError(f"--format must be parquet, csv or json, not '{file_format}'")
         if out_dir:
             check_output_target(out_dir, overwrite=False)
-        if plan:
-            from ..savepoint.sql_plan import load_plan
-
-            load_plan(plan)  # a bad plan file is an error before Spark starts
+        # the savepoints, their views and a --plan are checked here, before any engine starts
+        catalog = Catalog()
+        sources = [_sql_source(item) for item in paths]
+        for alias, savepoint_path in sources:
+            catalog.add(savepoint_path, alias, allow_external_paths=allow_external_paths, plan=plan)
+        # parsed (with sqlglot) only for the embedded engine, or to learn which state it reads
+        query = functools.cache(lambda: Query(catalog, text))
         conf_map = parse_conf(conf)
+        if _engine_for(engine, master, conf_map, out_dir, lambda: query().state_bytes()) == "embedded":
+            sql_embedded(shown, query(), catalog.registered, show_views, out_dir, file_format, limit)
+            return
+        from ..readers.views import register_views, spark_sql_errors
+
         spark = start_spark(master, conf_map)
         registered = {}
-        for item in paths:
-            alias, equals, savepoint_path = item.partition("=")
-            if not equals or "/" in alias or not alias:
-                alias, savepoint_path = None, item
+        for alias, savepoint_path in sources:
             registered.update(register_views(spark, savepoint_path, alias, allow_external_paths=allow_external_paths,
                                              plan=plan))
         if show_views:
             shown.registered_views(registered)
-        frame = spark.sql(query)
-        if out_dir:
-            write_frame(frame, out_dir, file_format)
-            shown.message(f"wrote {file_format} to {out_dir}")
-            return
-        show_frame(shown, frame, limit)
+        with spark_sql_errors(registered):
+            frame = spark.sql(text)
+            if out_dir:
+                write_frame(frame, out_dir, file_format)
+                shown.message(f"wrote {file_format} to {out_dir}")
+                return
+            show_frame(shown, frame, limit)
+
+
+def _sql_source(item: str) -> tuple[Optional[str], str]:
+    """``ALIAS=PATH`` or ``PATH``: (alias or None, path)."""
+    alias, equals, savepoint_path = item.partition("=")
+    if not equals or "/" in alias or not alias:
+        return None, item
+    return alias, savepoint_path
+
+
+def sql_embedded(shown: Output, query, registered: dict[str, str], show_views: bool, out_dir: Optional[str],
+                 file_format: str, limit: int) -> None:
+    """``fstate sql`` without Spark (``readers.engine_sql``): the first rows, or all written to ``out_dir``
+    with the embedded engine's writers."""
+    from ..readers.engine_files import write_result
+    from ..savepoint.io import strip_file_scheme
+
+    if show_views:
+        shown.registered_views(registered)
+    with progress("running the query"):
+        result = query.run()
+        if not out_dir:
+            rows = result.first_rows(limit)
+    if not out_dir:
+        shown.rows(result.columns, rows, limit=limit)
+        return
+    _check_local(out_dir)
+    with progress(f"writing {file_format} to {out_dir}"):
+        reader = result.reader()
+        write_result(result.batches(reader), reader.schema, strip_file_scheme(out_dir), file_format)
+    shown.message(f"wrote {file_format} to {out_dir}")
 
 
 def diff(

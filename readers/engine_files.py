@@ -16,7 +16,7 @@ import json
 import math
 import os
 import socket
-from typing import Any
+from typing import Any, Iterable
 
 import pyarrow
 
@@ -153,20 +153,25 @@ def _write_part(table: tables.Table, partition: tables.Partition, path: str, fil
         raise InvalidArgumentError(f"the output directory {directory} does not exist on {socket.gethostname()}, "
                                    "where this part is written: with Spark on a cluster, --out must be on a "
                                    "file system the driver and every executor share")
-    schema = engine.table_schema(table)
+    return write_batches(engine.partition_batches(table, partition), engine.table_schema(table), path, file_format)
+
+
+def write_batches(batches: Iterable[pyarrow.RecordBatch], schema: pyarrow.Schema, path: str,
+                  file_format: str) -> int:
+    """Record batches of ``schema`` as one ``file_format`` file at ``path``; returns the rows written."""
     rows = 0
     if file_format == "parquet":
         import pyarrow.parquet
 
         with pyarrow.parquet.ParquetWriter(path, schema) as writer:
-            for batch in engine.partition_batches(table, partition):
+            for batch in batches:
                 writer.write_batch(batch)
                 rows += batch.num_rows
         return rows
     with open(path, "w", encoding="utf-8", newline="") as handle:
         if file_format == "csv":
             handle.write(",".join(_csv_header(field.name) for field in schema) + "\n")
-        for batch in engine.partition_batches(table, partition):
+        for batch in batches:
             for row in batch.to_pylist():
                 handle.write((spark_csv_line(row, schema) if file_format == "csv" else spark_json_row(row, schema))
                              + "\n")
@@ -201,6 +206,25 @@ def write_table(table: tables.Table, out_dir: str, file_format: str, overwrite: 
         if not table.partitions:  # an empty table still gets its columns
             _write_empty(engine.table_schema(table), os.path.join(staged.temp_dir, f"part-00000.{file_format}"),
                          file_format)
+        open(os.path.join(staged.temp_dir, "_SUCCESS"), "w").close()
+    except BaseException:
+        staged.abort()
+        raise
+    staged.commit()
+    return rows
+
+
+def write_result(batches: Iterable[pyarrow.RecordBatch], schema: pyarrow.Schema, out_dir: str, file_format: str,
+                 overwrite: bool = False) -> int:
+    """A query's result (record batches of ``schema``) as one ``file_format`` part file in the local
+    directory ``out_dir``, staged as :func:`write_table` stages a table. Returns rows."""
+    from ..savepoint.atomic import StagedDirectory
+
+    staged = StagedDirectory(out_dir, overwrite, create=False, exists_hint="--mode overwrite replaces it")
+    try:
+        os.makedirs(staged.temp_dir, exist_ok=True)
+        rows = write_batches(batches, schema, os.path.join(staged.temp_dir, f"part-00000.{EXTENSIONS[file_format]}"),
+                             file_format)
         open(os.path.join(staged.temp_dir, "_SUCCESS"), "w").close()
     except BaseException:
         staged.abort()

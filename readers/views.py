@@ -22,9 +22,10 @@ compiled plan (``plan=``, ``--plan``), or without a plan from its name in the me
 from __future__ import annotations
 
 import re
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator
 
-from ..savepoint.errors import FStateError
+from ..savepoint.errors import FStateError, SqlError
 from ..savepoint.loader import Savepoint
 from ..savepoint.sql_binding import load_binding
 from ..savepoint.sql_plan import PlanBinding, sql_operator
@@ -94,28 +95,69 @@ def metadata_rows(sp: Savepoint) -> list[tuple]:
     return rows
 
 
-METADATA_SCHEMA = ("operator_uid string, operator_name string, uid_hash string, parallelism int, "
-                   "max_parallelism int, state_name string, backend string, kind string, type string")
+#: the columns of the ``savepoint_metadata`` view (name, SQL type), on both engines
+METADATA_COLUMNS = (("operator_uid", "string"), ("operator_name", "string"), ("uid_hash", "string"),
+                    ("parallelism", "int"), ("max_parallelism", "int"), ("state_name", "string"),
+                    ("backend", "string"), ("kind", "string"), ("type", "string"))
+METADATA_SCHEMA = ", ".join(f"{name} {sql_type}" for name, sql_type in METADATA_COLUMNS)
+
+
+def open_views(path: str, prefix: str | None = None, *, allow_external_paths: bool = False,
+               checkpoint_base_dir: str | None = None, fs_options=None,
+               plan: str | None = None) -> tuple[Savepoint, list[dict[str, Any]]]:
+    """The savepoint at ``path`` and the views it gives (:func:`plan_views`); ``plan``: the SQL job's
+    compiled plan (a file), checked against it. What both engines' SQL registers."""
+    sp = Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                        fs_options=fs_options)
+    binding = load_binding(plan, sp) if plan else None
+    return sp, plan_views(sp, prefix, binding)
+
+
+def describe_view(view: dict[str, Any]) -> str:
+    """What a view of :func:`plan_views` holds, in words (``fstate sql --views``)."""
+    if view["table"] == "metadata":
+        return "operators and states of the savepoint"
+    return f"{view['table']} state" + (f" '{view['state']}'" if view["state"] else "") + f" of {view['uid']}"
 
 
 def register_views(spark, path: str, prefix: str | None = None, *, allow_external_paths: bool = False,
                    checkpoint_base_dir: str | None = None, fs_options=None, plan: str | None = None) -> dict[str, str]:
     """Register every state table of the savepoint at ``path`` as a temp view; returns
-    {view name: what it holds}. ``plan``: the SQL job's compiled plan (a file), checked against it."""
+    {view name: what it holds}. ``plan``: the SQL job's compiled plan (a file), checked against it.
+    (``readers.engine_sql``: the same views without Spark.)"""
     register(spark)
-    sp = Savepoint.open(path, allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
-                        fs_options=fs_options)
-    binding = load_binding(plan, sp) if plan else None
+    sp, views = open_views(path, prefix, allow_external_paths=allow_external_paths,
+                           checkpoint_base_dir=checkpoint_base_dir, fs_options=fs_options, plan=plan)
     out = {}
-    for v in plan_views(sp, prefix, binding):
+    for v in views:
         if v["table"] == "metadata":
             spark.createDataFrame(metadata_rows(sp), METADATA_SCHEMA).createOrReplaceTempView(v["view"])
-            out[v["view"]] = "operators and states of the savepoint"
-            continue
-        df = _load(spark, sp, v["uid"], v["table"], v["state"], plan)
-        df.createOrReplaceTempView(v["view"])
-        out[v["view"]] = f"{v['table']} state" + (f" '{v['state']}'" if v["state"] else "") + f" of {v['uid']}"
+        else:
+            _load(spark, sp, v["uid"], v["table"], v["state"], plan).createOrReplaceTempView(v["view"])
+        out[v["view"]] = describe_view(v)
     return out
+
+
+#: SQLSTATE classes of a mistake in the query itself (Spark's error conditions): syntax or an unknown
+#: name (42), a value the query cannot compute (22: a bad cast, division by zero under ANSI), a
+#: construct Spark does not support (0A), a subquery giving more than one row (21)
+QUERY_MISTAKES = ("42", "22", "0A", "21")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\.?")
+
+
+@contextmanager
+def spark_sql_errors(views: Iterable[str]) -> Iterator[None]:
+    """Spark's errors about a query as :class:`SqlError` (one line, with the views it could use); around
+    ``spark.sql`` and what runs the query. Errors of fstate's own inside a task pass through."""
+    from pyspark.errors.exceptions.captured import CapturedException
+
+    try:
+        yield
+    except CapturedException as error:
+        if "fstate.savepoint.errors." in str(error) or (error.getSqlState() or "")[:2] not in QUERY_MISTAKES:
+            raise
+        first = (error.getMessage() or str(error)).strip().splitlines()[0]
+        raise SqlError(_SQLSTATE.sub("", first).rstrip(";").strip(), views) from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -76,6 +76,16 @@ class InvalidArgumentError(FStateError):
     """A user argument that cannot work (bad option value, bad spec)."""
 
 
+class SqlError(InvalidArgumentError):
+    """A query that cannot run (it does not parse, names an unknown view or column, ...), on either
+    engine: the engine's first line about it and the views the query could use."""
+
+    def __init__(self, problem: str, views):
+        names = ", ".join(sorted(views)) or "none"
+        super().__init__(f"SQL: {problem} (views: {names})")
+        self.problem = problem
+
+
 class ModifyConflictError(InvalidArgumentError):
     """Operations of one modify that contradict each other (two operators end up with one uid, an
     operation names an operator an earlier one removed or renamed); raised before anything is written."""

@@ -1,0 +1,69 @@
+"""Spark SQL on both engines: one corpus of queries (tests/sql_corpus.py) over every shipped sample runs
+on the embedded engine (DuckDB over Arrow) and gives Spark's columns and rows: each kind of query by
+default, every query of every sample with --exhaustive."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.sql_corpus import KINDS, embedded_result, sample_cases, spark_result
+from tests.support import sample_dirs
+
+SAMPLES = sample_dirs()
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[sample.name for sample in SAMPLES])
+def test_corpus_runs_on_the_embedded_engine(sample):
+    for case in sample_cases(sample):
+        columns, rows = embedded_result(case)
+        assert columns, case.label
+        if case.kind in ("count", "metadata"):
+            assert rows, case.label
+
+
+def test_corpus_holds_every_kind_of_query():
+    kinds = {case.kind for sample in SAMPLES for case in sample_cases(sample)}
+    assert kinds == set(KINDS)
+
+
+@pytest.mark.spark
+def test_corpus_gives_the_same_results_on_both_engines(spark, exhaustive):
+    compared, differ, seen = 0, [], set()
+    for sample in SAMPLES:
+        for case in sample_cases(sample):
+            if not exhaustive and case.kind in seen:
+                continue
+            seen.add(case.kind)
+            compared += 1
+            embedded, on_spark = embedded_result(case), spark_result(spark, case)
+            if embedded != on_spark:
+                differ.append(f"{case.label}\n  embedded: {embedded}\n  spark:    {on_spark}")
+    assert compared >= len(KINDS)
+    assert not differ, "\n".join(differ)
+
+
+def test_key_conditions_read_only_their_key_groups():
+    from fstate.readers.engine_sql import Catalog, Query
+
+    keyed = next(sample for sample in SAMPLES if sample.name == "keyed-hashmap-savepoint")
+    catalog = Catalog()
+    catalog.add(str(keyed))
+
+    def keys(query: str):
+        return Query(catalog, query).keys
+
+    assert keys("SELECT * FROM keyed WHERE key IN ('k-1', 'k-2') AND total > 0") == {"keyed": ("k-1", "k-2")}
+    assert keys("SELECT k.key FROM keyed k JOIN keyed__timers t ON k.key = t.key WHERE (k.key = 'k-3')") == {
+        "keyed": ("k-3",), "keyed__timers": None}  # timers are not read by key
+    assert keys("SELECT * FROM keyed WHERE key IN ('k-1', 'k-2') AND key = 'k-2'") == {"keyed": ("k-2",)}
+    for query in ("SELECT * FROM keyed WHERE key = 'k-1' OR total > 2990",       # not every row needs k-1
+                  "SELECT * FROM keyed WHERE NOT key IN ('k-1')",
+                  "SELECT * FROM keyed WHERE key = 7",                            # not a key of this type
+                  "SELECT a.key FROM keyed a JOIN keyed b ON a.key = b.key WHERE a.key = 'k-1'",  # named twice
+                  "SELECT * FROM keyed WHERE key IN (SELECT key FROM keyed__timers)"):
+        assert keys(query)["keyed"] is None, query
+    pushed = Query(catalog, "SELECT key, total FROM keyed WHERE key IN ('k-1', 'k-2')")
+    everything = Query(catalog, "SELECT key, total FROM keyed")
+    assert 0 < pushed.state_bytes() < everything.state_bytes()
+    assert sorted(pushed.run().first_rows(10)) == sorted(
+        row for row in everything.run().first_rows(10_000) if row[0] in ("k-1", "k-2"))
