@@ -353,12 +353,14 @@ def write_frame(frame, out_dir: str, file_format: str, overwrite: bool = False) 
     staged.commit()
 
 
-def _settle(spark, deadline_s: float = 120.0) -> None:
-    """Wait until Spark runs no job or stage: after a failed write, the failed job's other tasks may
-    still be writing into the staged directory, which must be removed after them."""
+def _settle(spark, deadline_s: float = 60.0) -> None:
+    """Wait until Spark runs no job and no task: after a failed write, the failed job's other tasks
+    may still be writing into the staged directory (a killed task ends when its executor says so),
+    which must be removed after them."""
     import time
 
     tracker = spark.sparkContext.statusTracker()
     end = time.monotonic() + deadline_s
-    while (tracker.getActiveJobsIds() or tracker.getActiveStageIds()) and time.monotonic() < end:
+    while time.monotonic() < end and (tracker.getActiveJobsIds() or tracker.getActiveStageIds()
+                                       or any(e.numRunningTasks for e in tracker.getExecutorInfos())):
         time.sleep(0.05)
