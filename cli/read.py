@@ -342,15 +342,13 @@ def write_frame(frame, out_dir: str, file_format: str, overwrite: bool = False) 
     if is_remote(out_dir):
         writer.mode("overwrite" if overwrite else "error").save(out_dir)
         return
-    staged = StagedDirectory(strip_file_scheme(out_dir), overwrite, create=False,
-                             exists_hint="--mode overwrite replaces it")
-    try:
-        writer.mode("error").save(staged.temp_dir)
-    except BaseException:
-        _settle(frame.sparkSession)
-        staged.abort()
-        raise
-    staged.commit()
+    with StagedDirectory(strip_file_scheme(out_dir), overwrite, create=False,
+                         exists_hint="--mode overwrite replaces it") as staged:
+        try:
+            writer.mode("error").save(staged.temp_dir)
+        except BaseException:
+            _settle(frame.sparkSession)  # the failed job's tasks finish before the staged directory goes
+            raise
 
 
 def _settle(spark, deadline_s: float = 60.0) -> None:

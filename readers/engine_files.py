@@ -191,8 +191,7 @@ def write_table(table: tables.Table, out_dir: str, file_format: str, overwrite: 
     (``spark_tasks``): the same files either way."""
     from ..savepoint.atomic import StagedDirectory
 
-    staged = StagedDirectory(out_dir, overwrite, create=False, exists_hint="--mode overwrite replaces it")
-    try:
+    with StagedDirectory(out_dir, overwrite, create=False, exists_hint="--mode overwrite replaces it") as staged:
         os.makedirs(staged.temp_dir, exist_ok=True)
         paths = [os.path.join(staged.temp_dir, f"part-{index:05d}.{EXTENSIONS[file_format]}")
                  for index in range(len(table.partitions))]
@@ -207,10 +206,6 @@ def write_table(table: tables.Table, out_dir: str, file_format: str, overwrite: 
             _write_empty(engine.table_schema(table), os.path.join(staged.temp_dir, f"part-00000.{file_format}"),
                          file_format)
         open(os.path.join(staged.temp_dir, "_SUCCESS"), "w").close()
-    except BaseException:
-        staged.abort()
-        raise
-    staged.commit()
     return rows
 
 
@@ -220,16 +215,11 @@ def write_result(batches: Iterable[pyarrow.RecordBatch], schema: pyarrow.Schema,
     directory ``out_dir``, staged as :func:`write_table` stages a table. Returns rows."""
     from ..savepoint.atomic import StagedDirectory
 
-    staged = StagedDirectory(out_dir, overwrite, create=False, exists_hint="--mode overwrite replaces it")
-    try:
+    with StagedDirectory(out_dir, overwrite, create=False, exists_hint="--mode overwrite replaces it") as staged:
         os.makedirs(staged.temp_dir, exist_ok=True)
         rows = write_batches(batches, schema, os.path.join(staged.temp_dir, f"part-00000.{EXTENSIONS[file_format]}"),
                              file_format)
         open(os.path.join(staged.temp_dir, "_SUCCESS"), "w").close()
-    except BaseException:
-        staged.abort()
-        raise
-    staged.commit()
     return rows
 
 

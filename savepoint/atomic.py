@@ -256,6 +256,8 @@ class StagedDirectory:
     >>> staged = StagedDirectory("/out/table", overwrite=False)
     >>> ...                      # write into staged.temp_dir
     >>> staged.commit()          # or staged.abort()
+
+    As a ``with`` block it commits when the block ends and aborts when it raises.
     """
 
     def __init__(self, target: str, overwrite: bool, *, create: bool = True,
@@ -275,6 +277,15 @@ class StagedDirectory:
         except BaseException:
             self.lock.release()
             raise
+
+    def __enter__(self) -> "StagedDirectory":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
 
     def commit(self) -> str:
         try:
