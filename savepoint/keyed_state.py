@@ -49,7 +49,7 @@ from . import keyed
 from . import rocksdb
 from . import streams
 from . import verify_structure
-from .errors import DECODE_ERRORS, CorruptStateError, FStateError
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
 from .io import FileIO
 from .keyed_codecs import StateCodec
 
@@ -182,6 +182,70 @@ class KeyedState:
                     yield from keyed.native_key_group(buf, start, end, kg, meta, codecs, states, source)
             except DECODE_ERRORS as e:
                 raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+
+    def sized_entries(self, states: set[int] | None = None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        """Every entry :meth:`entries` yields, with the bytes it takes in Flink's canonical layout
+        (what savepoints and RocksDB store): (entry, key bytes, value bytes). Key bytes: the key-group
+        prefix, key, namespace and a map entry's user key; value bytes: the value (a list's elements
+        with their delimiters, a map value with its null flag). Ordered by key group within each
+        state. Heap-native entries are measured by encoding them canonically (one entry per map
+        entry, none for an empty value, as a savepoint stores them)."""
+        if self.db is not None:
+            return self._rocksdb_sized(states)
+        if self.layout == CANONICAL:
+            return self._canonical_sized(states)
+        return self._native_sized(states)
+
+    def _rocksdb_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        prefix = keyed.key_group_prefix_size(self.max_parallelism)
+        runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
+        present = set(self.db.column_families)
+        for sid, codec in enumerate(self.codecs):
+            if (states is not None and sid not in states) or codec.info.name not in present:
+                continue
+            for kg, kb, vb in rocksdb.state_pairs(self.db, codec.info.name, runs, prefix, self.source):
+                ident, key, ns, value = rocksdb.decode_pair(codec, kg, kb, vb, self.source)
+                yield (sid, kg, ident, key, ns, value), len(kb), len(vb)
+
+    def _canonical_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        codecs, source, n_states = self.codecs, self.source, len(self.codecs)
+        prefix = keyed.key_group_prefix_size(self.max_parallelism)
+        scan = (_fastpath.compiled_scanner(self.meta, codecs, self.max_parallelism, states, source)
+                if self.decoder == COMPILED else None)
+        for kg, data, pos, limit in self.data_regions():
+            try:
+                pairs = ((sid, kstart, kend, vend) for sid, kstart, kend, vend
+                         in keyed.canonical_pairs(data, pos, limit, kg, n_states, prefix, source)
+                         if states is None or sid in states)
+                if scan is not None:  # the compiled scanner decodes the same entries in the same order
+                    for (_, kstart, kend, vend), entry in zip(pairs, _fastpath.canonical_key_group(
+                            scan, data, pos, limit, kg)):
+                        yield entry, kend - kstart, vend - kend - 4
+                    continue
+                for sid, kstart, kend, vend in pairs:
+                    codec = codecs[sid]
+                    if codec.canonical is None:
+                        raise UnsupportedSerializerError(f"state '{codec.info.name}' has types fstate cannot decode",
+                                                         source)
+                    ident, key, ns, value = codec.canonical(keyed.unflagged_key(data, kstart, kend),
+                                                            data[kend + 4:vend])
+                    yield (sid, kg, ident, key, ns, value), kend - kstart, vend - kend - 4
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+
+    def _native_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        encoders: dict[int, keyed.PairEncoder] = {}
+        for sid, kg, ident, key, ns, value in self.entries(states):
+            encoder = encoders.get(sid)
+            if encoder is None:
+                encoder = encoders[sid] = keyed.PairEncoder(self.meta, sid, self.max_parallelism)
+            pairs = encoder.pairs(kg, key, value, ns)
+            if self.codecs[sid].shape.is_map:  # a map's entries one by one, as the canonical layout stores them
+                for item, (kb, vb) in zip(value, pairs):
+                    yield (sid, kg, ident, key, ns, tuple(item)), len(kb), len(vb)
+            elif pairs:
+                (kb, vb), = pairs
+                yield (sid, kg, ident, key, ns, value), len(kb), len(vb)
 
     def rows(self, state_ids: list[int]) -> Iterator[tuple[int, Any, Any, list]]:
         """One row per (key, namespace) of the selected key groups: (key group, key, namespace,
