@@ -91,6 +91,14 @@ class Output(ABC):
     def registered_views(self, registered: dict[str, str]) -> None:
         """`fstate sql --views`: view name → what it holds (shown before the query's rows)."""
 
+    @abstractmethod
+    def sizes(self, data: dict) -> None:
+        """`fstate sizes PATH`: ``readers.sizes.SizesReport.to_dict()``."""
+
+    @abstractmethod
+    def sizes_growth(self, data: dict) -> None:
+        """`fstate sizes OLD NEW`: ``readers.sizes_growth.GrowthReport.to_dict()``."""
+
     def message(self, text: str) -> None:
         """A status line (rich markup allowed), on stderr."""
         err.print(text)
@@ -229,6 +237,16 @@ class TableOutput(Output):
     def registered_views(self, registered: dict[str, str]) -> None:
         self.table(("view", "holds"), sorted(registered.items()), title="views")
 
+    def sizes(self, data: dict) -> None:
+        from .sizes_tables import show_sizes
+
+        show_sizes(self, data)
+
+    def sizes_growth(self, data: dict) -> None:
+        from .sizes_tables import show_growth
+
+        show_growth(self, data)
+
 
 class JsonOutput(Output):
     """JSON on stdout: one document per command, or one object per line for rows (`read`, `sql`)."""
@@ -267,6 +285,12 @@ class JsonOutput(Output):
     def registered_views(self, registered: dict[str, str]) -> None:
         # stdout carries only the query's rows (one JSON object each); the view list goes beside them
         err.print(json.dumps({"views": registered}, ensure_ascii=False), soft_wrap=True, markup=False)
+
+    def sizes(self, data: dict) -> None:
+        self.document(data)
+
+    def sizes_growth(self, data: dict) -> None:
+        self.document(data)
 
 
 # What --output accepts. The first is the default.

@@ -323,6 +323,7 @@ class OperatorSizes:
         return {"uid": self.uid, "uid_hash": self.uid_hash, "name": self.name, "sql": self.sql,
                 "parallelism": self.parallelism, "max_parallelism": self.max_parallelism,
                 "handle_keyed_bytes": self.handle_keyed_bytes, "handle_operator_bytes": self.handle_operator_bytes,
+                "handle_bytes": sum(self.handle_keyed_bytes) + sum(self.handle_operator_bytes),
                 "keyed_bytes": self.keyed_bytes, "entries": sum(self.key_group_entries),
                 "states": [s.to_dict() for s in self.states],
                 "key_group_bytes": self.key_group_bytes, "key_group_entries": self.key_group_entries,

@@ -48,6 +48,12 @@ class GrowthReport:
                 "operators": [g.to_dict() for g in self.operators], "states": [g.to_dict() for g in self.states],
                 "keys": [g.to_dict() for g in self.keys]}
 
+    def to_html(self) -> str:
+        """The report as one self-contained HTML page (:mod:`.sizes_html`)."""
+        from . import sizes_html
+
+        return sizes_html.render_growth(self.to_dict())
+
 
 def _ordered(rows: list[Growth]) -> list[Growth]:
     return sorted(rows, key=lambda g: (-g.growth, g.operator, g.state or "", g.key or ""))
