@@ -47,7 +47,7 @@ def sizes(
         shown = output(context, json_alias)
         apply_fs_options(fs_option, fs_config)
         from ..readers.sizes import state_sizes
-        from ..readers.sizes_growth import growth
+        from ..readers.sizes_growth import state_growth
         from ..readers.sizes_stats import parse_duration_ms, parse_parallelisms
         from ..savepoint.loader import Savepoint
 
@@ -60,7 +60,7 @@ def sizes(
         at_ms = parse_time_ms(at) if at else None
         with progress("measuring state"):
             if new is not None:
-                report = growth(opened(path), opened(new), top=top, plan=plan, operators=operator)
+                report = state_growth(opened(path), opened(new), top=top, plan=plan, operators=operator)
             else:
                 report = state_sizes(opened(path), top=top, parallelisms=parallelisms, at=at_ms, ttl_ms=ttl_ms,
                                      plan=plan, operators=operator)

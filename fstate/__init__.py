@@ -8,6 +8,8 @@ The public API, imported on first use (``import fstate`` starts neither Spark no
     fstate.SavepointModifier(base)           # modify
     fstate.SavepointUpgrader(old, ...)       # carry state to a changed SQL query or Flink release
     fstate.verify(path)                      # check every file and state region
+    fstate.state_sizes(path)                 # where the state is: sizes, top keys, skew, rescale preview
+    fstate.state_growth(old, new)            # which operators, states and keys grew
     fstate.FStateError                       # the root of every error fstate raises for bad input
 """
 
@@ -27,6 +29,10 @@ _EXPORTS = {
     "SavepointUpgrader": "fstate.writers.upgrade",
     "UpgradeReport": "fstate.writers.upgrade",
     "verify": "fstate.savepoint.verify",
+    "state_sizes": "fstate.readers.sizes",
+    "SizesReport": "fstate.readers.sizes",
+    "state_growth": "fstate.readers.sizes_growth",
+    "GrowthReport": "fstate.readers.sizes_growth",
     "FStateError": "fstate.savepoint.errors",
     "InvalidArgumentError": "fstate.savepoint.errors",
     "CorruptStateError": "fstate.savepoint.errors",

@@ -375,7 +375,7 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     states' time-to-live, which snapshots do not record): TTL state already expired then.
     ``plan``: the SQL job's compiled plan, naming its operators. ``operators``: only these (uids
     or uid hashes). ``watch``: {(uid hash, state name): keys} whose sizes are wanted whatever they
-    rank (:func:`.sizes_growth.growth`)."""
+    rank (:func:`.sizes_growth.state_growth`)."""
     if top < 0:
         raise InvalidArgumentError(f"top must be 0 or more, not {top}")
     if ttl_ms is not None and ttl_ms <= 0:

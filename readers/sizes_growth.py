@@ -59,7 +59,7 @@ def _ordered(rows: list[Growth]) -> list[Growth]:
     return sorted(rows, key=lambda g: (-g.growth, g.operator, g.state or "", g.key or ""))
 
 
-def growth(old: str, new: str, *, top: int = DEFAULT_TOP, plan: str | None = None,
+def state_growth(old: str, new: str, *, top: int = DEFAULT_TOP, plan: str | None = None,
            operators: Iterable[str] | None = None, workers: int | None = None) -> GrowthReport:
     """What grew from the snapshot ``old`` to ``new`` (operators by uid hash, states by name, the
     ``top`` largest keys of each state of ``new``)."""
