@@ -55,7 +55,7 @@ NOT_RUN = {
 
 runner = CliRunner()
 COMMAND_NAMES = {"info", "read", "sql", "views", "diff", "verify", "bootstrap", "modify", "upgrade", "deps",
-                 "relocate"}
+                 "relocate", "sizes"}
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,8 @@ MODIFIER = "python: Writing #3"
 RUNTIME = "python: The runtime #1"
 CEP_MATCHES = "python: Flink SQL and CEP state #1"
 UPGRADER = "python: Change a SQL query and keep its state #1"
-PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES, UPGRADER}
+SIZES = "python: Where is my state #1"
+PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES, UPGRADER, SIZES}
 CHANGE_SAMPLES = REPO / "samples" / "sql-change"
 
 
@@ -230,6 +231,17 @@ def test_cep_partial_matches(tmp_path, monkeypatch, capsys):
                            for key, matches in pending.items() for match in matches)
 
 
+def test_sizes_from_python(tmp_path, monkeypatch, capsys):
+    from fstate.readers.sizes import state_sizes
+
+    namespace = run_python(SIZES, tmp_path, monkeypatch)
+    printed = capsys.readouterr().out.splitlines()
+    keyed = state_sizes(str(KEYED_SAMPLE), top=3, parallelisms=range(1, 9)).operator("keyed")
+    assert namespace["keyed"].to_dict() == keyed.to_dict()
+    assert printed[0] == str(keyed.best_parallelism) + " " + str([(s.name, s.bytes, s.entries) for s in keyed.states])
+    assert printed[2] == str(keyed.rescale[3]["subtask_bytes"]) and keyed.rescale[3]["parallelism"] == 4
+
+
 def test_setup_command_names_a_shipped_sample():
     line = next(ln for ln in snippet("bash: Set up #1").code.splitlines() if ln.startswith("pip install -e . &&"))
     sample = line.split("fstate info ")[1].split(" ")[0]
@@ -314,6 +326,18 @@ def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
         (key, event) for key, matches in pending.items() for match in matches for event in match)
 
 
+def check_sizes_output(outputs: dict[str, str]) -> None:
+    """The sizes snippet: the keyed operator's states and rescale preview, and the page it wrote; the
+    growth between the sample's checkpoint and savepoint of the same state is none."""
+    sizes_command, growth_command = outputs
+    shown = outputs[sizes_command]
+    assert "keyed/counts: largest keys by bytes" in shown and "rescale preview" in shown
+    page = Path(shlex.split(sizes_command)[-1])
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    growth = json.loads(outputs[growth_command])
+    assert growth["states"] and all(row["growth"] == 0 for row in growth["states"])
+
+
 def check_upgraded(path: Path) -> None:
     """The upgraded sample: agg2_out's aggregate (node 30 → 35) holds MAX, COUNT and a fresh MIN of the
     old (COUNT, SUM, MAX) per (k, name); the unchanged agg_out's state is carried under node 9's uid."""
@@ -343,7 +367,8 @@ def check_cli_upgraded(tmp_path: Path) -> None:
 BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check_spec_bootstrap,
                "bash: Change a SQL query and keep its state #1": check_cli_upgraded}
 #: Checks of what a bash snippet's commands printed (command → output), by snippet.
-OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output}
+OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output,
+                 "bash: Where is my state #1": check_sizes_output}
 
 
 def run_command(command: str, expected_exit: int = 0) -> str:
