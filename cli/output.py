@@ -279,7 +279,7 @@ def _show_sizes(output: "TableOutput", data: dict) -> None:
         for s in op["states"]:
             ttl = s["ttl"]
             expired = (f"{ttl['expired_entries']:,} / {human_bytes(ttl['expired_bytes'])}"
-                       if ttl and data["ttl_ms"] else ("TTL (--ttl to count expired)" if ttl else "-"))
+                       if ttl and op["ttl_ms"] else ("TTL (--ttl to count expired)" if ttl else "-"))
             rows.append((op["uid"] or op["uid_hash"], s["name"], s["kind"], human_bytes(s["bytes"]),
                          _bar(s["bytes"], largest), f"{s['entries']:,}", f"{s['keys']:,}", f"{s['elements']:,}",
                          expired))

@@ -28,8 +28,8 @@ def sizes(
              "default now."),
     ttl: Optional[str] = typer.Option(
         None, "--ttl", metavar="DURATION",
-        help="The TTL of the job's TTL states (1h, 30min, 90s, 500ms): snapshots do not record it. With it, the "
-             "entries and bytes already expired at --at are counted."),
+        help="The TTL of the job's TTL states (1h, 30min, 90s, 500ms): snapshots do not record it (an SQL job's "
+             "--plan does). With it, the entries and bytes already expired at --at are counted."),
     operator: Optional[list[str]] = typer.Option(None, "--operator", metavar="UID",
                                                  help="Only this operator (uid or uid hash; repeatable)."),
     html: Optional[str] = typer.Option(None, "--html", metavar="FILE",

@@ -35,7 +35,7 @@ from ..savepoint.errors import InvalidArgumentError
 from ..savepoint.keyed_state import KeyedStateSource
 from ..savepoint.loader import Savepoint
 from ..savepoint.types import TtlValue
-from .sizes_stats import Skew, best_parallelism, rescale_preview
+from .sizes_stats import Skew, best_parallelism, parse_duration_ms, rescale_preview
 
 #: how many keys each state's top lists keep
 DEFAULT_TOP = 10
@@ -308,6 +308,8 @@ class OperatorSizes:
     subtask_bytes: list[int] = field(default_factory=list)
     rescale: list[dict] = field(default_factory=list)
     best_parallelism: int | None = None
+    #: the TTL expiry was counted with (``ttl_ms``, or the SQL plan's), None: not counted
+    ttl_ms: int | None = None
     #: state name → {key (hashable): KeySize} of the keys asked for (``watch``)
     watched: dict = field(default_factory=dict)
 
@@ -330,7 +332,7 @@ class OperatorSizes:
                 "subtask_bytes": self.subtask_bytes,
                 "subtask_skew": Skew.of(self.subtask_bytes).to_dict() if self.subtask_bytes else None,
                 "key_group_skew": Skew.of(self.key_group_bytes).to_dict() if self.key_group_bytes else None,
-                "rescale": self.rescale, "best_parallelism": self.best_parallelism}
+                "rescale": self.rescale, "best_parallelism": self.best_parallelism, "ttl_ms": self.ttl_ms}
 
 
 @dataclass
@@ -373,7 +375,8 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     ``top``: keys kept per state in each top list. ``parallelisms``: the rescale preview's
     parallelisms (besides each operator's own). ``at`` (epoch ms, default now) and ``ttl_ms`` (the
     states' time-to-live, which snapshots do not record): TTL state already expired then.
-    ``plan``: the SQL job's compiled plan, naming its operators. ``operators``: only these (uids
+    ``plan``: the SQL job's compiled plan, naming its operators (and, without ``ttl_ms``, giving
+    their states' TTL). ``operators``: only these (uids
     or uid hashes). ``watch``: {(uid hash, state name): keys} whose sizes are wanted whatever they
     rank (:func:`.sizes_growth.state_growth`)."""
     if top < 0:
@@ -397,10 +400,11 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
             raise UnknownOperatorError(f"{savepoint.path}: no operator {sorted(missing)[0]}")
     parallelisms = sorted(set(parallelisms))
     tasks, owners = [], []
+    ttls = {op.uid_hash: ttl_ms if ttl_ms is not None else _plan_ttl(binding, op) for op in chosen}
     for op in chosen:
         watched = {name: keys for (uid_hash, name), keys in (watch or {}).items() if uid_hash == op.uid_hash}
         for source in op.keyed_states():
-            tasks.append(_Task(source, top, at, ttl_ms, watched))
+            tasks.append(_Task(source, top, at, ttls[op.uid_hash], watched))
             owners.append(op.uid_hash)
     keyed_bytes = sum(keyed for op in chosen for keyed, _ in summary.subtask_handle_bytes(op).values())
     measured = _run(tasks, workers, keyed_bytes)
@@ -408,7 +412,25 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     for owner, result in zip(owners, measured):
         by_operator.setdefault(owner, []).append(result)
     report = [_operator_sizes(op, by_operator.get(op.uid_hash, []), binding, top, parallelisms) for op in chosen]
+    for op in report:
+        op.ttl_ms = ttls[op.uid_hash]
     return SizesReport(savepoint.path, at, ttl_ms, top, parallelisms, report)
+
+
+def _plan_ttl(binding, op) -> int | None:
+    """An SQL operator's state TTL as its plan node records it (``table.exec.state.ttl`` or a
+    STATE_TTL hint), when all its states have the same one; None without a plan or TTL."""
+    described = binding.operator(op) if binding is not None else None
+    node = binding.plan.nodes.get(described.node_id) if described is not None else None
+    states = node.spec.get("state") if node is not None and isinstance(node.spec, dict) else None
+    found = {entry.get("ttl") for entry in states or () if isinstance(entry, dict)}
+    if len(found) != 1:
+        return None
+    (text,) = found
+    try:
+        return parse_duration_ms(str(text), "the plan's state TTL")
+    except InvalidArgumentError:  # "0 ms": no TTL
+        return None
 
 
 def _run(tasks: list[_Task], workers: int | None, keyed_bytes: int) -> list[SubtaskMeasure]:

@@ -199,3 +199,26 @@ def test_html_page_in_headless_chromium(args, tmp_path):
         (keyed,) = [op for op in report["operators"] if op["uid"] == "keyed"]
         shown = {path for path, _ in numbers.found}
         assert {f"operators.{report['operators'].index(keyed)}.rescale.{n}.max" for n in range(8)} <= shown
+
+
+def test_a_process_pool_measures_the_same(monkeypatch):
+    """Much state is measured a subtask a process: the same report (the top keys' heaps merged)."""
+    from fstate.savepoint import pool
+
+    alone = state_sizes(str(KEYED[1]), top=3, parallelisms=[2, 5]).to_dict()
+    monkeypatch.setattr(pool, "SMALL_BYTES", 0)
+    pooled = state_sizes(str(KEYED[1]), top=3, parallelisms=[2, 5], workers=2).to_dict()
+    assert pooled == dict(alone, at=pooled["at"])
+
+
+def test_an_sql_plan_gives_the_ttl():
+    """The plan records `table.exec.state.ttl` (1 h here) per state: the same expiry as --ttl 1h."""
+    at = 1_795_460_974_800 + 3_600_000  # within the sample's accesses: some expired, some not
+    planned = state_sizes(str(TTL_SAMPLE), plan=str(TTL_SAMPLE / "plan.json"), at=at)
+    told = state_sizes(str(TTL_SAMPLE), ttl_ms=3_600_000, at=at)
+    expiry = [[(s.name, s.ttl) for s in op.states] for op in planned.operators]
+    assert expiry == [[(s.name, s.ttl) for s in op.states] for op in told.operators]
+    counted = [s.ttl for op in planned.operators for s in op.states if s.ttl is not None]
+    assert {op.ttl_ms for op in planned.operators if any(s.ttl for s in op.states)} == {3_600_000}
+    assert 0 < sum(t.expired_entries for t in counted) < sum(s.entries for op in planned.operators for s in op.states
+                                                             if s.ttl is not None)
