@@ -108,9 +108,18 @@ class _Top:
         self.heap: list = []
         self.counter = itertools.count()
 
+    def admits(self, value: int, key: Any) -> bool:
+        """Whether a key of ``value`` ranks (cheap: before any object is made for it)."""
+        if value <= 0 or self.n <= 0:
+            return False
+        if len(self.heap) < self.n:
+            return True
+        (lowest, text, _), _ = self.heap[0]
+        return value > lowest or (value == lowest and str.__lt__(key_text(key), text))
+
     def offer(self, item: KeySize) -> None:
         value = getattr(item, self.measure)
-        if self.n <= 0 or value <= 0:
+        if not self.admits(value, item.key):
             return
         rank = (value, _Reversed(key_text(item.key)), next(self.counter))
         if len(self.heap) < self.n:
@@ -200,67 +209,82 @@ class _Task:
     watch: dict
 
 
+#: keys that are their own identity (no :func:`hashable` call per entry)
+_PLAIN_KEYS = (str, int, bytes)
+
+
 def measure_subtask(task: _Task) -> SubtaskMeasure:
     """One decoding pass over one subtask's keyed state (module level: pool workers call it)."""
     with task.source.open(meta_of=ttl_meta.with_timestamped_states) as state:
         codecs = state.codecs
-        measures: dict[int, _StateMeasure] = {}
-        ttl_states = set()
-        for sid, codec in enumerate(codecs):
+        measures: list[_StateMeasure] = []
+        for codec in codecs:
             info = codec.info
             kind = "TIMER" if info.backend_type == metainfo.PRIORITY_QUEUE else info.kind
-            sizes = StateSizes(info.name, kind)
-            if ttl_meta.is_ttl_meta(info):
-                sizes.ttl = TtlSizes()
-                ttl_states.add(sid)
-            measures[sid] = _StateMeasure(sizes, _Top(task.top, "bytes"), _Top(task.top, "elements"))
-        key_groups: dict[int, list[int]] = {}
-        current: dict[int, tuple[int, dict]] = {}  # state id → (key group, that key group's keys)
+            sizes = StateSizes(info.name, kind, ttl=TtlSizes() if ttl_meta.is_ttl_meta(info) else None)
+            measures.append(_StateMeasure(sizes, _Top(task.top, "bytes"), _Top(task.top, "elements")))
+        count = len(codecs)
+        # per state: entries, bytes, key bytes, value bytes, elements (added to StateSizes at the end)
+        totals = [[0, 0, 0, 0, 0] for _ in range(count)]
+        lists = [m.sizes.kind == "LIST" for m in measures]
+        maps = [m.sizes.kind == "MAP" for m in measures]
+        ttls = [m.sizes.ttl for m in measures]
+        watches = [task.watch.get(m.sizes.name) for m in measures]
+        kg_bytes, kg_entries = [0] * state.max_parallelism, [0] * state.max_parallelism
+        open_kg: list[int | None] = [None] * count  # per state: the key group whose keys are open
+        open_keys: list[dict] = [{} for _ in range(count)]
         deadline = None if task.ttl_ms is None else task.at - task.ttl_ms
+        plain = _PLAIN_KEYS
         for (sid, kg, _, key, _, value), key_bytes, value_bytes in state.sized_entries():
-            measure = measures[sid]
-            sizes = measure.sizes
-            entry_bytes = key_bytes + value_bytes
-            kind = sizes.kind
-            elements = len(value) if kind == "LIST" and value is not None else (1 if kind == "MAP" else 0)
-            sizes.entries += 1
-            sizes.bytes += entry_bytes
-            sizes.key_bytes += key_bytes
-            sizes.value_bytes += value_bytes
-            sizes.elements += elements
-            group = key_groups.get(kg)
-            if group is None:
-                group = key_groups[kg] = [0, 0]
-            group[0] += entry_bytes
-            group[1] += 1
-            if sid in ttl_states:
-                _count_ttl(sizes.ttl, kind, value, entry_bytes, deadline)
-            open_group = current.get(sid)
-            if open_group is None or open_group[0] != kg:
-                if open_group is not None:
-                    _flush(measure, open_group[1], task.watch.get(sizes.name))
-                open_group = current[sid] = (kg, {})
-            identity = hashable(key)
-            per_key = open_group[1].get(identity)
+            size = key_bytes + value_bytes
+            total = totals[sid]
+            total[0] += 1
+            total[1] += size
+            total[2] += key_bytes
+            total[3] += value_bytes
+            elements = 1 if maps[sid] else (len(value) if lists[sid] and value is not None else 0)
+            total[4] += elements
+            kg_bytes[kg] += size
+            kg_entries[kg] += 1
+            if ttls[sid] is not None:
+                _count_ttl(ttls[sid], measures[sid].sizes.kind, value, size, deadline)
+            if open_kg[sid] != kg:
+                if open_kg[sid] is not None:
+                    _flush(measures[sid], open_kg[sid], open_keys[sid], watches[sid])
+                open_kg[sid], open_keys[sid] = kg, {}
+            identity = key if type(key) in plain else hashable(key)
+            keys = open_keys[sid]
+            per_key = keys.get(identity)
             if per_key is None:
-                per_key = open_group[1][identity] = KeySize(key, kg)
-            per_key.bytes += entry_bytes
-            per_key.entries += 1
-            per_key.elements += elements
-        for sid, (_, keys) in current.items():
-            _flush(measures[sid], keys, task.watch.get(measures[sid].sizes.name))
-    return SubtaskMeasure(task.source.subtask, {m.sizes.name: m for m in measures.values()}, key_groups)
+                keys[identity] = [size, 1, elements, key]
+            else:
+                per_key[0] += size
+                per_key[1] += 1
+                per_key[2] += elements
+        for sid in range(count):
+            if open_kg[sid] is not None:
+                _flush(measures[sid], open_kg[sid], open_keys[sid], watches[sid])
+            sizes = measures[sid].sizes
+            sizes.entries, sizes.bytes, sizes.key_bytes, sizes.value_bytes, sizes.elements = totals[sid]
+    key_groups = {kg: [kg_bytes[kg], kg_entries[kg]] for kg in range(len(kg_bytes)) if kg_entries[kg]}
+    return SubtaskMeasure(task.source.subtask, {m.sizes.name: m for m in measures}, key_groups)
 
 
-def _flush(measure: _StateMeasure, keys: dict, watch: set | None) -> None:
-    """One key group's keys into the state's top heaps (and the watched keys' sizes)."""
+def _flush(measure: _StateMeasure, kg: int, keys: dict, watch: set | None) -> None:
+    """One key group's keys ({identity: [bytes, entries, elements, key]}) into the state's top heaps
+    (and the watched keys' sizes)."""
     measure.sizes.keys += len(keys)
-    for identity, item in keys.items():
-        measure.by_bytes.offer(item)
-        if measure.sizes.kind in ("LIST", "MAP"):
-            measure.by_elements.offer(item)
-        if watch and identity in watch:
-            measure.watched[identity] = item
+    by_bytes, by_elements = measure.by_bytes, measure.by_elements
+    counts_elements = measure.sizes.kind in ("LIST", "MAP")
+    for identity, (size, entries, elements, key) in keys.items():
+        wanted = watch is not None and identity in watch
+        if by_bytes.admits(size, key) or (counts_elements and by_elements.admits(elements, key)) or wanted:
+            item = KeySize(key, kg, size, entries, elements)
+            by_bytes.offer(item)
+            if counts_elements:
+                by_elements.offer(item)
+            if wanted:
+                measure.watched[identity] = item
 
 
 def _count_ttl(ttl: TtlSizes, kind: str, value: Any, entry_bytes: int, deadline: int | None) -> None:
