@@ -222,3 +222,17 @@ def test_an_sql_plan_gives_the_ttl():
     assert {op.ttl_ms for op in planned.operators if any(s.ttl for s in op.states)} == {3_600_000}
     assert 0 < sum(t.expired_entries for t in counted) < sum(s.entries for op in planned.operators for s in op.states
                                                              if s.ttl is not None)
+
+
+def test_a_damaged_state_file_is_one_line_naming_it(tmp_path):
+    import shutil
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(KEYED[0], copy)
+    (state_file,) = [p for p in copy.rglob("*") if p.is_file() and p.stat().st_size == 44022]
+    with open(state_file, "r+b") as handle:
+        handle.truncate(1000)
+    result = _invoke("sizes", str(copy))
+    assert result.exit_code == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert str(state_file) in line
