@@ -71,17 +71,28 @@ def _table(head: Sequence[str], rows: list[str]) -> str:
             + "".join(f"<tr>{row}</tr>" for row in rows) + "</table>")
 
 
+#: at most this many columns in a chart: more key groups are drawn in contiguous ranges
+MAX_COLUMNS = 512
+
+
 def _columns(values: Sequence[int], path: str, width: int = 640, height: int = 110, label: str = "") -> str:
-    """An SVG column chart of ``values`` (each column carries its JSON path)."""
-    count = len(values) or 1
-    largest = max(values) if values else 0
-    step = width / count
+    """An SVG column chart of ``values``, each column carrying its JSON path; over
+    :data:`MAX_COLUMNS` values, a column per contiguous range of them (its sum, no path)."""
+    ranges = [(i, i) for i in range(len(values))]
+    if len(values) > MAX_COLUMNS:
+        step = -(-len(values) // MAX_COLUMNS)
+        ranges = [(i, min(i + step, len(values)) - 1) for i in range(0, len(values), step)]
+    heights = [sum(values[lo:hi + 1]) for lo, hi in ranges]
+    count = len(ranges) or 1
+    largest = max(heights) if heights else 0
+    step_x = width / count
     bars = []
-    for index, value in enumerate(values):
+    for index, ((lo, hi), value) in enumerate(zip(ranges, heights)):
         h = 0 if not largest else round((height - 14) * value / largest, 1)
-        bars.append(f'<rect x="{index * step:.1f}" y="{height - h:.1f}" width="{max(step - 1, 0.5):.1f}" '
-                    f'height="{h}" fill="#4a7fb5" data-json="{_esc(path)}.{index}" data-value="{value}">'
-                    f'<title>{index}: {value:,} B</title></rect>')
+        where = f'data-json="{_esc(path)}.{lo}" data-value="{value}"' if lo == hi else ""
+        name = str(lo) if lo == hi else f"{lo}..{hi}"
+        bars.append(f'<rect x="{index * step_x:.1f}" y="{height - h:.1f}" width="{max(step_x - 1, 0.5):.1f}" '
+                    f'height="{h}" fill="#4a7fb5" {where}><title>{name}: {value:,} B</title></rect>')
     return (f'<svg width="{width}" height="{height}" role="img" aria-label="{_esc(label)}">'
             f'<text x="0" y="11">{_esc(label)}</text>{"".join(bars)}</svg>')
 

@@ -236,3 +236,12 @@ def test_a_damaged_state_file_is_one_line_naming_it(tmp_path):
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert str(state_file) in line
+
+
+def test_many_key_groups_are_drawn_in_ranges():
+    from fstate.readers import sizes_html
+
+    values = [i % 7 for i in range(32768)]
+    svg = sizes_html._columns(values, "key_group_bytes")
+    sums = [int(v.replace(",", "")) for v in re.findall(r"<title>\d+\.\.\d+: ([\d,]+) B</title>", svg)]
+    assert 0 < len(sums) <= sizes_html.MAX_COLUMNS and sum(sums) == sum(values) and "data-json" not in svg
