@@ -245,3 +245,13 @@ def test_many_key_groups_are_drawn_in_ranges():
     svg = sizes_html._columns(values, "key_group_bytes")
     sums = [int(v.replace(",", "")) for v in re.findall(r"<title>\d+\.\.\d+: ([\d,]+) B</title>", svg)]
     assert 0 < len(sums) <= sizes_html.MAX_COLUMNS and sum(sums) == sum(values) and "data-json" not in svg
+
+
+def test_watched_keys_are_measured_wherever_they_rank():
+    """Growth finds NEW's largest keys in OLD by watching for them: their sizes whatever they rank."""
+    everything = state_sizes(str(KEYED[0]), top=10_000).operator("keyed")
+    counts = next(s for s in everything.states if s.name == "counts")
+    smallest = counts.top_by_bytes[-3:]
+    watch = {(everything.uid_hash, "counts"): {item.key for item in smallest}}
+    watched = state_sizes(str(KEYED[3]), top=1, watch=watch).operator("keyed").watched["counts"]
+    assert {key: item.to_dict() for key, item in watched.items()} == {item.key: item.to_dict() for item in smallest}
