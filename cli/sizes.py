@@ -15,7 +15,7 @@ from .options import ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, FS_CONFIG, FS_OPTION, 
 def sizes(
     context: typer.Context,
     path: str = typer.Argument(..., help="Savepoint or checkpoint (with NEW: the older one)."),
-    new: Optional[str] = typer.Argument(None, metavar="[NEW]",
+    new: Optional[str] = typer.Argument(None, metavar="NEW",
                                         help="A newer snapshot of the same job: show what grew from PATH to NEW."),
     top: int = typer.Option(10, "--top", "-n", metavar="N", help="The N largest keys of each state."),
     parallelism: Optional[str] = typer.Option(

@@ -214,9 +214,9 @@ class KeyedState:
                 if self.decoder == COMPILED else None)
         for kg, data, pos, limit in self.data_regions():
             try:
-                pairs = ((sid, kstart, kend, vend) for sid, kstart, kend, vend
-                         in keyed.canonical_pairs(data, pos, limit, kg, n_states, prefix, source)
-                         if states is None or sid in states)
+                pairs = keyed.canonical_pairs(data, pos, limit, kg, n_states, prefix, source)
+                if states is not None:
+                    pairs = (pair for pair in pairs if pair[0] in states)
                 if scan is not None:  # the compiled scanner decodes the same entries in the same order
                     for (_, kstart, kend, vend), entry in zip(pairs, _fastpath.canonical_key_group(
                             scan, data, pos, limit, kg)):
