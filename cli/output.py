@@ -262,16 +262,25 @@ def _bytes(n: float) -> str:
     return human_bytes(int(round(n)))
 
 
+def _sql_name(sql: dict | None) -> str:
+    """An SQL operator as ``kind`` (``kind #node`` when its node id is known)."""
+    if not sql:
+        return "-"
+    return sql["kind"] + (f" #{sql['node_id']}" if sql.get("node_id") is not None else "")
+
+
 def _show_sizes(output: "TableOutput", data: dict) -> None:
     operators = data["operators"]
     out.print(f"[bold]{data['path']}[/]: {human_bytes(data['handle_bytes'])} of state in its handles, "
               f"{human_bytes(data['keyed_bytes'])} of keyed entries")
-    largest = max((op["handle_bytes"] for op in operators), default=0)
+    holding = [op for op in operators if op["handle_bytes"] or op["states"]]
+    largest = max((op["handle_bytes"] for op in holding), default=0)
     output.table(("operator", "sql", "par", "max par", "state (handles)", "", "keyed entries", "entries"),
-                 [(op["uid"] or op["uid_hash"], (op.get("sql") or {}).get("kind") or "-", str(op["parallelism"]),
+                 [(op["uid"] or op["uid_hash"], _sql_name(op.get("sql")), str(op["parallelism"]),
                    str(op["max_parallelism"]), human_bytes(op["handle_bytes"]), _bar(op["handle_bytes"], largest),
-                   human_bytes(op["keyed_bytes"]), f"{op['entries']:,}") for op in operators],
-                 title="Operators")
+                   human_bytes(op["keyed_bytes"]), f"{op['entries']:,}") for op in holding],
+                 title="Operators holding state" + (f" ({len(operators) - len(holding)} more hold none)"
+                                                    if len(holding) < len(operators) else ""))
     keyed = [op for op in operators if op["states"]]
     rows = []
     largest = max((s["bytes"] for op in keyed for s in op["states"]), default=0)

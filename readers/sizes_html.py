@@ -128,7 +128,10 @@ def _treemap(operators: list[dict], width: int = 900, height: int = 260) -> str:
 def _operator_section(index: int, op: dict) -> str:
     base = f"operators.{index}"
     name = op["uid"] or op["uid_hash"]
-    sql = f' <span class="muted">({_esc(op["sql"]["kind"])})</span>' if op.get("sql") else ""
+    described = op.get("sql") or {}
+    sql = (f' <span class="muted">({_esc(described["kind"])}'
+           + (f': {_esc(described["description"])}' if described.get("description") else "") + ")</span>"
+           if described else "")
     out = [f"<h2>{_esc(name)}{sql}</h2>",
            f'<p class="muted">uid hash {_esc(op["uid_hash"])}, parallelism {op["parallelism"]}, '
            f'max parallelism {op["max_parallelism"]}</p>']
