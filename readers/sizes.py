@@ -31,7 +31,7 @@ from ..savepoint import pool
 from ..savepoint import summary
 from ..savepoint import ttl_meta
 from ..savepoint.decoders import hashable
-from ..savepoint.errors import InvalidArgumentError
+from ..savepoint.errors import InvalidArgumentError, UnknownOperatorError
 from ..savepoint.keyed_state import KeyedStateSource
 from ..savepoint.loader import Savepoint
 from ..savepoint.types import TtlValue
@@ -371,10 +371,11 @@ class SizesReport:
     operators: list[OperatorSizes]
 
     def operator(self, uid_or_hash: str) -> OperatorSizes:
+        """The operator of this uid or uid hash."""
         for op in self.operators:
             if uid_or_hash in (op.uid, op.uid_hash):
                 return op
-        raise KeyError(uid_or_hash)
+        raise UnknownOperatorError(f"{self.path}: no operator {uid_or_hash} in the report")
 
     def to_dict(self) -> dict:
         return {"path": self.path, "at": self.at, "ttl_ms": self.ttl_ms, "top": self.top,
@@ -400,8 +401,7 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     parallelisms (besides each operator's own). ``at`` (epoch ms, default now) and ``ttl_ms`` (the
     states' time-to-live, which snapshots do not record): TTL state already expired then.
     ``plan``: the SQL job's compiled plan, naming its operators (and, without ``ttl_ms``, giving
-    their states' TTL). ``operators``: only these (uids
-    or uid hashes). ``watch``: {(uid hash, state name): keys} whose sizes are wanted whatever they
+    their states' TTL). ``operators``: only these (uids or uid hashes). ``watch``: {(uid hash, state name): keys} whose sizes are wanted whatever they
     rank (:func:`.sizes_growth.state_growth`)."""
     if top < 0:
         raise InvalidArgumentError(f"top must be 0 or more, not {top}")
@@ -419,8 +419,6 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     if wanted is not None:
         missing = wanted - {name for op in chosen for name in (op.uid, op.uid_hash)}
         if missing:
-            from ..savepoint.errors import UnknownOperatorError
-
             raise UnknownOperatorError(f"{savepoint.path}: no operator {sorted(missing)[0]}")
     parallelisms = sorted(set(parallelisms))
     tasks, owners = [], []
