@@ -214,60 +214,110 @@ _PLAIN_KEYS = (str, int, bytes)
 
 
 def measure_subtask(task: _Task) -> SubtaskMeasure:
-    """One decoding pass over one subtask's keyed state (module level: pool workers call it)."""
+    """One decoding pass over one subtask's keyed state (module level: pool workers call it): by
+    the compiled scanner when it reads the state (no TTL state, whose values are looked into, and
+    keys Python can hash), else entry by entry."""
     with task.source.open(meta_of=ttl_meta.with_timestamped_states) as state:
-        codecs = state.codecs
-        measures: list[_StateMeasure] = []
-        for codec in codecs:
+        if not any(ttl_meta.is_ttl_meta(codec.info) for codec in state.codecs):
+            try:
+                measured = _measure_compiled(state, task)
+            except TypeError:  # a key Python cannot hash (a list, a dict): measured entry by entry
+                measured = None
+            if measured is not None:
+                return measured
+        return _measure_entries(state, task)
+
+
+class _Pass:
+    """What one pass over a subtask adds up."""
+
+    def __init__(self, state, task: _Task):
+        self.task = task
+        self.measures: list[_StateMeasure] = []
+        for codec in state.codecs:
             info = codec.info
             kind = "TIMER" if info.backend_type == metainfo.PRIORITY_QUEUE else info.kind
             sizes = StateSizes(info.name, kind, ttl=TtlSizes() if ttl_meta.is_ttl_meta(info) else None)
-            measures.append(_StateMeasure(sizes, _Top(task.top, "bytes"), _Top(task.top, "elements")))
-        count = len(codecs)
-        # per state: entries, bytes, key bytes, value bytes, elements (added to StateSizes at the end)
-        totals = [[0, 0, 0, 0, 0] for _ in range(count)]
-        lists = [m.sizes.kind == "LIST" for m in measures]
-        maps = [m.sizes.kind == "MAP" for m in measures]
-        ttls = [m.sizes.ttl for m in measures]
-        watches = [task.watch.get(m.sizes.name) for m in measures]
-        kg_bytes, kg_entries = [0] * state.max_parallelism, [0] * state.max_parallelism
-        open_kg: list[int | None] = [None] * count  # per state: the key group whose keys are open
-        open_keys: list[dict] = [{} for _ in range(count)]
-        deadline = None if task.ttl_ms is None else task.at - task.ttl_ms
-        plain = _PLAIN_KEYS
-        for (sid, kg, _, key, _, value), key_bytes, value_bytes in state.sized_entries():
-            size = key_bytes + value_bytes
-            total = totals[sid]
-            total[0] += 1
-            total[1] += size
-            total[2] += key_bytes
-            total[3] += value_bytes
-            elements = 1 if maps[sid] else (len(value) if lists[sid] and value is not None else 0)
-            total[4] += elements
-            kg_bytes[kg] += size
-            kg_entries[kg] += 1
-            if ttls[sid] is not None:
-                _count_ttl(ttls[sid], measures[sid].sizes.kind, value, size, deadline)
-            if open_kg[sid] != kg:
-                if open_kg[sid] is not None:
-                    _flush(measures[sid], open_kg[sid], open_keys[sid], watches[sid])
-                open_kg[sid], open_keys[sid] = kg, {}
-            identity = key if type(key) in plain else hashable(key)
-            keys = open_keys[sid]
-            per_key = keys.get(identity)
-            if per_key is None:
-                keys[identity] = [size, 1, elements, key]
-            else:
-                per_key[0] += size
-                per_key[1] += 1
-                per_key[2] += elements
-        for sid in range(count):
+            self.measures.append(_StateMeasure(sizes, _Top(task.top, "bytes"), _Top(task.top, "elements")))
+        self.count = len(self.measures)
+        # per state: entries, bytes, key bytes, value bytes, elements (into StateSizes at the end)
+        self.totals = [[0, 0, 0, 0, 0] for _ in range(self.count)]
+        self.watches = [task.watch.get(m.sizes.name) for m in self.measures]
+        self.kg_bytes, self.kg_entries = [0] * state.max_parallelism, [0] * state.max_parallelism
+
+    def finish(self) -> SubtaskMeasure:
+        for measure, totals in zip(self.measures, self.totals):
+            sizes = measure.sizes
+            sizes.entries, sizes.bytes, sizes.key_bytes, sizes.value_bytes, sizes.elements = totals
+        key_groups = {kg: [self.kg_bytes[kg], self.kg_entries[kg]] for kg in range(len(self.kg_bytes))
+                      if self.kg_entries[kg]}
+        return SubtaskMeasure(self.task.source.subtask, {m.sizes.name: m for m in self.measures}, key_groups)
+
+
+def _measure_compiled(state, task: _Task) -> SubtaskMeasure | None:
+    """The compiled scanner adds up each key group's entries per key; its keys go to the top heaps."""
+    counted = _Pass(state, task)
+    keys: list[dict] = [{} for _ in range(counted.count)]
+    groups = state.measured_key_groups(keys)
+    if groups is None:
+        return None
+    for kg, totals in groups:
+        for sid, found in enumerate(totals):
+            if not found[0]:
+                continue
+            into = counted.totals[sid]
+            for index in range(5):
+                into[index] += found[index]
+            counted.kg_bytes[kg] += found[1]
+            counted.kg_entries[kg] += found[0]
+            _flush(counted.measures[sid], kg, keys[sid], counted.watches[sid])
+            keys[sid].clear()
+    return counted.finish()
+
+
+def _measure_entries(state, task: _Task) -> SubtaskMeasure:
+    """Entry by entry (:meth:`..savepoint.keyed_state.KeyedState.sized_entries`): every layout,
+    TTL state."""
+    counted = _Pass(state, task)
+    measures, totals, count = counted.measures, counted.totals, counted.count
+    kg_bytes, kg_entries, watches = counted.kg_bytes, counted.kg_entries, counted.watches
+    lists = [m.sizes.kind == "LIST" for m in measures]
+    maps = [m.sizes.kind == "MAP" for m in measures]
+    ttls = [m.sizes.ttl for m in measures]
+    open_kg: list[int | None] = [None] * count  # per state: the key group whose keys are open
+    open_keys: list[dict] = [{} for _ in range(count)]
+    deadline = None if task.ttl_ms is None else task.at - task.ttl_ms
+    plain = _PLAIN_KEYS
+    for (sid, kg, _, key, _, value), key_bytes, value_bytes in state.sized_entries():
+        size = key_bytes + value_bytes
+        total = totals[sid]
+        total[0] += 1
+        total[1] += size
+        total[2] += key_bytes
+        total[3] += value_bytes
+        elements = 1 if maps[sid] else (len(value) if lists[sid] and value is not None else 0)
+        total[4] += elements
+        kg_bytes[kg] += size
+        kg_entries[kg] += 1
+        if ttls[sid] is not None:
+            _count_ttl(ttls[sid], measures[sid].sizes.kind, value, size, deadline)
+        if open_kg[sid] != kg:
             if open_kg[sid] is not None:
                 _flush(measures[sid], open_kg[sid], open_keys[sid], watches[sid])
-            sizes = measures[sid].sizes
-            sizes.entries, sizes.bytes, sizes.key_bytes, sizes.value_bytes, sizes.elements = totals[sid]
-    key_groups = {kg: [kg_bytes[kg], kg_entries[kg]] for kg in range(len(kg_bytes)) if kg_entries[kg]}
-    return SubtaskMeasure(task.source.subtask, {m.sizes.name: m for m in measures}, key_groups)
+            open_kg[sid], open_keys[sid] = kg, {}
+        identity = key if type(key) in plain else hashable(key)
+        keys = open_keys[sid]
+        per_key = keys.get(identity)
+        if per_key is None:
+            keys[identity] = [size, 1, elements, key]
+        else:
+            per_key[0] += size
+            per_key[1] += 1
+            per_key[2] += elements
+    for sid in range(count):
+        if open_kg[sid] is not None:
+            _flush(measures[sid], open_kg[sid], open_keys[sid], watches[sid])
+    return counted.finish()
 
 
 def _flush(measure: _StateMeasure, kg: int, keys: dict, watch: set | None) -> None:

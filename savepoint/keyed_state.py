@@ -196,6 +196,27 @@ class KeyedState:
             return self._canonical_sized(states)
         return self._native_sized(states)
 
+    def measured_key_groups(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]] | None:
+        """The compiled scanner measuring every entry as :meth:`sized_entries` does, without handing
+        them over one by one: per key group (in order), each entry's bytes, entry and elements (a
+        list's elements, a map entry) added to its key's ``keys[state id][key]`` = [bytes, entries,
+        elements, key], and that key group's [entries, bytes, key bytes, value bytes, elements] per
+        state. None when the compiled scanner does not read this state (measure
+        :meth:`sized_entries` then). A key Python cannot hash (a list, a dict) raises TypeError."""
+        if self.db is not None or self.decoder != COMPILED:
+            return None
+        return self._measured(keys)
+
+    def _measured(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]]:
+        scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
+        for kg, data, pos, limit in self.data_regions():
+            try:
+                yield kg, scan.measure(data, pos, limit, kg, keys)
+            except TypeError:
+                raise
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", self.source) from None
+
     def _rocksdb_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
         prefix = keyed.key_group_prefix_size(self.max_parallelism)
         runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)

@@ -255,3 +255,43 @@ def test_watched_keys_are_measured_wherever_they_rank():
     watch = {(everything.uid_hash, "counts"): {item.key for item in smallest}}
     watched = state_sizes(str(KEYED[3]), top=1, watch=watch).operator("keyed").watched["counts"]
     assert {key: item.to_dict() for key, item in watched.items()} == {item.key: item.to_dict() for item in smallest}
+
+
+@pytest.mark.parametrize("sample", ["keyed-hashmap-savepoint", "sql-uids-savepoint", "cep-savepoint",
+                                    "keyed-1.20-savepoint"])
+def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
+    """Canonical savepoints are measured by the compiled scanner (Scanner.measure), anything else
+    entry by entry: both give the same report; a key Python cannot hash falls back to the second."""
+    from fstate.readers import sizes
+    from fstate.savepoint import _fastpath
+
+    if not _fastpath.available():
+        pytest.skip("the compiled scanner is not built")
+    used = []
+    compiled = sizes._measure_compiled
+    monkeypatch.setattr(sizes, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
+    fast = state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict()
+    assert any(result is not None for result in used)
+
+    def unhashable(self, keys):
+        raise TypeError("unhashable type: 'list'")
+
+    monkeypatch.setattr(sizes.KeyedStateSource, "open", _opening_with(unhashable))
+    assert state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict() == fast
+
+
+def _opening_with(measured_key_groups):
+    """KeyedStateSource.open whose states' compiled pass raises as ``measured_key_groups`` does."""
+    from contextlib import contextmanager
+
+    from fstate.savepoint.keyed_state import KeyedStateSource
+
+    original = KeyedStateSource.open
+
+    @contextmanager
+    def opened(self, **options):
+        with original(self, **options) as state:
+            state.measured_key_groups = measured_key_groups.__get__(state)
+            yield state
+
+    return opened
