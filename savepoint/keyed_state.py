@@ -38,6 +38,7 @@ Readers, which read byte ranges of large streams themselves, build one with
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -198,24 +199,55 @@ class KeyedState:
 
     def measured_key_groups(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]] | None:
         """The compiled scanner measuring every entry as :meth:`sized_entries` does, without handing
-        them over one by one: per key group (in order), each entry's bytes, entry and elements (a
-        list's elements, a map entry) added to its key's ``keys[state id][key]`` = [bytes, entries,
-        elements, key], and that key group's [entries, bytes, key bytes, value bytes, elements] per
-        state. None when the compiled scanner does not read this state (measure
-        :meth:`sized_entries` then). A key Python cannot hash (a list, a dict) raises TypeError."""
-        if self.db is not None or self.decoder != COMPILED:
+        them over one by one: per key group of a stream (in order), or per state and key group of a
+        RocksDB snapshot (its pairs framed as a canonical key group), each entry's bytes, entry and
+        elements (a list's elements, a map entry) added to its key's ``keys[state id][key]`` =
+        [bytes, entries, elements, key], with the [entries, bytes, key bytes, value bytes, elements]
+        of each state there. None when the compiled scanner cannot read this state (a heap-native
+        stream, ``strict``, not built): measure :meth:`sized_entries` then. A key Python cannot hash
+        (a list, a dict) raises TypeError."""
+        if not self.compiled or self.strict:
+            return None
+        if self.db is not None:
+            return self._measured_rocksdb(keys)
+        if self.decoder != COMPILED:
             return None
         return self._measured(keys)
 
     def _measured(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]]:
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
         for kg, data, pos, limit in self.data_regions():
-            try:
-                yield kg, scan.measure(data, pos, limit, kg, keys)
-            except TypeError:
-                raise
-            except DECODE_ERRORS as e:
-                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", self.source) from None
+            yield kg, self._measure_block(scan, kg, data, pos, limit, keys, f"key group {kg}")
+
+    def _measured_rocksdb(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]]:
+        scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
+        prefix = keyed.key_group_prefix_size(self.max_parallelism)
+        runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
+        present = set(self.db.column_families)
+        for sid, codec in enumerate(self.codecs):
+            name = codec.info.name
+            if name not in present:
+                continue
+            current, pairs = None, []
+            # the pairs, then an end mark: the last key group is measured when the mark comes
+            for kg, kb, vb in itertools.chain(rocksdb.state_pairs(self.db, name, runs, prefix, self.source),
+                                              ((None, b"", b""),)):
+                if kg != current and pairs:
+                    block = keyed.encode_key_group(current, {sid: pairs})
+                    yield current, self._measure_block(scan, current, block, 0, len(block), keys,
+                                                       f"state '{name}', key group {current}")
+                    pairs = []
+                current = kg
+                pairs.append((kb, vb))
+
+    def _measure_block(self, scan, kg: int, data, pos: int, limit: int, keys: list[dict], where: str
+                       ) -> list[list[int]]:
+        try:
+            return scan.measure(data, pos, limit, kg, keys)
+        except TypeError:
+            raise
+        except DECODE_ERRORS as e:
+            raise CorruptStateError(f"{where}: cannot decode the state bytes ({e})", self.source) from None
 
     def _rocksdb_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
         prefix = keyed.key_group_prefix_size(self.max_parallelism)

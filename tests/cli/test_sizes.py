@@ -257,11 +257,12 @@ def test_watched_keys_are_measured_wherever_they_rank():
     assert {key: item.to_dict() for key, item in watched.items()} == {item.key: item.to_dict() for item in smallest}
 
 
-@pytest.mark.parametrize("sample", ["keyed-hashmap-savepoint", "sql-uids-savepoint", "cep-savepoint",
-                                    "keyed-1.20-savepoint"])
+@pytest.mark.parametrize("sample", ["keyed-hashmap-savepoint", "keyed-rocksdb-checkpoint", "sql-uids-savepoint",
+                                    "cep-savepoint", "keyed-1.20-savepoint"])
 def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
-    """Canonical savepoints are measured by the compiled scanner (Scanner.measure), anything else
-    entry by entry: both give the same report; a key Python cannot hash falls back to the second."""
+    """Canonical streams and RocksDB snapshots are measured by the compiled scanner (Scanner.measure),
+    anything else entry by entry: both give the same report; a key Python cannot hash falls back to
+    the second."""
     from fstate.readers import sizes
     from fstate.savepoint import _fastpath
 
