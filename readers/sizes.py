@@ -35,6 +35,7 @@ from ..savepoint.errors import InvalidArgumentError, UnknownOperatorError
 from ..savepoint.keyed_state import KeyedStateSource
 from ..savepoint.loader import Savepoint
 from ..savepoint.types import TtlValue
+from . import tables
 from .sizes_stats import Skew, best_parallelism, parse_duration_ms, rescale_preview
 
 #: how many keys each state's top lists keep
@@ -475,7 +476,7 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     ttls = {op.uid_hash: ttl_ms if ttl_ms is not None else _plan_ttl(binding, op) for op in chosen}
     for op in chosen:
         watched = {name: keys for (uid_hash, name), keys in (watch or {}).items() if uid_hash == op.uid_hash}
-        for source in op.keyed_states():
+        for source in tables.keyed_sources(op):
             tasks.append(_Task(source, top, at, ttls[op.uid_hash], watched))
             owners.append(op.uid_hash)
     keyed_bytes = sum(keyed for op in chosen for keyed, _ in summary.subtask_handle_bytes(op).values())

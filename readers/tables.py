@@ -177,6 +177,24 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
     return parts
 
 
+def keyed_sources(op: OperatorView) -> list[keyed_state.KeyedStateSource]:
+    """Where an operator's keyed state lives, in the pieces its keyed tables' partitions read: a
+    subtask's RocksDB snapshot, a key-group stream (a large one in spans of about
+    :data:`SPLIT_BYTES`, only that span read)."""
+    check_bounds(op)
+    sources = []
+    for subtask, h in op.readable_keyed_handles():
+        if isinstance(h, handles.IncrementalKeyedHandle):
+            sources.append(keyed_state.KeyedStateSource(subtask, op.max_parallelism,
+                                                        rocksdb=op.rocksdb_source(subtask, h)))
+            continue
+        src = op.savepoint.stream_source(h.delegate)
+        for lo, hi, span in _split_handle(h, src):
+            sources.append(keyed_state.KeyedStateSource(subtask, op.max_parallelism, stream=src, handle=h,
+                                                        span=span, span_key_groups=(lo, hi)))
+    return sources
+
+
 def _split_handle(h: handles.KeyGroupsHandle, src: streams.StreamSource):
     """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
     total = src.length if src.length is not None else len(src.data or b"")

@@ -290,7 +290,7 @@ Scanner_entries(Scanner *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
         return NULL;
     }
-    Sink sink = {out, NULL, 0, NULL, 0, 0, 0};
+    Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0};
     return run_scan(self, data, pos, end, kg, &sink);
 }
 
@@ -313,7 +313,7 @@ grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, 
             return NULL;
         }
     }
-    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode};
+    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode, NULL, NULL, NULL, 0, 0};
     return run_scan(self, data, pos, end, kg, &sink);
 }
 

@@ -296,3 +296,13 @@ def _opening_with(measured_key_groups):
             yield state
 
     return opened
+
+
+@pytest.mark.parametrize("sample", ["keyed-hashmap-savepoint", "keyed-hashmap-checkpoint"])
+def test_large_streams_are_measured_in_spans(sample, monkeypatch):
+    """A large key-group stream is read in spans of key groups (as `read` does): the same report."""
+    whole = state_sizes(str(SAMPLES / sample), top=3, parallelisms=[4], at=0).to_dict()
+    monkeypatch.setattr(tables, "SPLIT_BYTES", 4096)
+    view = Savepoint.open(str(SAMPLES / sample)).operator("keyed")
+    assert len(tables.keyed_sources(view)) > 3 * 5  # the three subtasks' streams in spans
+    assert state_sizes(str(SAMPLES / sample), top=3, parallelisms=[4], at=0).to_dict() == whole
