@@ -25,7 +25,7 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
-from ..savepoint.errors import FStateError, SqlError
+from ..savepoint.errors import FStateError, SqlError, spark_errors
 from ..savepoint.loader import Savepoint
 from ..savepoint.sql_binding import load_binding
 from ..savepoint.sql_plan import PlanBinding, sql_operator
@@ -171,9 +171,10 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
     Spark. ``checkpoint_base_dir``: new place of the job checkpoint directory both were taken in, if it
     moved. (``readers.engine_diff.diff``: the same without Spark.)"""
     register(spark)
-    return compare_savepoints(SparkComparer(spark), old_path, new_path, uid, examples,
-                              allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
-                              fs_options=fs_options)
+    with spark_errors():
+        return compare_savepoints(SparkComparer(spark), old_path, new_path, uid, examples,
+                                  allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                                  fs_options=fs_options)
 
 
 def compare_savepoints(comparer, old_path: str, new_path: str, uid: str | None = None, examples: int = 3, *,
@@ -318,7 +319,8 @@ def _identity_columns(table: str, columns: list[str], state_names: set[str] = fr
 
 def _load(spark, sp: Savepoint, uid: str, table: str, state: str | None, plan: str | None = None):
     options = savepoint_source_options(sp, uid, table=table, state=state, plan=plan)
-    return spark.read.format(FORMAT).options(**options).load()
+    with spark_errors():
+        return spark.read.format(FORMAT).options(**options).load()
 
 
 def _plain(v):
