@@ -108,8 +108,12 @@ def _engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Opt
     from ..readers.engine import choose_engine
     from ..savepoint.io import is_remote
 
-    spark_asked = master is not None or bool(conf_map) or bool(out_dir and is_remote(out_dir))
-    return choose_engine(engine, spark_asked, state_bytes)
+    spark_asked = master is not None or bool(conf_map)
+    if engine == "auto" and out_dir and is_remote(out_dir):
+        spark_asked = True
+    if choose_engine(engine, spark_asked, 0) == "spark":
+        return "spark"
+    return choose_engine(engine, spark_asked, state_bytes())
 
 
 def read_embedded(shown: Output, planned, limit: int, out_dir: Optional[str], file_format: str,
