@@ -152,7 +152,7 @@ def says_spark(s: Snippet) -> bool:
 
 
 #: run by run_python_without_spark: the snippet (stdin) as a script, then whether pyspark was imported
-_NO_SPARK_RUNNER = """
+NO_SPARK_RUNNER = """
 import sys, warnings
 from fstate.savepoint.errors import FStateWarning
 warnings.simplefilter("error", FStateWarning)
@@ -167,7 +167,7 @@ def run_python_without_spark(key: str, tmp_path: Path) -> str:
     succeed without importing pyspark (so no Spark session, no JVM). Returns what it printed."""
     s = snippet(key)
     assert not says_spark(s) and key not in SPARK_WITHOUT_SAYING, key
-    result = subprocess.run([sys.executable, "-c", _NO_SPARK_RUNNER, f"README.md ({key})"], cwd=REPO, text=True,
+    result = subprocess.run([sys.executable, "-c", NO_SPARK_RUNNER, f"README.md ({key})"], cwd=REPO, text=True,
                             input=with_placeholders(s.code, tmp_path), capture_output=True, timeout=600)
     assert result.returncode == 0, result.stderr
     assert result.stderr.rstrip().endswith("pyspark imported: False"), result.stderr
