@@ -26,19 +26,17 @@ from typing import Any, Iterable
 import pyarrow
 
 from ..savepoint.errors import InvalidArgumentError, spark_errors
-from ..savepoint.loader import Savepoint
 from ..savepoint.summary import summarize
 from . import forms
 from . import tables
 from .engine import choose_engine, table_bytes, table_schema
 from .options import FORMAT, SourceOptions, savepoint_source
 from .planning import build_table
-from .views import METADATA_COLUMNS, METADATA_SCHEMA, describe_view, metadata_rows, open_views
+from .views import (METADATA_ARROW_SCHEMA, METADATA_SCHEMA, describe_view, metadata_rows, metadata_table,
+                    open_views)
 
 #: table kinds whose rows have keys (``keys=`` reads only those keys' key groups)
 KEYED_KINDS = ("keyed", "matches")
-_METADATA_TYPES = {"string": pyarrow.string(), "int": pyarrow.int32()}
-METADATA_ARROW_SCHEMA = pyarrow.schema([(name, _METADATA_TYPES[sql_type]) for name, sql_type in METADATA_COLUMNS])
 
 
 def open(path: str, *, engine: str = "auto", spark=None, allow_external_paths: bool = False,  # noqa: A001
@@ -231,10 +229,11 @@ class StateTable(Convertible):
         with spark_errors():
             frame = self.state.spark.read.format(FORMAT).options(**options).load()
         if self.keys is not None:
-            frame = frame.where(frame["key"].isin(list(self.keys))) if self._scalar_key() else None
-            if frame is None:
+            # the data source reads only these keys' key groups (its key push-down), Spark keeps their rows
+            if not self._scalar_key():
                 raise InvalidArgumentError(f"keys= on Spark needs a scalar 'key' column; {self.name} has "
                                            f"{', '.join(self.columns)} (the embedded engine takes them)")
+            frame = frame.where(frame["key"].isin(list(self.keys)))
         return forms.SparkRows(frame, self.schema)
 
     def _scalar_key(self) -> bool:
@@ -261,9 +260,7 @@ class MetadataTable(Convertible):
         return 0
 
     def embedded_rows(self) -> forms.Rows:
-        names = self.schema.names
-        return forms.ArrowRows(pyarrow.Table.from_pylist(
-            [dict(zip(names, row)) for row in metadata_rows(self.state.savepoint)], schema=self.schema))
+        return forms.ArrowRows(metadata_table(self.state.savepoint))
 
     def spark_rows(self) -> forms.SparkRows:
         frame = self.state.spark.createDataFrame(metadata_rows(self.state.savepoint), METADATA_SCHEMA)

@@ -25,6 +25,8 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
+import pyarrow
+
 from ..savepoint.errors import FStateError, SqlError, spark_errors
 from ..savepoint.loader import Savepoint
 from ..savepoint.sql_binding import load_binding
@@ -100,6 +102,15 @@ METADATA_COLUMNS = (("operator_uid", "string"), ("operator_name", "string"), ("u
                     ("parallelism", "int"), ("max_parallelism", "int"), ("state_name", "string"),
                     ("backend", "string"), ("kind", "string"), ("type", "string"))
 METADATA_SCHEMA = ", ".join(f"{name} {sql_type}" for name, sql_type in METADATA_COLUMNS)
+#: the same columns as Arrow (the embedded engine's view, ``fstate.open``)
+METADATA_ARROW_SCHEMA = pyarrow.schema([(name, {"string": pyarrow.string(), "int": pyarrow.int32()}[sql_type])
+                                        for name, sql_type in METADATA_COLUMNS])
+
+
+def metadata_table(sp: Savepoint) -> pyarrow.Table:
+    """The ``savepoint_metadata`` view as an Arrow table."""
+    names = METADATA_ARROW_SCHEMA.names
+    return pyarrow.Table.from_pylist([dict(zip(names, row)) for row in metadata_rows(sp)], schema=METADATA_ARROW_SCHEMA)
 
 
 def open_views(path: str, prefix: str | None = None, *, allow_external_paths: bool = False,

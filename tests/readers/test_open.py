@@ -4,7 +4,6 @@ picks; fstate's own errors on both engines (the Spark ones raised as themselves,
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,7 @@ import pyarrow
 import pytest
 
 import fstate
-from fstate.readers import engine, tables
+from fstate.readers import tables
 from fstate.readers.views import plan_views
 from fstate.savepoint.errors import (CorruptStateError, FStateError, InvalidArgumentError, MissingStateFileError,
                                      SqlError, UnknownOperatorError, from_spark)
