@@ -151,6 +151,9 @@ class Convertible(ABC):
         """The rows in ``form`` (a name of :data:`.forms.FORMS` or a :class:`.forms.Form`)."""
         chosen = forms.form(form)
         engine_name = choose_engine(self.state.engine, chosen.needs_spark, self.state_bytes)
+        if chosen.needs_spark and engine_name != "spark":
+            raise InvalidArgumentError(f"a {chosen.name} form needs Spark, and this savepoint was opened with "
+                                       f"engine='{self.state.engine}' (never Spark)")
         return chosen.make(self.spark_rows() if engine_name == "spark" else self.embedded_rows())
 
     def to_arrow(self) -> pyarrow.Table:

@@ -148,6 +148,10 @@ def test_errors_are_fstate_errors_on_the_embedded_engine(tmp_path):
         state.table("nope")
     with pytest.raises(InvalidArgumentError, match="--engine must be"):
         fstate.open(str(KEYED), engine="duck")
+    with pytest.raises(InvalidArgumentError, match="spark form needs Spark.*engine='embedded'"):
+        fstate.open(str(KEYED), engine="embedded").table("keyed").to_spark()
+    with pytest.raises(InvalidArgumentError, match="unknown form 'excel'"):
+        fstate.open(str(KEYED)).table("keyed").to("excel")
     with pytest.raises(fstate.SavepointNotFoundError):
         fstate.open(str(tmp_path / "missing"))
 
