@@ -13,7 +13,7 @@ import pytest
 
 import fstate
 from fstate.readers import tables
-from fstate.readers.views import plan_views
+from fstate.readers.views import plan_views, register_views
 from fstate.savepoint.errors import (CorruptStateError, InvalidArgumentError, MissingStateFileError,
                                      SqlError, UnknownOperatorError, from_spark)
 from fstate.savepoint.loader import Savepoint
@@ -231,3 +231,5 @@ def test_errors_inside_spark_are_fstate_errors(spark, tmp_path):
     with pytest.raises(MissingStateFileError, match="state file has 40 bytes") as raised:
         fstate.SavepointReader(str(truncated), spark).keyed("keyed")
     assert raised.value.path == str(path) and "\n" not in str(raised.value)
+    with pytest.raises(MissingStateFileError, match="state file has 40 bytes"):
+        register_views(spark, str(truncated))
