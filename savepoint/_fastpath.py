@@ -26,7 +26,7 @@ from ._compiled import pure_python_forced, speedups as _speedups
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
                     OpaqueType, PickledType, PojoType, RowType, SCALAR_KINDS, Scalar, SetType, TimeWindowType, TimerType,
-                    TtlType, TupleType, TypeInfo, TypeVisitor, visit)
+                    TtlType, TupleType, TypeInfo, PreOrderTypeVisitor, visit)
 from .types.cep import CepType
 from .types.roles import as_timer
 from .types.sorted_map import SortedMapType
@@ -54,7 +54,7 @@ def available() -> bool:
     return _speedups is not None and not pure_python_forced()
 
 
-class FastPathSpecVisitor(TypeVisitor[Any]):
+class FastPathSpecVisitor(PreOrderTypeVisitor[Any]):
     """The C scanner's description of a type (a type code, or a tuple for Tuple, Nullable and TTL),
     or None when the scanner cannot decode it."""
 
@@ -64,16 +64,19 @@ class FastPathSpecVisitor(TypeVisitor[Any]):
     def visit_time_window(self, node: TimeWindowType) -> Any:
         return WINDOW
 
-    def visit_tuple(self, node: TupleType, fields: tuple) -> Any:
-        return None if any(k is None for k in fields) else (TUPLE, fields)
+    def visit_tuple(self, node: TupleType, fields) -> Any:
+        kids = tuple(field() for field in fields)
+        return None if any(k is None for k in kids) else (TUPLE, kids)
 
-    def visit_nullable(self, node: NullableType, inner: Any) -> Any:
-        return None if inner is None else (NULLABLE, node.padding, inner)
+    def visit_nullable(self, node: NullableType, inner) -> Any:
+        spec = inner()
+        return None if spec is None else (NULLABLE, node.padding, spec)
 
-    def visit_ttl(self, node: TtlType, value: Any, timestamp: Any) -> Any:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> Any:
         if node.timestamped:  # TtlValue(user value, timestamp): the Python decoder builds it
             return None
-        return None if value is None else (TTL, value)
+        spec = value()
+        return None if spec is None else (TTL, spec)
 
     # Decoded by their Python decoders (called from the C scanner).
     def visit_row(self, node: RowType, fields) -> Any:

@@ -11,24 +11,24 @@ from .pojo import EnumType, PojoType
 from .scalars import Scalar, TimeWindowType
 from .sorted_map import SortedMapType
 from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
-from .visitor import TypeVisitor, visit
+from .visitor import PreOrderTypeVisitor, visit
 
 
-class ValueHashVisitor(TypeVisitor[bool]):
+class ValueHashVisitor(PreOrderTypeVisitor[bool]):
     """True when ``java_hash`` is defined for every value of the type (Flink's hashCode of the value;
     for fstate's pickled keys, a CRC-32 of the pickle bytes)."""
 
     def visit_scalar(self, node: Scalar) -> bool:
         return node.has_value_hash
 
-    def visit_tuple(self, node: TupleType, fields: tuple[bool, ...]) -> bool:
-        return all(fields)
+    def visit_tuple(self, node: TupleType, fields) -> bool:
+        return all(field() for field in fields)
 
-    def visit_row(self, node: RowType, fields: tuple[bool, ...]) -> bool:
-        return all(fields)
+    def visit_row(self, node: RowType, fields) -> bool:
+        return all(field() for field in fields)
 
-    def visit_nullable(self, node: NullableType, inner: bool) -> bool:
-        return inner
+    def visit_nullable(self, node: NullableType, inner) -> bool:
+        return inner()
 
     def visit_pickled(self, node: PickledType) -> bool:
         return True
@@ -84,8 +84,8 @@ class ValueHashVisitor(TypeVisitor[bool]):
     def visit_raw_value_data(self, node: RawValueDataType, inner) -> bool:
         return False
 
-    def visit_external(self, node: ExternalType, inner: bool) -> bool:
-        return inner
+    def visit_external(self, node: ExternalType, inner) -> bool:
+        return inner()
 
     def visit_sorted_map(self, node: SortedMapType, key, value) -> bool:
         return False

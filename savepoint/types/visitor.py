@@ -131,7 +131,9 @@ def visit(typeinfo: TypeInfo, visitor: "TypeInfoVisitor[Result, Any]") -> Result
         raise MissingVisitorBranchError(
             f"TypeInfo node class {node_class.__qualname__} has no visitor branch "
             f"(visiting with {type(visitor).__qualname__}); add it to fstate.savepoint.types.visitor.BRANCHES")
-    children = CHILDREN.get(node_class, ())
+    children = CHILDREN.get(node_class)
+    if children is None:
+        return getattr(visitor, branch)(typeinfo)
     child = _thunk if visitor.pre_order else _result
     return getattr(visitor, branch)(typeinfo, *[child(getter, typeinfo, visitor) for getter in children])
 
@@ -142,14 +144,14 @@ def _result(getter, node: TypeInfo, visitor):
     return visit(getter(node), visitor)
 
 
-def _visit_got(getter, node: TypeInfo, visitor):
-    return visit(getter(node), visitor)
-
-
 def _thunk(getter, node: TypeInfo, visitor):
     if type(getter) is Many:
         return tuple(None if c is None else partial(visit, c, visitor) for c in getter.get(node))
     return partial(_visit_got, getter, node, visitor)  # the child is looked up when the thunk is called
+
+
+def _visit_got(getter, node: TypeInfo, visitor):
+    return visit(getter(node), visitor)
 
 
 class TypeInfoVisitor(Generic[Result, Child]):
