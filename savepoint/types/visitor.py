@@ -6,11 +6,11 @@ A visitor defines one ``visit_*`` method per node class (:data:`BRANCHES`; a sub
 
 * :class:`TypeVisitor` (post-order): :func:`visit` visits a node's children first and hands their
   results to the node's method, as ``visit_list(node, element)``, ``visit_map(node, key, value)``,
-  ``visit_row(node, fields)`` (a tuple of results);
+  ``visit_row(node, fields)`` (a tuple of results): the Spark and Arrow types, the value converters;
 * :class:`PreOrderTypeVisitor`: the method gets the children as thunks (``Callable[[], Result]``):
   calling one visits that child. A visitor that stops early (a type it cannot name, a POJO whose
   classes are gone), that visits a child with other context (a Spark column's field) or that never
-  looks inside (what a node is) calls them or not, as it needs.
+  looks inside (what a node is) calls them or not, as it needs: all other visitors.
 
 What a node class hands its method besides the node is its entry in :data:`CHILDREN` (the same for
 both bases); a node class without one is a leaf. No visitor calls :func:`visit` on a node's children
