@@ -161,13 +161,15 @@ def test_a_missing_branch_fails_loudly():
                     return node.name
 
     with pytest.raises(TypeError, match="Direct derives from TypeInfoVisitor: derive from TypeVisitor"):
-        type("Direct", (TypeInfoVisitor,), {method: (lambda self, node, *children: node) for method in BRANCHES.values()})
+        type("Direct", (TypeInfoVisitor,), {method: (lambda self, node, *children: node)
+                                            for method in BRANCHES.values()})
 
     class PartialBase(TypeVisitor[str], abstract=True):  # a partial base says so
         def visit_scalar(self, node):
             return node.name
 
-    others = {method: (lambda self, node, *children: "other") for method in BRANCHES.values() if method != "visit_scalar"}
+    others = {method: (lambda self, node, *children: "other")
+              for method in BRANCHES.values() if method != "visit_scalar"}
     complete = type("Complete", (PartialBase,), others)
     assert visit(LONG, complete()) == "Long" and visit(ListType(LONG), complete()) == "other"
     with pytest.raises(TypeError, match="visitor Incomplete has no branch visit_time_window"):
