@@ -236,9 +236,8 @@ def _namespace_columns(states: list) -> tuple[str, list[Column]]:
 
 
 def _key_columns(key_type: TypeInfo, flatten: bool, names: tuple[str, ...] | None = None) -> list[Column]:
-    if flatten and hasattr(key_type, "field_names") and key_type.children:
-        fields = key_type.fields if table_types.part(key_type) == table_types.POJO else list(
-            zip(key_type.field_names, [None] * len(key_type.children), key_type.children))
+    fields = table_types.key_fields(key_type) if flatten else None
+    if fields is not None:
         if names is not None and len(names) == len(fields):  # an SQL key named by the plan
             fields = [(name, None, t) for name, (_, _, t) in zip(names, fields)]
         return [(f"key_{n}", t, True) for n, _, t in fields]
