@@ -52,6 +52,7 @@ S3 = ("needs an S3 endpoint; tests/savepoint/test_remote.py runs info, read, boo
 #: Commands of bash snippets that are not run here, by how they start, and why.
 NOT_RUN = {
     "pip install": "installing is what this test session already stands on",
+    "apt-get install": "installing is what this test session already stands on (.ci/run installs chromium)",
     "pytest": "the test suite itself (this file is part of it)",
     "fstate info s3://": S3,
     "fstate read s3a://": S3,
