@@ -246,7 +246,13 @@ class PlanWriter:
         writer.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type,
                                 parallelism=planned.parallelism, uid_hash=planned.uid_hash, name=planned.name,
                                 event_timers=timer_cols.get("event"), processing_timers=timer_cols.get("processing"))
-        writer.write_operator(builder, writer.operators[0])
+        if spark is None:
+            writer.write_operator(builder, writer.operators[0])
+        else:  # the transforms run here: their runtime errors (a cast that fails) are the query's
+            from ..readers.views import spark_sql_errors
+
+            with spark_sql_errors(["state"]):
+                writer.write_operator(builder, writer.operators[0])
         built = builder.operators.pop(planned.operator_id)
         operator_meta = operator_carry_for_target(view, builder.metadata_version, builder.operator_proxy_version)
         converted = {} if operator_meta is None else reencode_operator(
