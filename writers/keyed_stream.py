@@ -4,7 +4,7 @@ A keyed source's rows (a key, one value per state, timer columns) become canonic
 bytes) pairs by key group (:class:`KeyedEncoding`, the same on a Spark executor and in this process),
 and each subtask's pairs become one canonical key-group stream (:func:`write_subtask_stream`, sorted
 by key group, spilled to a state file past the inline threshold). Spark routes the pairs to their
-subtask with a shuffle (``writer.write_keyed_pairs``); the embedded engine (:func:`write_keyed_rows`)
+subtask with a shuffle (``writer.write_keyed_pairs``); the embedded engine (:func:`write_keyed_batches`)
 puts them into local temporary files by range of key groups (:class:`KeyGroupSpill`) and reads those
 back range after range, so neither holds more than one range in memory. Both write the same bytes:
 pairs are sorted within a key group (``keyed.encode_key_group``) and files are named by content.
@@ -12,7 +12,9 @@ pairs are sorted within a key group (``keyed.encode_key_group``) and files are n
 
 from __future__ import annotations
 
+import collections
 import hashlib
+import itertools
 import os
 import struct
 import tempfile
@@ -51,6 +53,10 @@ class KeyedEncoding:
         naming the column and the value for a row its types cannot hold."""
         max_parallelism, n_states, whats = self.max_parallelism, self.n_states, self.whats
         encoders = [keyed.PairEncoder(self.meta, i, max_parallelism) for i in range(len(self.meta.states))]
+        # states with equal namespace serializers share the key's bytes (made once a row)
+        namespaces: dict[str, int] = {}
+        shared = [namespaces.setdefault(self.meta.states[sid].namespace_type.name, len(namespaces))
+                  for sid in range(n_states)]
         java_hash = self.key_type.java_hash
         for row in rows:
             key = row[0]
@@ -62,12 +68,16 @@ class KeyedEncoding:
                 raise
             except Exception as e:
                 raise row_error(self.key_what, key, e) from None
+            composites: list[bytes | None] = [None] * len(namespaces)
             for sid in range(n_states):
                 value = row[1 + sid]
                 if value is None:
                     continue
                 try:
-                    found = encoders[sid].pairs(kg, key, value)
+                    composite = composites[shared[sid]]
+                    if composite is None:
+                        composite = composites[shared[sid]] = encoders[sid].composite(kg, key)
+                    found = encoders[sid].pairs(kg, key, value, composite=composite)
                 except FStateError:
                     raise
                 except Exception as e:
@@ -200,10 +210,19 @@ class KeyGroupSpill:
         buffer += key
         buffer += value
         if len(buffer) > self.flush_bytes:
-            with open(self._path(index), "ab") as f:
-                f.write(buffer)
-            self.spilled[index] = True
-            buffer.clear()
+            self._flush(index)
+
+    def add_records(self, index: int, records: bytes) -> None:
+        """Records of range ``index`` made by :func:`encode_batch`."""
+        self.buffers[index] += records
+        if len(self.buffers[index]) > self.flush_bytes:
+            self._flush(index)
+
+    def _flush(self, index: int) -> None:
+        with open(self._path(index), "ab") as f:
+            f.write(self.buffers[index])
+        self.spilled[index] = True
+        self.buffers[index].clear()
 
     def groups(self) -> Iterator[tuple[int, dict[int, list]]]:
         unpack = _RECORD.unpack_from
@@ -235,34 +254,72 @@ class KeyGroupSpill:
             self._dir = None
 
 
-def write_keyed_rows(rows: Iterable[tuple], encoding: KeyedEncoding, directory: str, inline_threshold: int,
-                     fs_options=None) -> list[tuple[int, handles.KeyGroupsHandle]]:
-    """The embedded engine's keyed writer: every subtask's stream from ``rows`` (see
-    :class:`KeyedEncoding`), in this process; the same bytes Spark's ``write_keyed_pairs`` writes."""
+def encode_batch(encoding: KeyedEncoding, ranges: int, batch) -> tuple[dict[int, bytes], int]:
+    """One record batch's pairs as :class:`KeyGroupSpill` records by range (a pool worker's task)."""
+    from .arrow_frames import batch_values
+
+    spill = KeyGroupSpill(encoding.max_parallelism, ranges, flush_bytes=1 << 62)
+    for kg, sid, pair in encoding.pairs(zip(*batch_values(batch))):
+        spill.add(kg, sid, pair)
+    return {index: bytes(buffer) for index, buffer in enumerate(spill.buffers) if buffer}, batch.num_rows
+
+
+#: batches encoded in this process before the rest go to a pool (a pool's start costs about a second)
+_BATCHES_HERE = 16
+
+
+def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: str, inline_threshold: int,
+                        fs_options=None, workers: int | None = None) -> list[tuple[int, handles.KeyGroupsHandle]]:
+    """The embedded engine's keyed writer: every subtask's stream from record batches of the columns
+    :func:`encoding_for` names, the same bytes Spark's ``write_keyed_pairs`` writes. The first batches
+    are encoded here; a longer stream's others on a process pool (one worker a core, a few batches in
+    flight each, so memory stays flat), their records spilled here by range of key groups."""
+    from ..savepoint import pool
+
     parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
     check_parallelism(parallelism, max_parallelism)
     spill = KeyGroupSpill(max_parallelism)
     try:
-        add = spill.add
-        for kg, sid, pair in encoding.pairs(rows):
-            add(kg, sid, pair)
-        groups = spill.groups()
-        pending = next(groups, None)
-        written = []
-        for index in range(parallelism):
-            hi = key_group_range(index, parallelism, max_parallelism)[1]
-
-            def mine() -> Iterator[tuple[int, dict[int, list]]]:
-                nonlocal pending
-                while pending is not None and pending[0] <= hi:
-                    yield pending
-                    pending = next(groups, None)
-
-            written.append((index, write_subtask_stream(index, mine(), encoding.meta, parallelism, max_parallelism,
-                                                        directory, inline_threshold, fs_options)))
-        return written
+        batches = iter(batches)
+        for batch in itertools.islice(batches, _BATCHES_HERE):
+            for index, records in encode_batch(encoding, spill.ranges, batch)[0].items():
+                spill.add_records(index, records)
+        first = next(batches, None)
+        count = workers or os.cpu_count() or 1
+        if first is not None:
+            with pool.spawn_pool(count) as executor:
+                pending: collections.deque = collections.deque()
+                for batch in itertools.chain([first], batches):
+                    pending.append(executor.submit(encode_batch, encoding, spill.ranges, batch))
+                    while len(pending) > 2 * count or (pending and pending[0].done()):
+                        for index, records in pending.popleft().result()[0].items():
+                            spill.add_records(index, records)
+                while pending:
+                    for index, records in pending.popleft().result()[0].items():
+                        spill.add_records(index, records)
+        return _write_spilled(spill, encoding, directory, inline_threshold, fs_options)
     finally:
         spill.close()
+
+
+def _write_spilled(spill: KeyGroupSpill, encoding: KeyedEncoding, directory: str, inline_threshold: int,
+                   fs_options) -> list[tuple[int, handles.KeyGroupsHandle]]:
+    parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
+    groups = spill.groups()
+    pending = next(groups, None)
+    written = []
+    for index in range(parallelism):
+        hi = key_group_range(index, parallelism, max_parallelism)[1]
+
+        def mine() -> Iterator[tuple[int, dict[int, list]]]:
+            nonlocal pending
+            while pending is not None and pending[0] <= hi:
+                yield pending
+                pending = next(groups, None)
+
+        written.append((index, write_subtask_stream(index, mine(), encoding.meta, parallelism, max_parallelism,
+                                                    directory, inline_threshold, fs_options)))
+    return written
 
 
 def encoding_for(meta: keyed.KeyedBackendMeta, key_type: TypeInfo, states: list[Any], event_timers: str | None,

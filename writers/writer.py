@@ -33,7 +33,7 @@ from ..savepoint.types import roles
 from ..savepoint.types.hashing import check_parallelism
 from ..savepoint.types.key_hash import has_value_hash
 from .flink_target import state_meta_for_target, type_for_target
-from .keyed_stream import encoding_for, write_keyed_rows, write_subtask_stream
+from .keyed_stream import encoding_for, write_keyed_batches, write_subtask_stream
 from .spec import from_spark, parse_type
 from .validation import check_column, check_timer_column, require_column, row_error
 
@@ -368,10 +368,8 @@ def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int,
     meta = keyed_backend_meta(part)
     encoding, columns = encoding_for(meta, part.key_type, part.states, part.event_timers, part.processing_timers,
                                      part.what, part.key, parallelism, max_parallelism)
-    if not hasattr(part.df, "rdd"):  # an Arrow source: the embedded engine, in this process
-        from .arrow_frames import frame_rows
-
-        return write_keyed_rows(frame_rows(part.df, columns), encoding, directory, inline_threshold, fs_options)
+    if not hasattr(part.df, "rdd"):  # an Arrow source: the embedded engine, on this machine
+        return write_keyed_batches(part.df.open(columns), encoding, directory, inline_threshold, fs_options)
 
     def to_pairs(rows):
         subtask_of = encoding.subtask_of

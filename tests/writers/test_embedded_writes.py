@@ -13,8 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from fstate.cli.app import app
+from fstate.readers import engine as engine_module
 from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
+from fstate.writers import keyed_stream
 from fstate.writers.modify import SavepointModifier
 from tests.flink.harness import tree_hash
 from tests.support import ROOT, sample_snapshot
@@ -127,12 +129,18 @@ def _cli(*args: str):
 
 
 @pytest.mark.spark
-def test_bootstrap_gives_the_same_bytes_on_both_engines(spark, tmp_path):
+def test_bootstrap_gives_the_same_bytes_on_both_engines(spark, tmp_path, monkeypatch):
     spec = _sources(tmp_path)
     for engine in ("embedded", "spark"):
         res = _cli("bootstrap", "--spec", str(spec), "--out", str(tmp_path / engine), "--engine", engine)
         assert res.exit_code == 0, res.output
     assert tree_hash(tmp_path / "embedded") == tree_hash(tmp_path / "spark")
+    # small batches: most of them encoded on the process pool
+    monkeypatch.setattr(engine_module, "BATCH_ROWS", 100)
+    monkeypatch.setattr(keyed_stream, "_BATCHES_HERE", 2)
+    res = _cli("bootstrap", "--spec", str(spec), "--out", str(tmp_path / "pool"), "--engine", "embedded")
+    assert res.exit_code == 0, res.output
+    assert tree_hash(tmp_path / "pool") == tree_hash(tmp_path / "spark")
     written = Savepoint.open(str(tmp_path / "embedded"))
     counter = {r[0]: r[1:] for r in tables.keyed_table(written.operator("counter")).rows()}
     assert len(counter) == 3000 and counter["user-3"] == (3, None) and counter["user-1"] == (1, ["e1", "ü"])
