@@ -186,8 +186,8 @@ _RECORD = struct.Struct(">HHII")  # key group, state id, key length, value lengt
 
 class KeyGroupSpill:
     """Encoded pairs by key group: each range of key groups in a buffer, appended to a local temporary
-    file whenever the buffer passes ``flush_bytes``; :meth:`groups` reads them back range after range
-    (one range in memory at a time), in ascending key-group order."""
+    file whenever the buffer passes ``flush_bytes``; :func:`spilled_groups` reads them back range after
+    range (one range in memory at a time), in ascending key-group order."""
 
     def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int = 1 << 16):
         self.max_parallelism = max_parallelism
@@ -224,34 +224,56 @@ class KeyGroupSpill:
         self.spilled[index] = True
         self.buffers[index].clear()
 
-    def groups(self) -> Iterator[tuple[int, dict[int, list]]]:
-        unpack = _RECORD.unpack_from
-        size = _RECORD.size
+    def files(self) -> list[str | None]:
+        """Every range's records in its file (None: a range without any), buffers emptied."""
+        out: list[str | None] = []
         for index in range(self.ranges):
-            data = self.buffers[index]
-            if self.spilled[index]:
-                with open(self._path(index), "rb") as f:
-                    data = f.read() + data
-                os.unlink(self._path(index))
-            self.buffers[index] = bytearray()
-            by_group: dict[int, dict[int, list]] = {}
-            view = memoryview(data)
-            pos, end = 0, len(data)
-            while pos < end:
-                kg, sid, key_length, value_length = unpack(data, pos)
-                pos += size
-                key = bytes(view[pos:pos + key_length])
-                pos += key_length
-                by_group.setdefault(kg, {}).setdefault(sid, []).append((key, bytes(view[pos:pos + value_length])))
-                pos += value_length
-            del view, data
-            for kg in sorted(by_group):
-                yield kg, by_group.pop(kg)
+            if self.buffers[index]:
+                self._flush(index)
+            out.append(self._path(index) if self.spilled[index] else None)
+        return out
 
     def close(self) -> None:
         if self._dir is not None:
             self._dir.cleanup()
             self._dir = None
+
+
+def spilled_groups(files: list[str | None], max_parallelism: int, lo: int, hi: int
+                   ) -> Iterator[tuple[int, dict[int, list]]]:
+    """Key groups ``lo..hi`` of a spill's range ``files`` (:meth:`KeyGroupSpill.files`), in ascending
+    order, one range in memory at a time."""
+    unpack = _RECORD.unpack_from
+    size = _RECORD.size
+    ranges = len(files)
+    for index in range(lo * ranges // max_parallelism, hi * ranges // max_parallelism + 1):
+        if files[index] is None:
+            continue
+        with open(files[index], "rb") as f:
+            data = f.read()
+        by_group: dict[int, dict[int, list]] = {}
+        view = memoryview(data)
+        pos, end = 0, len(data)
+        while pos < end:
+            kg, sid, key_length, value_length = unpack(data, pos)
+            pos += size
+            if lo <= kg <= hi:
+                key = bytes(view[pos:pos + key_length])
+                by_group.setdefault(kg, {}).setdefault(sid, []).append(
+                    (key, bytes(view[pos + key_length:pos + key_length + value_length])))
+            pos += key_length + value_length
+        del view, data
+        for kg in sorted(by_group):
+            yield kg, by_group.pop(kg)
+
+
+def write_spilled_subtask(files: list[str | None], encoding: KeyedEncoding, index: int, directory: str,
+                          inline_threshold: int, fs_options=None) -> handles.KeyGroupsHandle:
+    """Subtask ``index``'s stream from a spill's range files (a pool worker's task)."""
+    parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
+    lo, hi = key_group_range(index, parallelism, max_parallelism)
+    return write_subtask_stream(index, spilled_groups(files, max_parallelism, lo, hi), encoding.meta, parallelism,
+                                max_parallelism, directory, inline_threshold, fs_options)
 
 
 def encode_batch(encoding: KeyedEncoding, ranges: int, batch) -> tuple[dict[int, bytes], int]:
@@ -273,7 +295,8 @@ def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: s
     """The embedded engine's keyed writer: every subtask's stream from record batches of the columns
     :func:`encoding_for` names, the same bytes Spark's ``write_keyed_pairs`` writes. The first batches
     are encoded here; a longer stream's others on a process pool (one worker a core, a few batches in
-    flight each, so memory stays flat), their records spilled here by range of key groups."""
+    flight each, so memory stays flat), their records spilled here by range of key groups, and then
+    each subtask's stream is written there from the spill's files."""
     from ..savepoint import pool
 
     parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
@@ -285,41 +308,27 @@ def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: s
             for index, records in encode_batch(encoding, spill.ranges, batch)[0].items():
                 spill.add_records(index, records)
         first = next(batches, None)
+        if first is None:  # a short stream: written here
+            files = spill.files()
+            return [(index, write_spilled_subtask(files, encoding, index, directory, inline_threshold, fs_options))
+                    for index in range(parallelism)]
         count = workers or os.cpu_count() or 1
-        if first is not None:
-            with pool.spawn_pool(count) as executor:
-                pending: collections.deque = collections.deque()
-                for batch in itertools.chain([first], batches):
-                    pending.append(executor.submit(encode_batch, encoding, spill.ranges, batch))
-                    while len(pending) > 2 * count or (pending and pending[0].done()):
-                        for index, records in pending.popleft().result()[0].items():
-                            spill.add_records(index, records)
-                while pending:
+        with pool.spawn_pool(count) as executor:
+            pending: collections.deque = collections.deque()
+            for batch in itertools.chain([first], batches):
+                pending.append(executor.submit(encode_batch, encoding, spill.ranges, batch))
+                while len(pending) > 2 * count or (pending and pending[0].done()):
                     for index, records in pending.popleft().result()[0].items():
                         spill.add_records(index, records)
-        return _write_spilled(spill, encoding, directory, inline_threshold, fs_options)
+            while pending:
+                for index, records in pending.popleft().result()[0].items():
+                    spill.add_records(index, records)
+            files = spill.files()
+            futures = [executor.submit(write_spilled_subtask, files, encoding, index, directory, inline_threshold,
+                                       fs_options) for index in range(parallelism)]
+            return [(index, future.result()) for index, future in enumerate(futures)]
     finally:
         spill.close()
-
-
-def _write_spilled(spill: KeyGroupSpill, encoding: KeyedEncoding, directory: str, inline_threshold: int,
-                   fs_options) -> list[tuple[int, handles.KeyGroupsHandle]]:
-    parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
-    groups = spill.groups()
-    pending = next(groups, None)
-    written = []
-    for index in range(parallelism):
-        hi = key_group_range(index, parallelism, max_parallelism)[1]
-
-        def mine() -> Iterator[tuple[int, dict[int, list]]]:
-            nonlocal pending
-            while pending is not None and pending[0] <= hi:
-                yield pending
-                pending = next(groups, None)
-
-        written.append((index, write_subtask_stream(index, mine(), encoding.meta, parallelism, max_parallelism,
-                                                    directory, inline_threshold, fs_options)))
-    return written
 
 
 def encoding_for(meta: keyed.KeyedBackendMeta, key_type: TypeInfo, states: list[Any], event_timers: str | None,
