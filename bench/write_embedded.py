@@ -32,6 +32,8 @@ sys.path.insert(0, str(HERE))
 from read_keyed import ROOT, _load, _timed  # noqa: E402
 
 TRANSFORM = "bench-keyed:count=SELECT key, count * 2 AS count FROM state"
+#: the fstate command of this interpreter's environment (a worktree's venv), else the one on PATH
+FSTATE = str(Path(sys.executable).parent / "fstate") if (Path(sys.executable).parent / "fstate").exists() else "fstate"
 
 
 def tree_digest(root: Path) -> str:
@@ -59,12 +61,14 @@ def parquet_source(records: int, work: Path) -> Path:
 
     path = work / f"bootstrap-{records}.parquet"
     if not path.exists():
-        with pyarrow.parquet.ParquetWriter(path, pyarrow.schema([("key", pyarrow.string()), ("count", pyarrow.int64()),
+        part = path.with_suffix(".part")
+        with pyarrow.parquet.ParquetWriter(part, pyarrow.schema([("key", pyarrow.string()), ("count", pyarrow.int64()),
                                                                  ("recent", pyarrow.list_(pyarrow.string()))])) as out:
             for start in range(0, records, 100_000):
                 ids = range(start, min(records, start + 100_000))
                 out.write_table(pyarrow.table({"key": [f"key-{i}" for i in ids], "count": list(ids),
                                                "recent": [[f"e{i}", f"f{i}", f"g{i}"] for i in ids]}))
+        part.rename(path)  # complete or absent
     return path
 
 
@@ -89,9 +93,9 @@ def main() -> None:
             out = work / f"{command}-{engine}-{a.records}"
             shutil.rmtree(out, ignore_errors=True)
             if command == "modify":
-                cmd = ["fstate", "modify", str(savepoint), "--out", str(out), "--transform", TRANSFORM]
+                cmd = [FSTATE, "modify", str(savepoint), "--out", str(out), "--transform", TRANSFORM]
             else:
-                cmd = ["fstate", "bootstrap", "--spec", str(spec), "--out", str(out)]
+                cmd = [FSTATE, "bootstrap", "--spec", str(spec), "--out", str(out)]
             cmd += ["--engine", engine] + (["--master", a.master] if engine == "spark" else [])
             seconds, peak = _timed(cmd)
             results[command, engine] = (seconds, peak, tree_digest(out))

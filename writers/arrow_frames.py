@@ -33,11 +33,13 @@ Opener = Callable[[list[str]], Iterator[pyarrow.RecordBatch]]
 class ArrowFrame:
     """Columns and a way to stream their record batches (``open(columns)``, as often as needed)."""
 
-    def __init__(self, arrow_schema: pyarrow.Schema, opener: Opener, keep: Any = None):
+    def __init__(self, arrow_schema: pyarrow.Schema, opener: Opener, keep: Any = None, size: int | None = None):
         self.arrow_schema = arrow_schema
         self._opener = opener
         self._keep = keep  # what the batches are read from (a DuckDB connection), kept alive with the frame
         self._spark_schema = None
+        #: bytes of what the batches are made from (files, state), when known: how much work a write is
+        self.size = size
 
     @property
     def columns(self) -> list[str]:
@@ -102,7 +104,8 @@ def dataset_frame(dataset: pyarrow.dataset.Dataset, schema: pyarrow.Schema | Non
         for batch in dataset.to_batches(columns=columns, batch_size=engine.BATCH_ROWS):
             yield batch if batch.schema.equals(target) else batch.cast(target)
 
-    return ArrowFrame(schema, opener, dataset)
+    files = getattr(dataset, "files", None) or []
+    return ArrowFrame(schema, opener, dataset, sum(os.path.getsize(f) for f in files if os.path.isfile(f)) or None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -356,7 +359,7 @@ class SqlSession:
         return relation_frame(self.relation(self.duckdb_sql(text)), self.views, self.connection)
 
 
-def relation_frame(relation, views: dict[str, str], connection) -> ArrowFrame:
+def relation_frame(relation, views: dict[str, str], connection, size: int | None = None) -> ArrowFrame:
     """A DuckDB relation as a frame (each ``open`` runs it anew, streaming its result)."""
     from ..readers.engine_sql import duckdb_errors
 
@@ -368,7 +371,7 @@ def relation_frame(relation, views: dict[str, str], connection) -> ArrowFrame:
         with duckdb_errors(views):
             yield from _reader(projected)
 
-    return ArrowFrame(schema, opener, connection)
+    return ArrowFrame(schema, opener, connection, size)
 
 
 def _reader(relation) -> pyarrow.RecordBatchReader:

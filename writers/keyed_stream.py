@@ -291,10 +291,12 @@ _BATCHES_HERE = 16
 
 
 def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: str, inline_threshold: int,
-                        fs_options=None, workers: int | None = None) -> list[tuple[int, handles.KeyGroupsHandle]]:
+                        fs_options=None, workers: int | None = None, size: int | None = None
+                        ) -> list[tuple[int, handles.KeyGroupsHandle]]:
     """The embedded engine's keyed writer: every subtask's stream from record batches of the columns
     :func:`encoding_for` names, the same bytes Spark's ``write_keyed_pairs`` writes. The first batches
-    are encoded here; a longer stream's others on a process pool (one worker a core, a few batches in
+    are encoded here (none of a source of more than ``pool.SMALL_BYTES``); a longer stream's others on a
+    process pool (one worker a core, a few batches in
     flight each, so memory stays flat), their records spilled here by range of key groups, and then
     each subtask's stream is written there from the spill's files."""
     from ..savepoint import pool
@@ -304,7 +306,9 @@ def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: s
     spill = KeyGroupSpill(max_parallelism)
     try:
         batches = iter(batches)
-        for batch in itertools.islice(batches, _BATCHES_HERE):
+        # a source known to be large (``size`` bytes) goes to the pool at once
+        here = _BATCHES_HERE if size is None or size < pool.SMALL_BYTES else 0
+        for batch in itertools.islice(batches, here):
             for index, records in encode_batch(encoding, spill.ranges, batch)[0].items():
                 spill.add_records(index, records)
         first = next(batches, None)

@@ -30,6 +30,9 @@ from ..readers.planning import build_table
 from ..savepoint.errors import InvalidArgumentError
 from .arrow_frames import ArrowFrame, SqlSession, relation_frame
 
+#: what DuckDB may hold in memory while it runs the transforms (beyond it, its joins spill to disk)
+MEMORY_LIMIT = "1GB"
+
 #: the views a transform's query can read
 VIEWS = {"state": "the state's key and value"}
 
@@ -56,6 +59,13 @@ class EmbeddedTransform:
         self.session = SqlSession()
         self.connection = self.session.connection
         self._dir = tempfile.TemporaryDirectory(prefix="fstate-transform-")
+        #: bytes of state the transforms read
+        self.state_bytes = 0
+        # the joins may spill to disk rather than grow past a bound; rows in any order (the writer sorts)
+        escaped = os.path.join(self._dir.name, "duckdb").replace("'", "''")
+        self.connection.execute(f"SET temp_directory = '{escaped}'")
+        self.connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        self.connection.execute("SET preserve_insertion_order = false")
 
     def close(self) -> None:
         self._dir.cleanup()
@@ -68,6 +78,7 @@ class EmbeddedTransform:
         for _ in engine.map_partitions(table, _ipc_task, arguments=[(path,) for path in paths]):
             pass
         source = pyarrow.dataset.dataset(paths, format="ipc", schema=schema) if paths else schema.empty_table()
+        self.state_bytes += engine.table_bytes(table)
         name = f"__fstate_{kind}"
         self.connection.register(name, source)
         return name
@@ -120,5 +131,6 @@ class EmbeddedTransform:
                 f"CREATE VIEW __fstate_with_timers AS SELECT COALESCE(d.key, m.key) AS key, d.* EXCLUDE (key), "
                 f"{columns} FROM {_quoted(current)} d FULL OUTER JOIN __fstate_timer_lists m ON d.key = m.key")
             current = "__fstate_with_timers"
-        frame = relation_frame(self.connection.sql(f"SELECT * FROM {_quoted(current)}"), VIEWS, self.connection)
+        frame = relation_frame(self.connection.sql(f"SELECT * FROM {_quoted(current)}"), VIEWS, self.connection,
+                               self.state_bytes)
         return frame, types, timer_columns

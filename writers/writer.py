@@ -369,7 +369,8 @@ def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int,
     encoding, columns = encoding_for(meta, part.key_type, part.states, part.event_timers, part.processing_timers,
                                      part.what, part.key, parallelism, max_parallelism)
     if not hasattr(part.df, "rdd"):  # an Arrow source: the embedded engine, on this machine
-        return write_keyed_batches(part.df.open(columns), encoding, directory, inline_threshold, fs_options)
+        return write_keyed_batches(part.df.open(columns), encoding, directory, inline_threshold, fs_options,
+                                   size=part.df.size)
 
     def to_pairs(rows):
         subtask_of = encoding.subtask_of
