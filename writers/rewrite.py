@@ -278,8 +278,12 @@ def _transformed_on_spark(spark, base, view, transforms, kinds: list[str]):
                              fs_options=base.fs_options)
     df = reader.keyed(view.uid_hash, flatten=False)  # transforms see one key column
     types = []
+    transformed: set[str] = set()
     for t in transforms:
-        sub = df.select("key", t.state)
+        # a state's first transform reads a scan of its own: a key filter its query pushes down into a
+        # scan the table shares would leave out the other keys' other states too
+        sub = (df if t.state in transformed else reader.keyed(view.uid_hash, flatten=False)).select("key", t.state)
+        transformed.add(t.state)
         if t.sql is not None:
             sub.createOrReplaceTempView("state")
             with spark_sql_errors(["state"]):
