@@ -49,9 +49,18 @@ class ArrowFrame:
     def schema(self):
         """The Spark StructType these columns stand for (pyspark's types only: no JVM)."""
         if self._spark_schema is None:
-            from pyspark.sql.pandas.types import from_arrow_schema
+            from pyspark.sql.pandas.types import from_arrow_type
+            from pyspark.sql.types import StructField, StructType
 
-            self._spark_schema = from_arrow_schema(self.arrow_schema, prefer_timestamp_ntz=True)
+            fields = []
+            for field in self.arrow_schema:
+                try:
+                    fields.append(StructField(field.name, from_arrow_type(field.type, prefer_timestamp_ntz=True),
+                                              nullable=field.nullable))
+                except (TypeError, NotImplementedError):
+                    raise InvalidArgumentError(f"column '{field.name}' is of type {field.type}, which has no Spark "
+                                               "SQL type to write state from (cast it)") from None
+            self._spark_schema = StructType(fields)
         return self._spark_schema
 
     def open(self, columns: list[str] | None = None) -> Iterator[pyarrow.RecordBatch]:
