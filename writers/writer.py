@@ -10,6 +10,9 @@
 Executors encode and write the state files (one per subtask) into a temporary directory next to
 the target (for s3://, gs://, hdfs:// targets: under the final prefix, through savepoint/io/);
 the driver only gathers their handles and writes `_metadata` last, then renames (locally).
+Sources that are not Spark DataFrames (the embedded engine's Arrow frames, writers/arrow_frames.py;
+Python lists and dicts) are written on this machine without Spark (writers/keyed_stream.py), the same
+bytes.
 """
 
 from __future__ import annotations
@@ -289,7 +292,8 @@ class SavepointWriter:
         b = builder.operator(op.uid, uid_hash=op.uid_hash, parallelism=p, max_parallelism=op.max_parallelism,
                              name=op.name)
         if op.keyed is not None:
-            for subtask, handle in write_keyed(None if here else self.spark, op.keyed, p, op.max_parallelism, builder.temp_dir,
+            spark = None if here else self.spark
+            for subtask, handle in write_keyed(spark, op.keyed, p, op.max_parallelism, builder.temp_dir,
                                                self.inline_threshold, builder.fs_options):
                 b.subtask(subtask).managed_keyed = handle
         if op.operator_states:
@@ -298,7 +302,8 @@ class SavepointWriter:
                                                      builder.operator_proxy_version, builder.fs_options)
             else:
                 written = write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
-                                                self.inline_threshold, builder.operator_proxy_version, builder.fs_options)
+                                                self.inline_threshold, builder.operator_proxy_version,
+                                                builder.fs_options)
             for subtask, handle in written:
                 b.subtask(subtask).managed_operator = handle
 
