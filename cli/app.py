@@ -13,7 +13,7 @@ import warnings
 import typer
 from rich.markup import escape
 
-from . import inspect, read, write
+from . import inspect, read, sizes, write
 from ..savepoint.errors import FStateWarning
 from .console import err, out, set_debug
 from .help import ConventionalCommand, ConventionalGroup
@@ -72,7 +72,7 @@ def _warnings_as_lines() -> None:
 
 
 for command in (inspect.info, read.read, write.bootstrap, read.sql, inspect.views, read.diff, inspect.verify,
-                write.modify, write.upgrade, inspect.deps, write.relocate):
+                write.modify, write.upgrade, inspect.deps, write.relocate, sizes.sizes):
     app.command(cls=ConventionalCommand)(command)
 
 

@@ -4,21 +4,19 @@ top-level ``--debug`` prints the full trace first."""
 
 from __future__ import annotations
 
-import re
 import sys
 import traceback
 from contextlib import contextmanager
 
 from rich.console import Console
 
-from ..savepoint.errors import FStateError
+from ..savepoint.errors import FStateError, from_spark
 
 # Wide enough for uid hashes and types when the output is a file or a pipe, not a terminal.
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 220)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_BAD_INPUT = 2
-_WORKER_ERROR = re.compile(r"fstate\.savepoint\.errors\.(\w+): (.+)")
 #: Spark's own log level in the CLI's session: its ERROR lines repeat a worker's traceback (shown
 #: once, with --debug) before the one-line error.
 SPARK_LOG_LEVEL, SPARK_DEBUG_LOG_LEVEL = "OFF", "WARN"
@@ -47,11 +45,10 @@ def fail(message: str) -> None:
 
 
 def error_from_spark(exc: BaseException) -> str | None:
-    """An fstate error raised inside a Spark worker arrives wrapped in Spark's exception text (a
-    Py4JJavaError or PySpark's PythonException, with the Python traceback and Java stack inside): its
-    last ``fstate.savepoint.errors.X: message`` line, the one the worker raised."""
-    found = _WORKER_ERROR.findall(str(exc))
-    return found[-1][1].strip() if found else None
+    """The one-line message of the fstate error raised inside a Spark worker that ``exc`` (Spark's
+    exception around it) carries (:func:`..savepoint.errors.from_spark`), or None."""
+    error = from_spark(exc)
+    return str(error) if error is not None else None
 
 
 def _show_trace() -> None:

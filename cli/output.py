@@ -91,6 +91,14 @@ class Output(ABC):
     def registered_views(self, registered: dict[str, str]) -> None:
         """`fstate sql --views`: view name → what it holds (shown before the query's rows)."""
 
+    @abstractmethod
+    def sizes(self, data: dict) -> None:
+        """`fstate sizes PATH`: ``readers.sizes.SizesReport.to_dict()``."""
+
+    @abstractmethod
+    def sizes_growth(self, data: dict) -> None:
+        """`fstate sizes OLD NEW`: ``readers.sizes_growth.GrowthReport.to_dict()``."""
+
     def message(self, text: str) -> None:
         """A status line (rich markup allowed), on stderr."""
         err.print(text)
@@ -229,6 +237,102 @@ class TableOutput(Output):
     def registered_views(self, registered: dict[str, str]) -> None:
         self.table(("view", "holds"), sorted(registered.items()), title="views")
 
+    def sizes(self, data: dict) -> None:
+        _show_sizes(self, data)
+
+    def sizes_growth(self, data: dict) -> None:
+        _show_growth(self, data)
+
+
+# `fstate sizes` on the terminal: tables with inline bars
+
+BAR_WIDTH = 24
+
+
+def _bar(value: float, largest: float, style: str = "blue") -> Text:
+    """An inline bar ``value / largest`` of :data:`BAR_WIDTH` cells (eighths of a cell)."""
+    if largest <= 0 or value <= 0:
+        return Text("")
+    eighths = max(1, round(BAR_WIDTH * 8 * value / largest))
+    full, rest = divmod(eighths, 8)
+    return Text("█" * full + (" ▏▎▍▌▋▊▉"[rest] if rest else ""), style=style)
+
+
+def _bytes(n: float) -> str:
+    return human_bytes(int(round(n)))
+
+
+def _sql_name(sql: dict | None) -> str:
+    """An SQL operator as ``kind`` (``kind #node`` when its node id is known)."""
+    if not sql:
+        return "-"
+    return sql["kind"] + (f" #{sql['node_id']}" if sql.get("node_id") is not None else "")
+
+
+def _show_sizes(output: "TableOutput", data: dict) -> None:
+    operators = data["operators"]
+    out.print(f"[bold]{data['path']}[/]: {human_bytes(data['handle_bytes'])} of state in its handles, "
+              f"{human_bytes(data['keyed_bytes'])} of keyed entries")
+    holding = [op for op in operators if op["handle_bytes"] or op["states"]]
+    largest = max((op["handle_bytes"] for op in holding), default=0)
+    output.table(("operator", "sql", "par", "max par", "state (handles)", "", "keyed entries", "entries"),
+                 [(op["uid"] or op["uid_hash"], _sql_name(op.get("sql")), str(op["parallelism"]),
+                   str(op["max_parallelism"]), human_bytes(op["handle_bytes"]), _bar(op["handle_bytes"], largest),
+                   human_bytes(op["keyed_bytes"]), f"{op['entries']:,}") for op in holding],
+                 title="Operators holding state" + (f" ({len(operators) - len(holding)} more hold none)"
+                                                    if len(holding) < len(operators) else ""))
+    keyed = [op for op in operators if op["states"]]
+    rows = []
+    largest = max((s["bytes"] for op in keyed for s in op["states"]), default=0)
+    for op in keyed:
+        for s in op["states"]:
+            ttl = s["ttl"]
+            expired = (f"{ttl['expired_entries']:,} / {human_bytes(ttl['expired_bytes'])}"
+                       if ttl and op["ttl_ms"] else ("TTL (--ttl to count expired)" if ttl else "-"))
+            rows.append((op["uid"] or op["uid_hash"], s["name"], s["kind"], human_bytes(s["bytes"]),
+                         _bar(s["bytes"], largest), f"{s['entries']:,}", f"{s['keys']:,}", f"{s['elements']:,}",
+                         expired))
+    output.table(("operator", "state", "kind", "bytes", "", "entries", "keys", "elements", "expired"), rows,
+                 title="Keyed states (bytes of their entries)")
+    for op in keyed:
+        name = op["uid"] or op["uid_hash"]
+        skews = [("subtasks", op["subtask_skew"]), ("key groups", op["key_group_skew"])]
+        output.table(("over", "max", "mean", "p99", "max / mean", "heaviest (index: bytes)"),
+                     [(what, _bytes(k["max"]), _bytes(k["mean"]), _bytes(k["p99"]), f"{k['max_over_mean']:.2f}",
+                       ", ".join(f"{h['index']}: {human_bytes(h['bytes'])}" for h in k["heaviest"][:5]))
+                      for what, k in skews], title=f"{name}: skew")
+        top = max((p["max"] for p in op["rescale"]), default=0)
+        output.table(("parallelism", "max subtask", "", "mean", "max / mean", ""),
+                     [(str(p["parallelism"]), _bytes(p["max"]), _bar(p["max"], top), _bytes(p["mean"]),
+                       f"{p['max_over_mean']:.2f}",
+                       "best" if p["parallelism"] == op["best_parallelism"] else
+                       ("now" if p["parallelism"] == op["parallelism"] else "")) for p in op["rescale"]],
+                     title=f"{name}: rescale preview (state per subtask)")
+        for s in op["states"]:
+            for top_list, measure in (("top_by_bytes", "bytes"), ("top_by_elements", "elements")):
+                items = s[top_list]
+                if not items:
+                    continue
+                most = items[0][measure]
+                output.table(("key", "key group", "bytes", "entries", "elements", ""),
+                             [(k["key"], str(k["key_group"]), human_bytes(k["bytes"]), f"{k['entries']:,}",
+                               f"{k['elements']:,}", _bar(k[measure], most)) for k in items],
+                             title=f"{name}/{s['name']}: largest keys by {measure}")
+
+
+def _show_growth(output: "TableOutput", data: dict) -> None:
+    out.print(f"[bold]{data['old']}[/] → [bold]{data['new']}[/]")
+    for part, columns in (("operators", ("operator",)), ("states", ("operator", "state")),
+                          ("keys", ("operator", "state", "key"))):
+        rows = data[part]
+        largest = max((abs(g["growth"]) for g in rows), default=0)
+        output.table(columns + ("old", "new", "growth", "", "old entries", "new entries"),
+                     [tuple(g[c] for c in columns) + (human_bytes(g["old_bytes"]), human_bytes(g["new_bytes"]),
+                      ("+" if g["growth"] >= 0 else "-") + human_bytes(abs(g["growth"])),
+                      _bar(abs(g["growth"]), largest, "red" if g["growth"] > 0 else "green"),
+                      f"{g['old_entries']:,}", f"{g['new_entries']:,}") for g in rows],
+                     title=f"{part} by growth")
+
 
 class JsonOutput(Output):
     """JSON on stdout: one document per command, or one object per line for rows (`read`, `sql`)."""
@@ -267,6 +371,12 @@ class JsonOutput(Output):
     def registered_views(self, registered: dict[str, str]) -> None:
         # stdout carries only the query's rows (one JSON object each); the view list goes beside them
         err.print(json.dumps({"views": registered}, ensure_ascii=False), soft_wrap=True, markup=False)
+
+    def sizes(self, data: dict) -> None:
+        self.document(data)
+
+    def sizes_growth(self, data: dict) -> None:
+        self.document(data)
 
 
 # What --output accepts. The first is the default.

@@ -20,10 +20,9 @@ from typing import Any, Callable
 import pyarrow
 
 from ..savepoint.errors import FStateError
-from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
-                               NullableType, OpaquePickle, OpaqueType, PickledType, PojoType, RowType, Scalar,
-                               SetType, TimeWindowType, TimerType, TTL_FIELDS, TtlType, TupleType, TypeInfo,
-                               TypeInfoVisitor, visit)
+from ..savepoint.types import (EitherType, EnumType, ListType, MapType, NullableType, OpaquePickle, OpaqueType,
+                               PickledType, PojoType, RowType, Scalar, TimeWindowType, TimerType, TTL_FIELDS, TtlType,
+                               TupleType, TypeInfo, TypeVisitor, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.sorted_map import SortedMapType
@@ -34,11 +33,11 @@ from ..savepoint.types.arrow_types import (LOCAL_TIMESTAMP, SCALAR_TYPES, TIME, 
                                            array_type as _array)
 
 
-def _struct(names, children, visitor) -> pyarrow.DataType:
-    return pyarrow.struct([pyarrow.field(name, visit(child, visitor), True) for name, child in zip(names, children)])
+def _struct(names, fields) -> pyarrow.DataType:
+    return pyarrow.struct([pyarrow.field(name, t, True) for name, t in zip(names, fields)])
 
 
-class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
+class ArrowTypeVisitor(TypeVisitor[pyarrow.DataType]):
     """The Arrow type of a TypeInfo's values (as decoded, after :class:`ValueConverterVisitor`)."""
 
     def visit_scalar(self, node: Scalar) -> pyarrow.DataType:
@@ -52,42 +51,35 @@ class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
         return pyarrow.struct([pyarrow.field("start", pyarrow.int64(), False),
                                pyarrow.field("end", pyarrow.int64(), False)])
 
-    def visit_tuple(self, node: TupleType) -> pyarrow.DataType:
-        return _struct(node.field_names, node.children, self)
+    def visit_tuple(self, node: TupleType, fields) -> pyarrow.DataType:
+        return _struct(node.field_names, fields)
 
-    def visit_row(self, node: RowType) -> pyarrow.DataType:
-        return _struct(node.field_names, node.children, self)
+    def visit_row(self, node: RowType, fields) -> pyarrow.DataType:
+        return _struct(node.field_names, fields)
 
-    def visit_either(self, node: EitherType) -> pyarrow.DataType:
-        return _struct(node.field_names, node.children, self)
+    def visit_either(self, node: EitherType, fields) -> pyarrow.DataType:
+        return _struct(node.field_names, fields)
 
-    def visit_pojo(self, node: PojoType) -> pyarrow.DataType:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> pyarrow.DataType:
         if not node.decodable:
             return pyarrow.binary()
-        return _struct([name for name, _, _ in node.fields], [t for _, _, t in node.fields], self)
+        return _struct(node.field_names, fields)
 
-    def visit_list(self, node: ListType) -> pyarrow.DataType:
-        return _array(visit(node.element, self), True)
+    def visit_list(self, node: ListType, element) -> pyarrow.DataType:
+        return _array(element, True)
 
-    def visit_array_list(self, node: ArrayListType) -> pyarrow.DataType:
-        return self.visit_list(node)
+    visit_array_list = visit_set = visit_generic_array = visit_list
 
-    def visit_set(self, node: SetType) -> pyarrow.DataType:
-        return self.visit_list(node)
+    def visit_map(self, node: MapType, key, value) -> pyarrow.DataType:
+        return pyarrow.map_(key, pyarrow.field("value", value, True))
 
-    def visit_generic_array(self, node: GenericArrayType) -> pyarrow.DataType:
-        return _array(visit(node.children[0], self), True)
+    def visit_nullable(self, node: NullableType, inner) -> pyarrow.DataType:
+        return inner
 
-    def visit_map(self, node: MapType) -> pyarrow.DataType:
-        return pyarrow.map_(visit(node.key, self), pyarrow.field("value", visit(node.value, self), True))
-
-    def visit_nullable(self, node: NullableType) -> pyarrow.DataType:
-        return visit(node.inner, self)
-
-    def visit_ttl(self, node: TtlType) -> pyarrow.DataType:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> pyarrow.DataType:
         if node.timestamped:  # TtlValue: the value and its last access (read --ttl-timestamps)
-            return _struct(TTL_FIELDS, (node.value, node.children[0]), self)
-        return visit(node.value, self)
+            return _struct(TTL_FIELDS, (value, timestamp))
+        return value
 
     def visit_enum(self, node: EnumType) -> pyarrow.DataType:
         return pyarrow.string()
@@ -95,22 +87,22 @@ class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
     def visit_pickled(self, node: PickledType) -> pyarrow.DataType:
         return pyarrow.binary()  # the pickle bytes (protocol 4) of fstate's runtime
 
-    def visit_timer(self, node: TimerType) -> pyarrow.DataType:
+    def visit_timer(self, node: TimerType, key, namespace) -> pyarrow.DataType:
         return pyarrow.struct([pyarrow.field("timestamp", pyarrow.int64(), True),
-                               pyarrow.field("key", visit(node.key, self), True),
-                               pyarrow.field("namespace", visit(node.namespace, self), True)])
+                               pyarrow.field("key", key, True),
+                               pyarrow.field("namespace", namespace, True)])
 
     def visit_opaque(self, node: OpaqueType) -> pyarrow.DataType:
         return pyarrow.binary()  # the raw value bytes
 
     # CEP
-    def visit_cep(self, node: CepType) -> pyarrow.DataType:
+    def visit_cep(self, node: CepType, shape) -> pyarrow.DataType:
         if not node.fully_decodable:  # e.g. Lockable<Kryo event>: the value is read as raw bytes
             return pyarrow.binary()
-        return visit(node.shape, self)  # structs and lists named after CEP's fields
+        return shape  # structs and lists named after CEP's fields
 
     # table runtime: Arrow types follow the LogicalTypes
-    def visit_row_data(self, node: RowDataType) -> pyarrow.DataType:
+    def visit_row_data(self, node: RowDataType, fields) -> pyarrow.DataType:
         if not node.decodable:
             return pyarrow.binary()
         return pyarrow.struct([pyarrow.field(name, logical_arrow_type(t), _nullable(t))
@@ -119,14 +111,14 @@ class ArrowTypeVisitor(TypeInfoVisitor[pyarrow.DataType]):
     def visit_table_data(self, node: TableDataType) -> pyarrow.DataType:
         return logical_arrow_type(node.logical)
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> pyarrow.DataType:
+    def visit_raw_value_data(self, node: RawValueDataType, inner) -> pyarrow.DataType:
         return pyarrow.binary()  # the bytes the inner serializer wrote
 
-    def visit_external(self, node: ExternalType) -> pyarrow.DataType:
-        return visit(node.inner, self)
+    def visit_external(self, node: ExternalType, inner) -> pyarrow.DataType:
+        return inner
 
-    def visit_sorted_map(self, node: SortedMapType) -> pyarrow.DataType:
-        return pyarrow.map_(visit(node.key, self), pyarrow.field("value", visit(node.value, self), True))
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> pyarrow.DataType:
+        return pyarrow.map_(key, pyarrow.field("value", value, True))
 
 
 #: The Arrow type of each LogicalType root without parameters or children.
@@ -177,8 +169,7 @@ def arrow_schema(columns) -> pyarrow.Schema:
 Converter = Callable[[Any], Any]
 
 
-def _struct_converter(children, visitor) -> Converter | None:
-    convs = [visit(c, visitor) for c in children]
+def _struct_converter(convs) -> Converter | None:
     if not any(convs):
         return None
 
@@ -190,7 +181,22 @@ def _struct_converter(children, visitor) -> Converter | None:
     return conv_struct
 
 
-class ValueConverterVisitor(TypeInfoVisitor["Converter | None"]):
+def _list_converter(c: Converter | None) -> Converter | None:
+    if c is None:
+        return None
+    return lambda v: None if v is None else [None if x is None else c(x) for x in v]
+
+
+def _map_converter(ck: Converter | None, cv: Converter | None) -> Converter | None:
+    if ck is None and cv is None:
+        return None
+    ck = ck or (lambda x: x)
+    cv = cv or (lambda x: x)
+    # entries keep their order (a sorted map's is its comparator's)
+    return lambda v: None if v is None else {ck(k): (None if x is None else cv(x)) for k, x in v.items()}
+
+
+class ValueConverterVisitor(TypeVisitor["Converter | None"]):
     """A function fixing up a decoded value for Spark and Arrow, or None when the value is already fine."""
 
     def visit_scalar(self, node: Scalar) -> Converter | None:
@@ -203,54 +209,35 @@ class ValueConverterVisitor(TypeInfoVisitor["Converter | None"]):
     def visit_time_window(self, node: TimeWindowType) -> Converter | None:
         return None
 
-    def visit_tuple(self, node: TupleType) -> Converter | None:
-        return _struct_converter(node.children, self)
+    def visit_tuple(self, node: TupleType, fields) -> Converter | None:
+        return _struct_converter(fields)
 
-    def visit_row(self, node: RowType) -> Converter | None:
-        return _struct_converter(node.children, self)
+    def visit_row(self, node: RowType, fields) -> Converter | None:
+        return _struct_converter(fields)
 
-    def visit_either(self, node: EitherType) -> Converter | None:
-        return _struct_converter(node.children, self)
+    def visit_either(self, node: EitherType, fields) -> Converter | None:
+        return _struct_converter(fields)
 
-    def visit_pojo(self, node: PojoType) -> Converter | None:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> Converter | None:
         if not node.decodable:
             return None
-        return _struct_converter([t for _, _, t in node.fields], self)
+        return _struct_converter(fields)
 
-    def visit_list(self, node: ListType) -> Converter | None:
-        c = visit(node.children[0], self)
-        if c is None:
-            return None
-        return lambda v: None if v is None else [None if x is None else c(x) for x in v]
+    def visit_list(self, node: ListType, element) -> Converter | None:
+        return _list_converter(element)
 
-    def visit_array_list(self, node: ArrayListType) -> Converter | None:
-        return self.visit_list(node)
+    visit_array_list = visit_set = visit_generic_array = visit_list
 
-    def visit_set(self, node: SetType) -> Converter | None:
-        return self.visit_list(node)
+    def visit_map(self, node: MapType, key, value) -> Converter | None:
+        return _map_converter(key, value)
 
-    def visit_generic_array(self, node: GenericArrayType) -> Converter | None:
-        return self.visit_list(node)
+    def visit_nullable(self, node: NullableType, inner) -> Converter | None:
+        return inner
 
-    def visit_map(self, node: MapType) -> Converter | None:
-        return self._map(node.key, node.value)
-
-    def _map(self, key: TypeInfo, value: TypeInfo) -> Converter | None:
-        ck, cv = visit(key, self), visit(value, self)
-        if ck is None and cv is None:
-            return None
-        ck = ck or (lambda x: x)
-        cv = cv or (lambda x: x)
-        # entries keep their order (a sorted map's is its comparator's)
-        return lambda v: None if v is None else {ck(k): (None if x is None else cv(x)) for k, x in v.items()}
-
-    def visit_nullable(self, node: NullableType) -> Converter | None:
-        return visit(node.inner, self)
-
-    def visit_ttl(self, node: TtlType) -> Converter | None:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> Converter | None:
         if node.timestamped:
-            return _struct_converter((node.value, node.children[0]), self)
-        return visit(node.value, self)
+            return _struct_converter((value, timestamp))
+        return value
 
     def visit_pickled(self, node: PickledType) -> Converter | None:
         return _repickle
@@ -258,30 +245,31 @@ class ValueConverterVisitor(TypeInfoVisitor["Converter | None"]):
     def visit_enum(self, node: EnumType) -> Converter | None:
         return None
 
-    def visit_timer(self, node: TimerType) -> Converter | None:
+    def visit_timer(self, node: TimerType, key, namespace) -> Converter | None:
         return None
 
     def visit_opaque(self, node: OpaqueType) -> Converter | None:
         return None
 
     # CEP
-    def visit_cep(self, node: CepType) -> Converter | None:
-        return visit(node.shape, self) if node.fully_decodable else None
+    def visit_cep(self, node: CepType, shape) -> Converter | None:
+        return shape if node.fully_decodable else None
+
     # table runtime: decoded values are what Spark takes (tuples, str, Decimal of the type's scale, ...)
-    def visit_row_data(self, node: RowDataType) -> Converter | None:
+    def visit_row_data(self, node: RowDataType, fields) -> Converter | None:
         return _nano_timestamp_converter(node.types or ())
 
     def visit_table_data(self, node: TableDataType) -> Converter | None:
         return _nano_timestamp_converter((node.logical,))
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> Converter | None:
+    def visit_raw_value_data(self, node: RawValueDataType, inner) -> Converter | None:
         return None
 
-    def visit_external(self, node: ExternalType) -> Converter | None:
-        return visit(node.inner, self)
+    def visit_external(self, node: ExternalType, inner) -> Converter | None:
+        return inner
 
-    def visit_sorted_map(self, node: SortedMapType) -> Converter | None:
-        return self._map(node.key, node.value)
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> Converter | None:
+        return _map_converter(key, value)
 
 
 def converter(t: TypeInfo) -> Converter | None:

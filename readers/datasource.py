@@ -26,6 +26,7 @@ import dataclasses
 from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, In, InputPartition
 from pyspark.sql.types import StructField, StructType
 
+from ..savepoint.errors import carried_to_driver
 from . import schema as schema_types
 from . import tables
 from .options import FORMAT
@@ -53,7 +54,8 @@ class SavepointDataSource(DataSource):
         return FORMAT
 
     def schema(self) -> StructType:
-        return spark_schema(build_table(dict(self.options)))
+        with carried_to_driver():
+            return spark_schema(build_table(dict(self.options)))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return SavepointReaderSource(dict(self.options))
@@ -81,7 +83,8 @@ class SavepointReaderSource(DataSourceReader):
         return self._table
 
     def partitions(self):
-        table = self.table
+        with carried_to_driver():
+            table = self.table
         parts = [_Part(p) for p in table.partitions]
         # The reader is shipped to every task: keep the partitions out of it (each task gets its own).
         self._table = dataclasses.replace(table, partitions=[])
@@ -90,20 +93,20 @@ class SavepointReaderSource(DataSourceReader):
     def read(self, partition: _Part):
         """Decoded rows as Arrow record batches (the fast way into Spark), made by the embedded engine's
         ``partition_batches`` (the one place where rows become Arrow columns); plain tuples when a
-        column type has no Arrow form in Spark."""
-        table = self.table
-        if _arrow_schema(table) is not None:
-            from . import engine
+        column type has no Arrow form in Spark. An fstate error reaches the driver noted
+        (:func:`..savepoint.errors.carried_to_driver`)."""
+        with carried_to_driver():
+            table = self.table
+            if _arrow_schema(table) is not None:
+                from . import engine
 
-            yield from engine.partition_batches(table, partition.part)
-            return
-        convs = [schema_types.converter(t) for _, t, _ in table.columns]
-        rows = tables.read_partition(partition.part, table.key_filter)
-        if any(convs):
-            rows = (tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row)) for row in rows)
-        yield from rows
-
-
+                yield from engine.partition_batches(table, partition.part)
+                return
+            convs = [schema_types.converter(t) for _, t, _ in table.columns]
+            rows = tables.read_partition(partition.part, table.key_filter)
+            if any(convs):
+                rows = (tuple(v if c is None or v is None else c(v) for c, v in zip(convs, row)) for row in rows)
+            yield from rows
 
 
 class KeyFilteringReaderSource(SavepointReaderSource):

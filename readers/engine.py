@@ -188,17 +188,21 @@ ENGINES = ("auto", "embedded", "spark")
 SPARK_ABOVE_BYTES = 1 << 30
 
 
-def choose_engine(engine_name: str, spark_asked: bool, state_bytes: int) -> str:
-    """``embedded`` or ``spark``: Spark when ``--engine spark``, or (``auto``) when Spark was asked for
-    (``--master``, ``--conf``, a remote ``--out``) or the state to read is above
-    :data:`SPARK_ABOVE_BYTES`."""
+def choose_engine(engine_name: str, spark_asked: bool, state_bytes: int | Callable[[], int]) -> str:
+    """``embedded`` or ``spark``, for every command and the Python API: Spark when ``--engine spark``
+    (``engine="spark"``), or (``auto``) when Spark was asked for (``--master``, ``--conf``, a remote
+    ``--out``, a Spark DataFrame) or the state to read is above :data:`SPARK_ABOVE_BYTES`.
+    ``state_bytes``: the bytes, or a function giving them, called only when the choice depends on it."""
     from ..savepoint.errors import InvalidArgumentError
 
     if engine_name not in ENGINES:
         raise InvalidArgumentError(f"--engine must be auto, embedded or spark, not '{engine_name}'")
     if engine_name != "auto":
         return engine_name
-    return "spark" if spark_asked or state_bytes > SPARK_ABOVE_BYTES else "embedded"
+    if spark_asked:
+        return "spark"
+    size = state_bytes() if callable(state_bytes) else state_bytes
+    return "spark" if size > SPARK_ABOVE_BYTES else "embedded"
 
 
 class Row(tuple):

@@ -23,9 +23,8 @@ from . import sql_dialect
 from . import tables
 from .options import savepoint_source
 from .planning import build_table
-from .views import METADATA_COLUMNS, describe_view, metadata_rows, open_views
+from .views import METADATA_ARROW_SCHEMA, describe_view, metadata_table, open_views
 
-_METADATA_TYPES = {"string": pyarrow.string(), "int": pyarrow.int32()}
 #: DuckDB errors that are the query's own mistake (the rest are bugs, or fstate's errors passed on)
 _QUERY_MISTAKES = (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException,
                    duckdb.ConversionException, duckdb.InvalidInputException, duckdb.OutOfRangeException,
@@ -56,15 +55,13 @@ class View:
 
     def schema(self) -> pyarrow.Schema:
         if self.table == "metadata":
-            return pyarrow.schema([(name, _METADATA_TYPES[sql_type]) for name, sql_type in METADATA_COLUMNS])
+            return METADATA_ARROW_SCHEMA
         return engine.table_schema(next(iter(self._planned.values())) if self._planned else self.planned())
 
     def arrow(self, keys: tuple | None = None) -> pyarrow.Table:
         table = self.planned(keys)
         if table is None:
-            return pyarrow.Table.from_pylist(
-                [dict(zip((name for name, _ in METADATA_COLUMNS), row)) for row in metadata_rows(self.savepoint)],
-                schema=self.schema())
+            return metadata_table(self.savepoint)
         return engine.read_table(table)
 
 

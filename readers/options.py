@@ -91,7 +91,8 @@ class SourceOptions:
     def spark_options(self) -> dict[str, str]:
         """These options as the data source receives them from Spark (a dict of strings)."""
         return source_options(self.path, self.uid, table=self.table, state=self.state, flat=self.flat,
-                              flatten=self.flatten, allow_external_paths=self.allow_external_paths,
+                              flatten=self.flatten, ttl_timestamps=self.ttl_timestamps,
+                              allow_external_paths=self.allow_external_paths,
                               checkpoint_base_dir=self.checkpoint_base_dir, fs_options=self.fs_options,
                               plan=self.plan)
 

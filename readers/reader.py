@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..savepoint.errors import spark_errors
 from ..savepoint.loader import Savepoint
 from ..savepoint.sql_binding import load_binding
 from ..savepoint.summary import summarize
@@ -66,8 +67,13 @@ class SavepointReader:
         return self._spark
 
     def _load(self, uid: str, **options):
+        """The DataFrame of a state table; an fstate error of the data source (a corrupt header, an
+        unknown state) is raised as itself, not as Spark's ``AnalysisException``. The DataFrame's own
+        actions raise Spark's exceptions: ``with fstate.spark_errors(): frame.collect()`` raises the
+        fstate error they carry."""
         options = savepoint_source_options(self.savepoint, uid, plan=self.plan, **options)
-        return self.spark.read.format(FORMAT).options(**options).load()
+        with spark_errors():
+            return self.spark.read.format(FORMAT).options(**options).load()
 
     def list_state(self, uid: str, state: str):
         """Operator list state (or union state): one row per element, with its subtask."""

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pyspark.sql import types as spark_types
 
-from ..savepoint.types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
-                               NullableType, OpaqueType, PickledType, PojoType, RowType, SCALAR_KINDS, Scalar,
-                               SetType, TimeWindowType, TimerType, TTL_FIELDS, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
-                               visit)
+from ..savepoint.types import (EitherType, EnumType, ListType, MapType, NullableType, OpaqueType, PickledType, PojoType,
+                               RowType, SCALAR_KINDS, Scalar, TimeWindowType, TimerType, TTL_FIELDS, TtlType, TupleType,
+                               TypeInfo, TypeVisitor, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.sorted_map import SortedMapType
@@ -46,12 +45,11 @@ SCALAR_TYPES: dict[str, spark_types.DataType] = {kind: _sql_spark_type(entry.sql
                                                  for kind, entry in SCALAR_KINDS.items()}
 
 
-def _struct(names, children, visitor) -> spark_types.StructType:
-    return spark_types.StructType([spark_types.StructField(n, visit(c, visitor), True)
-                                   for n, c in zip(names, children)])
+def _struct(names, fields) -> spark_types.StructType:
+    return spark_types.StructType([spark_types.StructField(n, t, True) for n, t in zip(names, fields)])
 
 
-class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
+class SparkTypeVisitor(TypeVisitor[spark_types.DataType]):
     """The Spark SQL type of a TypeInfo's values (as decoded, after :class:`SparkConverterVisitor`)."""
 
     def visit_scalar(self, node: Scalar) -> spark_types.DataType:
@@ -65,42 +63,35 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
         return spark_types.StructType([spark_types.StructField("start", spark_types.LongType(), False),
                                        spark_types.StructField("end", spark_types.LongType(), False)])
 
-    def visit_tuple(self, node: TupleType) -> spark_types.DataType:
-        return _struct(node.field_names, node.children, self)
+    def visit_tuple(self, node: TupleType, fields) -> spark_types.DataType:
+        return _struct(node.field_names, fields)
 
-    def visit_row(self, node: RowType) -> spark_types.DataType:
-        return _struct(node.field_names, node.children, self)
+    def visit_row(self, node: RowType, fields) -> spark_types.DataType:
+        return _struct(node.field_names, fields)
 
-    def visit_either(self, node: EitherType) -> spark_types.DataType:
-        return _struct(node.field_names, node.children, self)
+    def visit_either(self, node: EitherType, fields) -> spark_types.DataType:
+        return _struct(node.field_names, fields)
 
-    def visit_pojo(self, node: PojoType) -> spark_types.DataType:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> spark_types.DataType:
         if not node.decodable:
             return spark_types.BinaryType()
-        return _struct([n for n, _, _ in node.fields], [t for _, _, t in node.fields], self)
+        return _struct(node.field_names, fields)
 
-    def visit_list(self, node: ListType) -> spark_types.DataType:
-        return spark_types.ArrayType(visit(node.element, self), True)
+    def visit_list(self, node: ListType, element) -> spark_types.DataType:
+        return spark_types.ArrayType(element, True)
 
-    def visit_array_list(self, node: ArrayListType) -> spark_types.DataType:
-        return self.visit_list(node)
+    visit_array_list = visit_set = visit_generic_array = visit_list
 
-    def visit_set(self, node: SetType) -> spark_types.DataType:
-        return self.visit_list(node)
+    def visit_map(self, node: MapType, key, value) -> spark_types.DataType:
+        return spark_types.MapType(key, value, True)
 
-    def visit_generic_array(self, node: GenericArrayType) -> spark_types.DataType:
-        return spark_types.ArrayType(visit(node.children[0], self), True)
+    def visit_nullable(self, node: NullableType, inner) -> spark_types.DataType:
+        return inner
 
-    def visit_map(self, node: MapType) -> spark_types.DataType:
-        return spark_types.MapType(visit(node.key, self), visit(node.value, self), True)
-
-    def visit_nullable(self, node: NullableType) -> spark_types.DataType:
-        return visit(node.inner, self)
-
-    def visit_ttl(self, node: TtlType) -> spark_types.DataType:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> spark_types.DataType:
         if node.timestamped:  # TtlValue: the value and its last access (read --ttl-timestamps)
-            return _struct(TTL_FIELDS, (node.value, node.children[0]), self)
-        return visit(node.value, self)
+            return _struct(TTL_FIELDS, (value, timestamp))
+        return value
 
     def visit_enum(self, node: EnumType) -> spark_types.DataType:
         return spark_types.StringType()
@@ -108,21 +99,22 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
     def visit_pickled(self, node: PickledType) -> spark_types.DataType:
         return spark_types.BinaryType()  # the pickle bytes (protocol 4) of fstate's runtime
 
-    def visit_timer(self, node: TimerType) -> spark_types.DataType:
+    def visit_timer(self, node: TimerType, key, namespace) -> spark_types.DataType:
         return spark_types.StructType([spark_types.StructField("timestamp", spark_types.LongType()),
-                                       spark_types.StructField("key", visit(node.key, self)),
-                                       spark_types.StructField("namespace", visit(node.namespace, self))])
+                                       spark_types.StructField("key", key),
+                                       spark_types.StructField("namespace", namespace)])
 
     def visit_opaque(self, node: OpaqueType) -> spark_types.DataType:
         return spark_types.BinaryType()  # the raw value bytes
 
     # CEP
-    def visit_cep(self, node: CepType) -> spark_types.DataType:
+    def visit_cep(self, node: CepType, shape) -> spark_types.DataType:
         if not node.fully_decodable:  # e.g. Lockable<Kryo event>: the value is read as raw bytes
             return spark_types.BinaryType()
-        return visit(node.shape, self)  # structs and arrays named after CEP's fields
+        return shape  # structs and arrays named after CEP's fields
+
     # table runtime: Spark types follow the LogicalTypes
-    def visit_row_data(self, node: RowDataType) -> spark_types.DataType:
+    def visit_row_data(self, node: RowDataType, fields) -> spark_types.DataType:
         if not node.decodable:
             return spark_types.BinaryType()
         return spark_types.StructType([spark_types.StructField(n, logical_spark_type(t), _nullable(t))
@@ -131,14 +123,14 @@ class SparkTypeVisitor(TypeInfoVisitor[spark_types.DataType]):
     def visit_table_data(self, node: TableDataType) -> spark_types.DataType:
         return logical_spark_type(node.logical)
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> spark_types.DataType:
+    def visit_raw_value_data(self, node: RawValueDataType, inner) -> spark_types.DataType:
         return spark_types.BinaryType()  # the bytes the inner serializer wrote
 
-    def visit_external(self, node: ExternalType) -> spark_types.DataType:
-        return visit(node.inner, self)
+    def visit_external(self, node: ExternalType, inner) -> spark_types.DataType:
+        return inner
 
-    def visit_sorted_map(self, node: SortedMapType) -> spark_types.DataType:
-        return spark_types.MapType(visit(node.key, self), visit(node.value, self), True)  # in the map's order
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> spark_types.DataType:
+        return spark_types.MapType(key, value, True)  # in the map's order
 
 
 #: The Spark type of each LogicalType root without parameters or children.

@@ -15,6 +15,7 @@ import threading
 import uuid
 from typing import Callable
 
+from ..savepoint.errors import carried_to_driver
 from . import engine
 from . import tables
 
@@ -35,9 +36,10 @@ def map_partitions(spark, table: tables.Table, task: Callable, progress: engine.
     context.setJobGroup(group, f"fstate: {table.name}", interruptOnCancel=True)
 
     def run(rows_of_slice):
-        for index, partition, extra in rows_of_slice:
-            result, rows = task(light, partition, *extra)
-            yield index, result, rows
+        with carried_to_driver():
+            for index, partition, extra in rows_of_slice:
+                result, rows = task(light, partition, *extra)
+                yield index, result, rows
 
     done = threading.Event()
     watcher = None

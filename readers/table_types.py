@@ -5,7 +5,7 @@ abstract branches), never a silent default."""
 
 from __future__ import annotations
 
-from ..savepoint.types import MapType, PojoType, TimerType, TtlType, TypeInfo, TypeInfoVisitor, visit
+from ..savepoint.types import MapType, PojoType, PreOrderTypeVisitor, TimerType, TtlType, TypeInfo, visit
 from ..savepoint.types.sorted_map import SortedMapType
 from ..savepoint.types.table import RowDataType
 
@@ -16,45 +16,73 @@ ROW_DATA = "row-data"
 TTL, MAP, SORTED_MAP, POJO, TIMER, OTHER = "ttl", "map", "sorted-map", "pojo", "timer", "other"
 
 
-class TablePartVisitor(TypeInfoVisitor[str]):
+class TablePartVisitor(PreOrderTypeVisitor[str]):
     """:data:`ROW`, :data:`ROW_DATA`, :data:`TTL`, :data:`MAP`, :data:`SORTED_MAP`, :data:`POJO`,
     :data:`TIMER` or :data:`OTHER`."""
 
-    def _row(self, node: TypeInfo) -> str:
+    def _row(self, node: TypeInfo, *children) -> str:
         return ROW
 
-    def _other(self, node: TypeInfo) -> str:
+    def _other(self, node: TypeInfo, *children) -> str:
         return OTHER
 
     visit_tuple = visit_row = visit_cep = visit_raw_value_data = visit_external = _row
     visit_scalar = visit_time_window = visit_list = visit_array_list = visit_set = visit_nullable = _other
     visit_either = visit_generic_array = visit_enum = visit_pickled = visit_opaque = visit_table_data = _other
 
-    def visit_row_data(self, node: RowDataType) -> str:
+    def visit_row_data(self, node: RowDataType, fields) -> str:
         return ROW_DATA
 
-    def visit_ttl(self, node: TtlType) -> str:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> str:
         return TTL
 
-    def visit_map(self, node: MapType) -> str:
+    def visit_map(self, node: MapType, key, value) -> str:
         return MAP
 
-    def visit_sorted_map(self, node: SortedMapType) -> str:
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> str:
         return SORTED_MAP
 
-    def visit_pojo(self, node: PojoType) -> str:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> str:
         return POJO
 
-    def visit_timer(self, node: TimerType) -> str:
+    def visit_timer(self, node: TimerType, key, namespace) -> str:
         return TIMER
 
 
+class KeyFieldsVisitor(PreOrderTypeVisitor["list[tuple[str, str | None, TypeInfo | None]] | None"]):
+    """The fields a flattened key's columns are (name, declaring class or None, type) when a key of this
+    type has named fields (a Tuple, Row, Either, POJO, RowData or CEP value with nested types), else
+    None: the key is one column."""
+
+    def _named(self, node: TypeInfo, *children) -> list | None:
+        if not node.children:
+            return None
+        return list(zip(node.field_names, [None] * len(node.children), node.children))
+
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> list | None:
+        return list(node.fields) if node.children else None
+
+    def _none(self, node: TypeInfo, *children) -> None:
+        return None
+
+    visit_tuple = visit_row = visit_either = visit_cep = visit_row_data = _named
+    visit_scalar = visit_time_window = visit_list = visit_array_list = visit_set = visit_map = visit_nullable = _none
+    visit_generic_array = visit_timer = visit_ttl = visit_enum = visit_pickled = visit_opaque = _none
+    visit_table_data = visit_raw_value_data = visit_external = visit_sorted_map = _none
+
+
 _PART = TablePartVisitor()
+_KEY_FIELDS = KeyFieldsVisitor()
 
 
 def part(type_info: TypeInfo | None) -> str | None:
     """What ``type_info`` is to the tables (None for None)."""
     return None if type_info is None else visit(type_info, _PART)
+
+
+def key_fields(key_type: TypeInfo) -> list[tuple[str, str | None, TypeInfo | None]] | None:
+    """The fields of a key flattened into columns (:class:`KeyFieldsVisitor`), or None."""
+    return visit(key_type, _KEY_FIELDS)
 
 
 def unwrapped(type_info: TypeInfo | None) -> TypeInfo | None:

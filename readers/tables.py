@@ -177,6 +177,24 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
     return parts
 
 
+def keyed_sources(op: OperatorView) -> list[keyed_state.KeyedStateSource]:
+    """Where an operator's keyed state lives, in the pieces its keyed tables' partitions read: a
+    subtask's RocksDB snapshot, a key-group stream (a large one in spans of about
+    :data:`SPLIT_BYTES`, only that span read)."""
+    check_bounds(op)
+    sources = []
+    for subtask, h in op.readable_keyed_handles():
+        if isinstance(h, handles.IncrementalKeyedHandle):
+            sources.append(keyed_state.KeyedStateSource(subtask, op.max_parallelism,
+                                                        rocksdb=op.rocksdb_source(subtask, h)))
+            continue
+        src = op.savepoint.stream_source(h.delegate)
+        for lo, hi, span in _split_handle(h, src):
+            sources.append(keyed_state.KeyedStateSource(subtask, op.max_parallelism, stream=src, handle=h,
+                                                        span=span, span_key_groups=(lo, hi)))
+    return sources
+
+
 def _split_handle(h: handles.KeyGroupsHandle, src: streams.StreamSource):
     """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
     total = src.length if src.length is not None else len(src.data or b"")
@@ -218,9 +236,8 @@ def _namespace_columns(states: list) -> tuple[str, list[Column]]:
 
 
 def _key_columns(key_type: TypeInfo, flatten: bool, names: tuple[str, ...] | None = None) -> list[Column]:
-    if flatten and hasattr(key_type, "field_names") and key_type.children:
-        fields = key_type.fields if table_types.part(key_type) == table_types.POJO else list(
-            zip(key_type.field_names, [None] * len(key_type.children), key_type.children))
+    fields = table_types.key_fields(key_type) if flatten else None
+    if fields is not None:
         if names is not None and len(names) == len(fields):  # an SQL key named by the plan
             fields = [(name, None, t) for name, (_, _, t) in zip(names, fields)]
         return [(f"key_{n}", t, True) for n, _, t in fields]

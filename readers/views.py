@@ -25,7 +25,9 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
-from ..savepoint.errors import FStateError, SqlError
+import pyarrow
+
+from ..savepoint.errors import FStateError, SqlError, spark_errors
 from ..savepoint.loader import Savepoint
 from ..savepoint.sql_binding import load_binding
 from ..savepoint.sql_plan import PlanBinding, sql_operator
@@ -100,6 +102,15 @@ METADATA_COLUMNS = (("operator_uid", "string"), ("operator_name", "string"), ("u
                     ("parallelism", "int"), ("max_parallelism", "int"), ("state_name", "string"),
                     ("backend", "string"), ("kind", "string"), ("type", "string"))
 METADATA_SCHEMA = ", ".join(f"{name} {sql_type}" for name, sql_type in METADATA_COLUMNS)
+#: the same columns as Arrow (the embedded engine's view, ``fstate.open``)
+METADATA_ARROW_SCHEMA = pyarrow.schema([(name, {"string": pyarrow.string(), "int": pyarrow.int32()}[sql_type])
+                                        for name, sql_type in METADATA_COLUMNS])
+
+
+def metadata_table(sp: Savepoint) -> pyarrow.Table:
+    """The ``savepoint_metadata`` view as an Arrow table."""
+    names = METADATA_ARROW_SCHEMA.names
+    return pyarrow.Table.from_pylist([dict(zip(names, row)) for row in metadata_rows(sp)], schema=METADATA_ARROW_SCHEMA)
 
 
 def open_views(path: str, prefix: str | None = None, *, allow_external_paths: bool = False,
@@ -171,9 +182,10 @@ def diff(spark, old_path: str, new_path: str, uid: str | None = None, examples: 
     Spark. ``checkpoint_base_dir``: new place of the job checkpoint directory both were taken in, if it
     moved. (``readers.engine_diff.diff``: the same without Spark.)"""
     register(spark)
-    return compare_savepoints(SparkComparer(spark), old_path, new_path, uid, examples,
-                              allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
-                              fs_options=fs_options)
+    with spark_errors():
+        return compare_savepoints(SparkComparer(spark), old_path, new_path, uid, examples,
+                                  allow_external_paths=allow_external_paths, checkpoint_base_dir=checkpoint_base_dir,
+                                  fs_options=fs_options)
 
 
 def compare_savepoints(comparer, old_path: str, new_path: str, uid: str | None = None, examples: int = 3, *,
@@ -318,7 +330,8 @@ def _identity_columns(table: str, columns: list[str], state_names: set[str] = fr
 
 def _load(spark, sp: Savepoint, uid: str, table: str, state: str | None, plan: str | None = None):
     options = savepoint_source_options(sp, uid, table=table, state=state, plan=plan)
-    return spark.read.format(FORMAT).options(**options).load()
+    with spark_errors():
+        return spark.read.format(FORMAT).options(**options).load()
 
 
 def _plain(v):

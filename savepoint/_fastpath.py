@@ -26,7 +26,7 @@ from ._compiled import pure_python_forced, speedups as _speedups
 from .errors import DECODE_ERRORS, CorruptStateError, UnsupportedSerializerError
 from .types import (ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType, NullableType,
                     OpaqueType, PickledType, PojoType, RowType, SCALAR_KINDS, Scalar, SetType, TimeWindowType, TimerType,
-                    TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
+                    TtlType, TupleType, TypeInfo, PreOrderTypeVisitor, visit)
 from .types.cep import CepType
 from .types.roles import as_timer
 from .types.sorted_map import SortedMapType
@@ -54,7 +54,7 @@ def available() -> bool:
     return _speedups is not None and not pure_python_forced()
 
 
-class FastPathSpecVisitor(TypeInfoVisitor[Any]):
+class FastPathSpecVisitor(PreOrderTypeVisitor[Any]):
     """The C scanner's description of a type (a type code, or a tuple for Tuple, Nullable and TTL),
     or None when the scanner cannot decode it."""
 
@@ -64,46 +64,46 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
     def visit_time_window(self, node: TimeWindowType) -> Any:
         return WINDOW
 
-    def visit_tuple(self, node: TupleType) -> Any:
-        kids = tuple(visit(c, self) for c in node.children)
+    def visit_tuple(self, node: TupleType, fields) -> Any:
+        kids = tuple(field() for field in fields)
         return None if any(k is None for k in kids) else (TUPLE, kids)
 
-    def visit_nullable(self, node: NullableType) -> Any:
-        inner = visit(node.inner, self)
-        return None if inner is None else (NULLABLE, node.padding, inner)
+    def visit_nullable(self, node: NullableType, inner) -> Any:
+        spec = inner()
+        return None if spec is None else (NULLABLE, node.padding, spec)
 
-    def visit_ttl(self, node: TtlType) -> Any:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> Any:
         if node.timestamped:  # TtlValue(user value, timestamp): the Python decoder builds it
             return None
-        inner = visit(node.value, self)
-        return None if inner is None else (TTL, inner)
+        spec = value()
+        return None if spec is None else (TTL, spec)
 
     # Decoded by their Python decoders (called from the C scanner).
-    def visit_row(self, node: RowType) -> Any:
+    def visit_row(self, node: RowType, fields) -> Any:
         return None
 
-    def visit_list(self, node: ListType) -> Any:
+    def visit_list(self, node: ListType, element) -> Any:
         return None
 
-    def visit_array_list(self, node: ArrayListType) -> Any:
+    def visit_array_list(self, node: ArrayListType, element) -> Any:
         return None
 
-    def visit_set(self, node: SetType) -> Any:
+    def visit_set(self, node: SetType, element) -> Any:
         return None
 
-    def visit_map(self, node: MapType) -> Any:
+    def visit_map(self, node: MapType, key, value) -> Any:
         return None
 
-    def visit_either(self, node: EitherType) -> Any:
+    def visit_either(self, node: EitherType, fields) -> Any:
         return None
 
-    def visit_generic_array(self, node: GenericArrayType) -> Any:
+    def visit_generic_array(self, node: GenericArrayType, element) -> Any:
         return None
 
-    def visit_timer(self, node: TimerType) -> Any:
+    def visit_timer(self, node: TimerType, key, namespace) -> Any:
         return None
 
-    def visit_pojo(self, node: PojoType) -> Any:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> Any:
         return None
 
     def visit_enum(self, node: EnumType) -> Any:
@@ -116,23 +116,23 @@ class FastPathSpecVisitor(TypeInfoVisitor[Any]):
         return None
 
     # CEP
-    def visit_cep(self, node: CepType) -> Any:
+    def visit_cep(self, node: CepType, shape) -> Any:
         return None
 
     # table runtime: not on the fast path (decoded by their Python decoders)
-    def visit_row_data(self, node: RowDataType) -> Any:
+    def visit_row_data(self, node: RowDataType, fields) -> Any:
         return None
 
     def visit_table_data(self, node: TableDataType) -> Any:
         return None
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> Any:
+    def visit_raw_value_data(self, node: RawValueDataType, inner) -> Any:
         return None
 
-    def visit_external(self, node: ExternalType) -> Any:
+    def visit_external(self, node: ExternalType, inner) -> Any:
         return None
 
-    def visit_sorted_map(self, node: SortedMapType) -> Any:
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> Any:
         return None
 
 

@@ -31,6 +31,9 @@
  *   .rows(data, pos, end, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
  *   .table(data, pos, end, key_group, width, flatten, ns_mode, rows)
  *                                              the keyed table's row tuples: {identity: row}
+ *   .measure(data, pos, end, key_group, keys)  each entry's stored bytes into keys[state id]
+ *                                              ({key: [bytes, entries, elements, key]}); returns each
+ *                                              state's [entries, bytes, key bytes, value bytes, elements]
  * read_flink_string(buf, pos) -> (str | None, new pos)
  * java_string_hash(s) -> int                 Java's String.hashCode of s (types/hashing.hash_string)
  * key_group(java_hash, max_parallelism) -> int   Flink's key group of a hash (hashing.key_group_for_hash)
@@ -287,7 +290,7 @@ Scanner_entries(Scanner *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
         return NULL;
     }
-    Sink sink = {out, NULL, 0, NULL, 0, 0, 0};
+    Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0};
     return run_scan(self, data, pos, end, kg, &sink);
 }
 
@@ -310,7 +313,7 @@ grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, 
             return NULL;
         }
     }
-    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode};
+    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode, NULL, NULL, NULL, 0, 0};
     return run_scan(self, data, pos, end, kg, &sink);
 }
 
@@ -338,7 +341,52 @@ Scanner_table(Scanner *self, PyObject *args)
     return grouped(self, data, pos, end, kg, width, rows, 1, flatten, ns_mode);
 }
 
+static PyObject *
+Scanner_measure(Scanner *self, PyObject *args)
+{
+    PyObject *data, *keys;
+    Py_ssize_t pos, end;
+    long kg;
+    if (!PyArg_ParseTuple(args, "OnnlO!:measure", &data, &pos, &end, &kg, &PyList_Type, &keys))
+        return NULL;
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+        return NULL;
+    }
+    if (PyList_GET_SIZE(keys) != self->nstates) {
+        PyErr_Format(PyExc_ValueError, "measure(): %zd dicts of keys for %zd states", PyList_GET_SIZE(keys),
+                     self->nstates);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nstates; i++) {
+        if (!PyDict_CheckExact(PyList_GET_ITEM(keys, i))) {
+            PyErr_SetString(PyExc_TypeError, "measure(): keys must be a list of dicts, one a state");
+            return NULL;
+        }
+    }
+    long long *totals = PyMem_Calloc((size_t)(self->nstates ? self->nstates : 1) * 5, sizeof(long long));
+    if (totals == NULL)
+        return PyErr_NoMemory();
+    Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, keys, totals, self->plans, 0, 0};
+    PyObject *done = run_scan(self, data, pos, end, kg, &sink);
+    PyObject *out = done == NULL ? NULL : PyList_New(self->nstates);
+    Py_XDECREF(done);
+    for (Py_ssize_t i = 0; out != NULL && i < self->nstates; i++) {
+        long long *t = totals + 5 * i;
+        PyObject *row = Py_BuildValue("[LLLLL]", t[0], t[1], t[2], t[3], t[4]);
+        if (row == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, row);
+    }
+    PyMem_Free(totals);
+    return out;
+}
+
 static PyMethodDef Scanner_methods[] = {
+    {"measure", (PyCFunction)Scanner_measure, METH_VARARGS,
+     "measure(data, pos, end, key_group, keys): each entry of one canonical key group into keys[state id] "
+     "(key -> [bytes, entries, elements, key]); the states' [entries, bytes, key bytes, value bytes, elements]"},
     {"entries", (PyCFunction)Scanner_entries, METH_VARARGS,
      "entries(data, pos, end, key_group, out): append the entries of one canonical key group to out"},
     {"rows", (PyCFunction)Scanner_rows, METH_VARARGS,
@@ -419,7 +467,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

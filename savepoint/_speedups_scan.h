@@ -280,6 +280,8 @@ scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg,
             return corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, en.stored);
         Plan *plan = &self->plans[sid];
         if (plan->mode != M_SKIP) {
+            sink->klen = en.klen;
+            sink->vlen = en.vlen;
             if (decode_entry(self, plan, sink, d + en.kstart, en.klen, en.flag, d + en.vstart, en.vlen) < 0)
                 return -1;
         }

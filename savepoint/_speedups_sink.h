@@ -17,6 +17,11 @@ typedef struct {
     int table;          /* table(): rows are the keyed table's tuples */
     int flatten;        /* table(): the key's fields as columns */
     int ns_mode;        /* table(): 0 no namespace columns, 1 window start and end, 2 the namespace */
+    /* measure(): per state id, a dict key -> [bytes, entries, elements, key] */
+    PyObject *measure;
+    long long *totals;  /* measure(): per state id, entries, bytes, key bytes, value bytes, elements */
+    Plan *plans;        /* measure(): the scanner's plans (a plan's index is its state id) */
+    Py_ssize_t klen, vlen;  /* the stored lengths of the entry being decoded */
 } Sink;
 
 /* obj.name(arg), its result dropped; -1 when it raised */
@@ -127,10 +132,74 @@ drop_entry(PyObject *ident, PyObject *key, PyObject *ns, PyObject *value)
     return -1;
 }
 
+/* list[i] += delta (list items are ints) */
+static int
+add_to(PyObject *list, Py_ssize_t i, long long delta)
+{
+    PyObject *old = PyList_GET_ITEM(list, i);
+    long long v = PyLong_AsLongLong(old);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *n = PyLong_FromLongLong(v + delta);
+    if (n == NULL)
+        return -1;
+    PyList_SET_ITEM(list, i, n);
+    Py_DECREF(old);
+    return 0;
+}
+
+/* measure(): one entry into its state's totals and its key's [bytes, entries, elements, key] (a list
+ * has its elements, a map entry is one). Takes the references of ident, key, ns and value. */
+static int
+measure_entry(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *ns, PyObject *value)
+{
+    Py_ssize_t s = plan - sink->plans;
+    long long size = (long long)sink->klen + (long long)sink->vlen, elements = 0;
+    if (plan->column_kind == C_MAP) {
+        elements = 1;
+    } else if (plan->column_kind == C_LIST && value != Py_None) {
+        Py_ssize_t n = PyObject_Length(value);
+        if (n < 0)
+            goto fail;
+        elements = n;
+    }
+    long long *t = sink->totals + 5 * s;
+    t[0] += 1;
+    t[1] += size;
+    t[2] += sink->klen;
+    t[3] += sink->vlen;
+    t[4] += elements;
+    PyObject *keys = PyList_GET_ITEM(sink->measure, s);
+    PyObject *acc = PyDict_GetItemWithError(keys, key);
+    if (acc == NULL) {
+        if (PyErr_Occurred())
+            goto fail;
+        acc = Py_BuildValue("[LLLO]", size, 1LL, elements, key);
+        if (acc == NULL)
+            goto fail;
+        int rc = PyDict_SetItem(keys, key, acc);
+        Py_DECREF(acc);
+        if (rc < 0)
+            goto fail;
+    } else if (!PyList_CheckExact(acc) || PyList_GET_SIZE(acc) != 4) {
+        PyErr_SetString(PyExc_TypeError, "measure(): keys must map to [bytes, entries, elements, key]");
+        goto fail;
+    } else if (add_to(acc, 0, size) < 0 || add_to(acc, 1, 1) < 0 || add_to(acc, 2, elements) < 0) {
+        goto fail;
+    }
+    drop_entry(ident, key, ns, value);
+    return 0;
+
+fail:
+    return drop_entry(ident, key, ns, value);
+}
+
 /* Takes the references of ident, key, ns and value. */
 static int
 emit(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *ns, PyObject *value)
 {
+    if (sink->measure != NULL)
+        return measure_entry(sink, plan, ident, key, ns, value);
     if (sink->list != NULL) {
         PyObject *tup = PyTuple_New(6);
         if (tup == NULL)

@@ -45,7 +45,7 @@ from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .keyed_codecs import LIST as LIST_FORM, MAP as MAP_FORM, RAW_LIST, RAW_MAP, TIMER, key_group_prefix_size
 from .types import arrow_types
 from .types import (NullableType, Scalar, TimeWindowType, TtlType,
-                    TupleType, TypeInfo, TypeInfoVisitor, visit)
+                    TupleType, TypeInfo, PreOrderTypeVisitor, visit)
 from .types.roles import as_opaque, as_timer
 
 ABI = 3  # the interface version of _columnar.c this module speaks
@@ -80,7 +80,7 @@ def available() -> bool:
     return _columnar is not None and not pure_python_forced()
 
 
-class ColumnarVisitor(TypeInfoVisitor[object]):
+class ColumnarVisitor(PreOrderTypeVisitor[object]):
     """(C type spec, Arrow type) of a type the columnar decoder covers, or None. The Arrow types
     are what Spark writes for these columns (readers.schema.SparkTypeVisitor)."""
 
@@ -90,24 +90,24 @@ class ColumnarVisitor(TypeInfoVisitor[object]):
     def visit_time_window(self, node: TimeWindowType) -> object:
         return WINDOW, WINDOW_TYPE
 
-    def visit_tuple(self, node: TupleType) -> object:
-        kids = [visit(c, self) for c in node.children]
+    def visit_tuple(self, node: TupleType, fields) -> object:
+        kids = [field() for field in fields]
         if any(k is None for k in kids):
             return None
         return ((TUPLE, tuple(spec for spec, _ in kids)),
                 pyarrow.struct([pyarrow.field(name, arrow) for name, (_, arrow) in zip(node.field_names, kids)]))
 
-    def visit_nullable(self, node: NullableType) -> object:
-        inner = visit(node.inner, self)
-        return None if inner is None else ((NULLABLE, node.padding, inner[0]), inner[1])
+    def visit_nullable(self, node: NullableType, inner) -> object:
+        found = inner()
+        return None if found is None else ((NULLABLE, node.padding, found[0]), found[1])
 
-    def visit_ttl(self, node: TtlType) -> object:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> object:
         if node.timestamped:  # TtlValue(user value, last access): the caller reads rows
             return None
-        inner = visit(node.value, self)
-        return None if inner is None else ((TTL, inner[0]), inner[1])
+        found = value()
+        return None if found is None else ((TTL, found[0]), found[1])
 
-    def _none(self, node: TypeInfo) -> object:
+    def _none(self, node: TypeInfo, *children) -> object:
         return None
 
     # not covered (the caller reads rows): rows, collections inside values, POJOs, enums, pickles,

@@ -2,11 +2,21 @@
 
 Every error names the file (or savepoint) it is about and says what is wrong with it. The CLI turns
 any :class:`FStateError` into a one-line message and exit code 2; any other exception is a bug.
+
+An fstate error raised inside a Spark task or a Spark Python data source reaches the driver wrapped in
+Spark's exception (``PythonException``, ``AnalysisException [PYTHON_DATA_SOURCE_ERROR]``) with the
+worker's traceback as text. :func:`noted_for_driver` (in the worker) writes the error's class and
+fields on one line of that text; :func:`from_spark` (on the driver) makes the fstate error again from
+it, and :func:`spark_errors` raises it in place of Spark's exception.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import struct
+from contextlib import contextmanager
+from typing import Iterator
 
 #: What Python raises when state bytes are not what their serializer says: decoders turn these into
 #: CorruptStateError naming the key group and the file.
@@ -31,6 +41,10 @@ class SavepointNotFoundError(FStateError):
 
 class CorruptStateError(FStateError):
     """Bytes that do not follow Flink's layout: truncated, bad magic, impossible lengths."""
+
+
+class NotMetadataError(SavepointNotFoundError, CorruptStateError):
+    """A file given as a savepoint's `_metadata` that is none: too short for one, or another magic number."""
 
 
 class UnsupportedVersionError(CorruptStateError):
@@ -99,3 +113,80 @@ class FStateWarning(UserWarning):
     """Something the user must know about a result fstate produced as asked, e.g. operators whose max
     parallelism disagrees or a state whose type a transform changed (Flink may refuse either); the
     CLI prints it as one warning line."""
+
+
+# ---------------------------------------------------------------------------------------------
+# fstate errors through Spark
+
+#: the text before the JSON line that carries an fstate error from a Spark worker to the driver
+_WORKER_NOTE = "fstate-error: "
+_NOTED = re.compile(re.escape(_WORKER_NOTE) + r"(\{.*\})")
+#: the traceback line of an fstate error (a worker without the note: Python 3.10, a task fstate did not wrap)
+_TRACEBACK_LINE = re.compile(r"fstate\.savepoint\.errors\.(\w+): (.+)")
+
+
+def noted_for_driver(error: FStateError) -> FStateError:
+    """``error`` with a note (a line of its traceback text, which Spark hands the driver) giving its
+    class, message and fields, for :func:`from_spark`."""
+    fields = {name: value for name, value in vars(error).items()
+              if isinstance(value, (str, int, float, bool)) or value is None}
+    note = _WORKER_NOTE + json.dumps({"class": type(error).__name__, "message": str(error), "fields": fields})
+    if hasattr(error, "add_note") and note not in getattr(error, "__notes__", ()):
+        error.add_note(note)
+    return error
+
+
+@contextmanager
+def carried_to_driver() -> Iterator[None]:
+    """In a Spark worker (a data source's methods, a task): fstate errors leave noted for the driver."""
+    try:
+        yield
+    except FStateError as error:
+        raise noted_for_driver(error)
+
+
+def _error_class(name: str) -> type[FStateError] | None:
+    found = globals().get(name)
+    return found if isinstance(found, type) and issubclass(found, FStateError) else None
+
+
+def from_spark(exc: BaseException) -> FStateError | None:
+    """The fstate error a Spark exception carries (raised in a worker, found in the exception's text:
+    the last one, the one the worker raised), made again with its class and message; None when it
+    carries none."""
+    if isinstance(exc, FStateError):
+        return exc
+    text = str(exc)
+    noted = _NOTED.findall(text)
+    if noted:
+        data = json.loads(noted[-1])
+        error_class, message, fields = _error_class(data["class"]), data["message"], data["fields"]
+    else:
+        found = _TRACEBACK_LINE.findall(text)
+        if not found:
+            return None
+        error_class, message, fields = _error_class(found[-1][0]), found[-1][1].strip(), {"detail": found[-1][1].strip()}
+    error = (error_class or FStateError).__new__(error_class or FStateError)
+    Exception.__init__(error, message)
+    error.path = None
+    error.__dict__.update(fields)
+    return error
+
+
+@contextmanager
+def spark_errors() -> Iterator[None]:
+    """Spark's exceptions that carry an fstate error (``PYTHON_DATA_SOURCE_ERROR``, a failed task) raised
+    as that error (its class, its one-line message); the Spark exception stays its ``__context__``::
+
+        with fstate.spark_errors():
+            frame.collect()
+    """
+    try:
+        yield
+    except FStateError:
+        raise
+    except Exception as exc:
+        error = from_spark(exc)
+        if error is None:
+            raise
+        raise error from None

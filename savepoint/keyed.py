@@ -144,15 +144,13 @@ def _truncated(kg: int, limit: int, source: str | None) -> CorruptStateError:
     return CorruptStateError(f"key group {kg}: its data ends at byte {limit}, inside an entry", source)
 
 
-def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBackendMeta, codecs: list[StateCodec],
-                        states: set[int] | None, max_parallelism: int, source: str | None) -> Iterator[Entry]:
-    """The entries of one key group of the canonical layout (the plain Python decoder); they lie
-    inside [start, end) and the end-of-key-group mark is its last two bytes (the C scanner checks
-    the same way)."""
-    data, pos, limit = key_group_data(buf, start, end, kg, meta.compressed, source)
-    prefix = key_group_prefix_size(max_parallelism)
+def canonical_pairs(data: bytes, pos: int, limit: int, kg: int, n_states: int, prefix: int,
+                    source: str | None) -> Iterator[tuple[int, int, int, int]]:
+    """The stored (key bytes, value bytes) pairs of one key group's canonical entries in
+    ``data[pos:limit]``, checked as they are framed: (state id, key start, key end, value end), the
+    value starting 4 bytes after the key's end. The key's first byte may carry the meta-follows flag
+    (:data:`META_FOLLOWS`); the end-of-key-group mark must be the last two bytes."""
     unpack_i32 = _I32.unpack_from
-    n_states = len(codecs)
     if pos + 2 > limit:
         raise _truncated(kg, limit, source)
     state_id = _U16.unpack_from(data, pos)[0]
@@ -165,32 +163,21 @@ def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBa
             raise _truncated(kg, limit, source)
         klen = unpack_i32(data, pos)[0]
         pos += 4
-        kend = pos + klen
+        kstart, kend = pos, pos + klen
         if klen <= 0 or kend > limit:
             raise CorruptStateError(f"key group {kg}: invalid key length {klen} at byte {pos - 4}", source)
         if kend + 4 > limit:
             raise _truncated(kg, limit, source)
-        kb = data[pos:kend]
         vlen = unpack_i32(data, kend)[0]
-        vstart = kend + 4
-        pos = vstart + vlen
+        pos = kend + 4 + vlen
         if vlen < 0 or pos > limit:
             raise CorruptStateError(f"key group {kg}: invalid value length {vlen} at byte {kend}", source)
-        first = kb[0]
-        flag = first & META_FOLLOWS
-        stored_kg = (first & 0x7F) if prefix == 1 else (((first & 0x7F) << 8) | kb[1])
+        first = data[kstart]
+        stored_kg = (first & 0x7F) if prefix == 1 else (((first & 0x7F) << 8) | data[kstart + 1])
         if stored_kg != kg:
             raise CorruptStateError(f"key group {kg}: an entry is prefixed with key group {stored_kg}", source)
-        if states is None or state_id in states:
-            codec = codecs[state_id]
-            if codec.canonical is None:
-                raise UnsupportedSerializerError(
-                    f"state '{codec.info.name}' has types fstate cannot decode", source)
-            if flag:
-                kb = bytes((first & 0x7F,)) + kb[1:]
-            ident, key, ns, value = codec.canonical(kb, data[vstart:pos])
-            yield state_id, kg, ident, key, ns, value
-        if flag:
+        yield state_id, kstart, kend, pos
+        if first & META_FOLLOWS:
             if pos + 2 > limit:
                 raise _truncated(kg, limit, source)
             nxt = _U16.unpack_from(data, pos)[0]
@@ -201,6 +188,31 @@ def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBa
                                             f"but the key group's data ends at byte {limit}", source)
                 return
             state_id = nxt
+
+
+def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBackendMeta, codecs: list[StateCodec],
+                        states: set[int] | None, max_parallelism: int, source: str | None) -> Iterator[Entry]:
+    """The entries of one key group of the canonical layout (the plain Python decoder); they lie
+    inside [start, end) and the end-of-key-group mark is its last two bytes (the C scanner checks
+    the same way)."""
+    data, pos, limit = key_group_data(buf, start, end, kg, meta.compressed, source)
+    for state_id, kstart, kend, vend in canonical_pairs(data, pos, limit, kg, len(codecs),
+                                                        key_group_prefix_size(max_parallelism), source):
+        if states is None or state_id in states:
+            codec = codecs[state_id]
+            if codec.canonical is None:
+                raise UnsupportedSerializerError(
+                    f"state '{codec.info.name}' has types fstate cannot decode", source)
+            ident, key, ns, value = codec.canonical(unflagged_key(data, kstart, kend), data[kend + 4:vend])
+            yield state_id, kg, ident, key, ns, value
+
+
+def unflagged_key(data: bytes, start: int, end: int) -> bytes:
+    """A canonical entry's key bytes without the meta-follows flag on its first byte."""
+    first = data[start]
+    if first & META_FOLLOWS:
+        return bytes((first & 0x7F,)) + data[start + 1:end]
+    return data[start:end]
 
 
 def native_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBackendMeta, codecs: list[StateCodec],

@@ -38,6 +38,7 @@ Readers, which read byte ranges of large streams themselves, build one with
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -49,7 +50,7 @@ from . import keyed
 from . import rocksdb
 from . import streams
 from . import verify_structure
-from .errors import DECODE_ERRORS, CorruptStateError, FStateError
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
 from .io import FileIO
 from .keyed_codecs import StateCodec
 
@@ -182,6 +183,122 @@ class KeyedState:
                     yield from keyed.native_key_group(buf, start, end, kg, meta, codecs, states, source)
             except DECODE_ERRORS as e:
                 raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+
+    def sized_entries(self, states: set[int] | None = None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        """Every entry :meth:`entries` yields, with the bytes it takes in Flink's canonical layout
+        (what savepoints and RocksDB store): (entry, key bytes, value bytes). Key bytes: the key-group
+        prefix, key, namespace and a map entry's user key; value bytes: the value (a list's elements
+        with their delimiters, a map value with its null flag). Ordered by key group within each
+        state. Heap-native entries are measured by encoding them canonically (one entry per map
+        entry, none for an empty value, as a savepoint stores them)."""
+        if self.db is not None:
+            return self._rocksdb_sized(states)
+        if self.layout == CANONICAL:
+            return self._canonical_sized(states)
+        return self._native_sized(states)
+
+    def measured_key_groups(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]] | None:
+        """The compiled scanner measuring every entry as :meth:`sized_entries` does, without handing
+        them over one by one: per key group of a stream (in order), or per state and key group of a
+        RocksDB snapshot (its pairs framed as a canonical key group), each entry's bytes, entry and
+        elements (a list's elements, a map entry) added to its key's ``keys[state id][key]`` =
+        [bytes, entries, elements, key], with the [entries, bytes, key bytes, value bytes, elements]
+        of each state there. None when the compiled scanner cannot read this state (a heap-native
+        stream, ``strict``, not built): measure :meth:`sized_entries` then. A key Python cannot hash
+        (a list, a dict) raises TypeError."""
+        if not self.compiled or self.strict:
+            return None
+        if self.db is not None:
+            return self._measured_rocksdb(keys)
+        if self.decoder != COMPILED:
+            return None
+        return self._measured(keys)
+
+    def _measured(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]]:
+        scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
+        for kg, data, pos, limit in self.data_regions():
+            yield kg, self._measure_block(scan, kg, data, pos, limit, keys, f"key group {kg}")
+
+    def _measured_rocksdb(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]]:
+        scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
+        prefix = keyed.key_group_prefix_size(self.max_parallelism)
+        runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
+        present = set(self.db.column_families)
+        for sid, codec in enumerate(self.codecs):
+            name = codec.info.name
+            if name not in present:
+                continue
+            current, pairs = None, []
+            # the pairs, then an end mark: the last key group is measured when the mark comes
+            for kg, kb, vb in itertools.chain(rocksdb.state_pairs(self.db, name, runs, prefix, self.source),
+                                              ((None, b"", b""),)):
+                if kg != current and pairs:
+                    block = keyed.encode_key_group(current, {sid: pairs})
+                    yield current, self._measure_block(scan, current, block, 0, len(block), keys,
+                                                       f"state '{name}', key group {current}")
+                    pairs = []
+                current = kg
+                pairs.append((kb, vb))
+
+    def _measure_block(self, scan, kg: int, data, pos: int, limit: int, keys: list[dict], where: str
+                       ) -> list[list[int]]:
+        try:
+            return scan.measure(data, pos, limit, kg, keys)
+        except TypeError:
+            raise
+        except DECODE_ERRORS as e:
+            raise CorruptStateError(f"{where}: cannot decode the state bytes ({e})", self.source) from None
+
+    def _rocksdb_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        prefix = keyed.key_group_prefix_size(self.max_parallelism)
+        runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
+        present = set(self.db.column_families)
+        for sid, codec in enumerate(self.codecs):
+            if (states is not None and sid not in states) or codec.info.name not in present:
+                continue
+            for kg, kb, vb in rocksdb.state_pairs(self.db, codec.info.name, runs, prefix, self.source):
+                ident, key, ns, value = rocksdb.decode_pair(codec, kg, kb, vb, self.source)
+                yield (sid, kg, ident, key, ns, value), len(kb), len(vb)
+
+    def _canonical_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        codecs, source, n_states = self.codecs, self.source, len(self.codecs)
+        prefix = keyed.key_group_prefix_size(self.max_parallelism)
+        scan = (_fastpath.compiled_scanner(self.meta, codecs, self.max_parallelism, states, source)
+                if self.decoder == COMPILED else None)
+        for kg, data, pos, limit in self.data_regions():
+            try:
+                pairs = keyed.canonical_pairs(data, pos, limit, kg, n_states, prefix, source)
+                if states is not None:
+                    pairs = (pair for pair in pairs if pair[0] in states)
+                if scan is not None:  # the compiled scanner decodes the same entries in the same order
+                    for (_, kstart, kend, vend), entry in zip(pairs, _fastpath.canonical_key_group(
+                            scan, data, pos, limit, kg)):
+                        yield entry, kend - kstart, vend - kend - 4
+                    continue
+                for sid, kstart, kend, vend in pairs:
+                    codec = codecs[sid]
+                    if codec.canonical is None:
+                        raise UnsupportedSerializerError(f"state '{codec.info.name}' has types fstate cannot decode",
+                                                         source)
+                    ident, key, ns, value = codec.canonical(keyed.unflagged_key(data, kstart, kend),
+                                                            data[kend + 4:vend])
+                    yield (sid, kg, ident, key, ns, value), kend - kstart, vend - kend - 4
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
+
+    def _native_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
+        encoders: dict[int, keyed.PairEncoder] = {}
+        for sid, kg, ident, key, ns, value in self.entries(states):
+            encoder = encoders.get(sid)
+            if encoder is None:
+                encoder = encoders[sid] = keyed.PairEncoder(self.meta, sid, self.max_parallelism)
+            pairs = encoder.pairs(kg, key, value, ns)
+            if self.codecs[sid].shape.is_map:  # a map's entries one by one, as the canonical layout stores them
+                for item, (kb, vb) in zip(value, pairs):
+                    yield (sid, kg, ident, key, ns, tuple(item)), len(kb), len(vb)
+            elif pairs:
+                (kb, vb), = pairs
+                yield (sid, kg, ident, key, ns, value), len(kb), len(vb)
 
     def rows(self, state_ids: list[int]) -> Iterator[tuple[int, Any, Any, list]]:
         """One row per (key, namespace) of the selected key groups: (key group, key, namespace,

@@ -13,7 +13,7 @@ from . import handle_codec
 from . import handles
 from . import limits
 from .binary import DataInput, DataOutput
-from .errors import CorruptStateError, UnsupportedVersionError
+from .errors import CorruptStateError, NotMetadataError, UnsupportedVersionError
 from .javaser import read_java_object
 
 MAGIC = 0x4960672D
@@ -113,10 +113,10 @@ class CheckpointMetadata:
 def read_metadata(data: bytes, source: str | None = None) -> CheckpointMetadata:
     inp = DataInput(data, source=source)
     if len(data) < 8:
-        raise CorruptStateError(f"not a Flink _metadata file: only {len(data)} bytes", source)
+        raise NotMetadataError(f"not a Flink _metadata file: only {len(data)} bytes", source)
     magic = inp.read_i32()
     if magic != MAGIC:
-        raise CorruptStateError(
+        raise NotMetadataError(
             f"not a Flink _metadata file: magic number 0x{magic & 0xFFFFFFFF:08X}, expected 0x{MAGIC:08X}", source)
     version = inp.read_i32()
     if version not in SUPPORTED_VERSIONS:

@@ -392,10 +392,10 @@ def key_group_runs(wanted: Iterable[int] | None, lo: int, hi: int) -> list[tuple
     return out
 
 
-def _state_entries(db: RocksDBSnapshot, sid: int, codec: keyed.StateCodec, runs, prefix: int,
-                   source: str | None) -> Iterator[keyed.Entry]:
-    name = codec.info.name
-    decode = codec.canonical
+def state_pairs(db: RocksDBSnapshot, name: str, runs, prefix: int, source: str | None
+                ) -> Iterator[tuple[int, bytes, bytes]]:
+    """(key group, key bytes, value bytes) of one state's column family in the key-group ``runs``
+    (:func:`key_group_runs`), in key order."""
     for lo, hi in runs:
         for kb, vb in db.items(name, key_group_prefix_bytes(lo, prefix)):
             kg = _key_group(kb, prefix)
@@ -404,14 +404,26 @@ def _state_entries(db: RocksDBSnapshot, sid: int, codec: keyed.StateCodec, runs,
             if len(kb) < prefix:
                 raise CorruptStateError(f"state '{name}', key group {kg}: the key {kb.hex()} is shorter than its "
                                         f"key-group prefix", source)
-            if decode is None:
-                raise UnsupportedSerializerError(f"state '{name}' has types fstate cannot decode", source)
-            try:
-                ident, key, ns, value = decode(kb, vb)
-            except DECODE_ERRORS as e:
-                raise CorruptStateError(f"state '{name}', key group {kg}: cannot decode the entry "
-                                        f"{kb.hex()} ({e})", source) from None
-            yield sid, kg, ident, key, ns, value
+            yield kg, kb, vb
+
+
+def decode_pair(codec: keyed.StateCodec, kg: int, kb: bytes, vb: bytes, source: str | None
+                ) -> tuple[bytes, Any, Any, Any]:
+    """One stored pair of a state's column family decoded: (identity, key, namespace, value)."""
+    if codec.canonical is None:
+        raise UnsupportedSerializerError(f"state '{codec.info.name}' has types fstate cannot decode", source)
+    try:
+        return codec.canonical(kb, vb)
+    except DECODE_ERRORS as e:
+        raise CorruptStateError(f"state '{codec.info.name}', key group {kg}: cannot decode the entry "
+                                f"{kb.hex()} ({e})", source) from None
+
+
+def _state_entries(db: RocksDBSnapshot, sid: int, codec: keyed.StateCodec, runs, prefix: int,
+                   source: str | None) -> Iterator[keyed.Entry]:
+    for kg, kb, vb in state_pairs(db, codec.info.name, runs, prefix, source):
+        ident, key, ns, value = decode_pair(codec, kg, kb, vb, source)
+        yield sid, kg, ident, key, ns, value
 
 
 def iter_entries(db: RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, *,

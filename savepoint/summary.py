@@ -32,13 +32,23 @@ def external_dependencies(sp: Savepoint) -> dict[str, int]:
     return external_files(sp.metadata, sp.path)
 
 
-def _sql(op, plan: PlanBinding | None) -> dict[str, Any] | None:
+def sql_entry(op, plan: PlanBinding | None) -> dict[str, Any] | None:
     """An SQL operator's kind and node id (from its name or uid), with the plan's description of it."""
     described = plan.operator(op) if plan is not None else None
     if described is not None:
         return described.to_dict()
     known = sql_operator(op.name, op.uid)
     return {"kind": known.kind, "node_id": known.node_id} if known is not None else None
+
+
+def subtask_handle_bytes(op) -> dict[int, tuple[int, int]]:
+    """Each subtask's (keyed, operator) state bytes as its handles record them."""
+    sizes = {subtask: [0, 0] for subtask in op.state.subtasks}
+    for subtask, h in op.keyed_handles():
+        sizes[subtask][0] += h.size
+    for subtask, h in op.operator_handles():
+        sizes[subtask][1] += h.size
+    return {subtask: (keyed, operator) for subtask, (keyed, operator) in sorted(sizes.items())}
 
 
 def summarize(sp: Savepoint, plan: PlanBinding | None = None) -> dict[str, Any]:
@@ -58,8 +68,9 @@ def summarize(sp: Savepoint, plan: PlanBinding | None = None) -> dict[str, Any]:
             states.append({"name": d.name, "backend": d.backend, "kind": d.kind, "type": d.type_name,
                            "key_type": d.key_type, "namespace": d.namespace, "warnings": list(d.warnings)})
             warnings.extend(f"{op.display_name}/{d.name}: {w}" for w in d.warnings)
-        keyed_size = sum(h.size for _, h in op.keyed_handles())
-        operator_size = sum(h.size for _, h in op.operator_handles())
+        by_subtask = subtask_handle_bytes(op)
+        keyed_size = sum(keyed for keyed, _ in by_subtask.values())
+        operator_size = sum(operator for _, operator in by_subtask.values())
         # in-flight data of unaligned checkpoints (input channels and result subpartitions)
         channel_size = sum(ch.size for s in op.state.subtasks.values()
                            for ch in (*s.input_channels, *s.result_subpartitions))
@@ -70,7 +81,7 @@ def summarize(sp: Savepoint, plan: PlanBinding | None = None) -> dict[str, Any]:
             "keyed_layout": op.keyed_layout, "keyed_state_bytes": keyed_size, "operator_state_bytes": operator_size,
             "channel_state_bytes": channel_size,
             "coordinator_state_bytes": op.state.coordinator_state.size if op.state.coordinator_state else 0,
-            "storage": _storage(op), "states": states, "sql": _sql(op, plan),
+            "storage": _storage(op), "states": states, "sql": sql_entry(op, plan),
         })
     return {
         "path": sp.path,

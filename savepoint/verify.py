@@ -19,7 +19,8 @@ from . import operator as operator_state
 from . import pool
 from . import verify_structure
 from .compression import checking_checksums
-from .errors import CorruptStateError, ExternalPathError, FStateError, UnsupportedSerializerError
+from .errors import (CorruptStateError, ExternalPathError, FStateError, SavepointNotFoundError,
+                     UnsupportedSerializerError)
 from .io import io_for, is_remote, strip_file_scheme
 from .io.policy import handle_target
 from .loader import OperatorView, Savepoint
@@ -146,6 +147,8 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
     ``reference``: by the plain-Python reference decoders instead (slower; the tests compare both)."""
     try:
         sp = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options)
+    except SavepointNotFoundError:
+        raise  # not a savepoint at all (no such path, no `_metadata`, a file that is none): bad input
     except FStateError as e:
         return VerifyReport(path, [], [str(e)])
     report = VerifyReport(sp.path, [])

@@ -29,9 +29,21 @@ def exhaustive(request) -> bool:
 
 @pytest.fixture(scope="session")
 def spark():
-    from fstate.readers.session import get_spark
+    """The test session's Spark: a plain ``SparkSession.builder`` session, as a notebook or spark-submit
+    has, made without fstate's settings; ``fstate.readers.register`` is all fstate adds. Every Spark
+    test so runs on what users run (fstate's own quiet start-up, readers/session.get_spark, is run by the
+    real-process test in tests/writers/test_bootstrap_validation.py)."""
+    import sys
 
-    s = get_spark("local[2]")
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers must import this fstate
+    s = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    s.sparkContext.setLogLevel("ERROR")
+    import fstate.readers
+
+    fstate.readers.register(s)
     yield s
 
 

@@ -1,4 +1,7 @@
-"""Code outside the visitors does not ask a TypeInfo node for its class (``isinstance`` / ``type() is``):
+"""No visitor walks the tree by hand: the dispatcher (``visit``) hands a branch its children's results or
+thunks, so a visitor never calls it on a child (:func:`hand_recursion`).
+
+Code outside the visitors does not ask a TypeInfo node for its class (``isinstance`` / ``type() is``):
 what a type means to a consumer is a visitor's branch (savepoint/types/visitor.py; the structural
 questions "is it a list, a map, a TTL wrapper, ..." are ``savepoint/types/roles.py``), so a new node
 class is never silently taken for another. The node classes' own package (savepoint/types/) is
@@ -12,11 +15,11 @@ import ast
 from collections import Counter
 
 from fstate.savepoint.types import TypeInfo
-from fstate.savepoint.types.visitor import BRANCHES
+from fstate.savepoint.types.visitor import BASES, BRANCHES
 from tests.savepoint.test_type_visitors import MODULE_FILES, VISITORS
 
 NODE_NAMES = {cls.__name__ for cls in BRANCHES} | {"TypeInfo", "Composite"}
-VISITOR_NAMES = {cls.__name__ for cls in VISITORS}
+VISITOR_NAMES = {cls.__name__ for cls in VISITORS} | {cls.__name__ for cls in BASES} | {"TypeInfoVisitor"}
 
 #: module -> (checks, why each is not about what a type means); the count may only go down
 ALLOWED = {
@@ -50,7 +53,7 @@ def type_checks(tree: ast.AST) -> list[int]:
     def walk(node: ast.AST, in_visitor: bool) -> None:
         if isinstance(node, ast.ClassDef):
             in_visitor = in_visitor or bool({ast.unparse(b).split("[")[0].split(".")[-1] for b in node.bases}
-                                            & (VISITOR_NAMES | {"TypeInfoVisitor"}))
+                                            & VISITOR_NAMES)
         if not in_visitor:
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2 \
                     and _class_names(node.args[1], foreign) & NODE_NAMES:
@@ -101,3 +104,54 @@ def test_the_check_finds_type_checks():
                     "def f(t):\n    return isinstance(t, savepoint_types.ListType) or type(t) is MapType\n")
     assert type_checks(own) == [4, 4]
     assert "TypeInfo" in NODE_NAMES and TypeInfo.__name__ == "TypeInfo"
+
+
+def _dispatchers(tree: ast.AST) -> set[str]:
+    """The names the module binds to fstate's dispatcher (``from ..savepoint.types import visit``)."""
+    return {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and "types" in (node.module or "") for alias in node.names if alias.name == "visit"}
+
+
+def _is_visitor(node: ast.ClassDef) -> bool:
+    return bool({ast.unparse(b).split("[")[0].split(".")[-1] for b in node.bases} & VISITOR_NAMES)
+
+
+def hand_recursion(tree: ast.AST) -> list[int]:
+    """Lines where a visitor walks the tree itself: a call of the dispatcher in a visitor class, or in a
+    function that passes it a visitor it was given (``visit(child, visitor)``, ``visit(child, self)``)."""
+    dispatchers = _dispatchers(tree)
+    found = []
+
+    def walk(node: ast.AST, in_visitor: bool, params: frozenset) -> None:
+        if isinstance(node, ast.ClassDef):
+            in_visitor = in_visitor or _is_visitor(node)
+        if isinstance(node, (ast.FunctionDef, ast.Lambda)):
+            params = params | {a.arg for a in node.args.args + node.args.kwonlyargs}
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) in dispatchers and (
+                in_visitor or len(node.args) == 2 and getattr(node.args[1], "id", None) in params):
+            found.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            walk(child, in_visitor, params)
+
+    walk(tree, False, frozenset())
+    return found
+
+
+def test_no_visitor_recurses_by_hand():
+    found = {module: lines for module, path in MODULE_FILES.items()
+             if (lines := hand_recursion(ast.parse(path.read_text())))}
+    assert not found, (f"visitors calling the dispatcher on a node's children (module: lines): {found}; take the "
+                       "children's results (TypeVisitor) or thunks (PreOrderTypeVisitor) the branch is given")
+
+
+def test_the_check_finds_hand_recursion():
+    tree = ast.parse("from ..savepoint.types import visit\n"
+                     "def _struct(names, children, visitor):\n    return [visit(c, visitor) for c in children]\n"
+                     "class V(TypeVisitor[int]):\n    def visit_list(self, node, element):\n"
+                     "        return visit(node.element, V())\n"
+                     "class W(PreOrderTypeVisitor[int]):\n    def visit_map(self, node, key, value):\n"
+                     "        return [visit(c, self) for c in node.children]\n"
+                     "def entry(t):\n    return visit(t, V())\n")
+    assert hand_recursion(tree) == [3, 6, 9]
+    local = ast.parse("def visit(value, inside):\n    return value\ndef f(spec, inside):\n    visit(spec, inside)\n")
+    assert hand_recursion(local) == []  # a function of its own called visit (writers/bootstrap.py's)

@@ -41,13 +41,14 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from typing import Callable
 
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint.errors import FStateWarning, InvalidArgumentError
 from ..savepoint.metainfo import StateMetaInfo
 from ..savepoint.types import (EitherType, GenericArrayType, ListType, MapType, NullableType, PojoType,
-                               RowType, SetType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
+                               RowType, SetType, TimerType, TtlType, TupleType, TypeInfo, PreOrderTypeVisitor, visit)
 from ..savepoint.types.roles import OPAQUE, as_nullable, role
 from ..savepoint.types.snapshots import KRYO_SNAPSHOT
 from .reencode import KeyedReencode, StateSource
@@ -84,7 +85,7 @@ def _plain_nullable_inner(t: TypeInfo) -> TypeInfo | None:
     return None if nullable is None or nullable.padding != 0 else nullable.inner
 
 
-class ReleaseTypes(TypeInfoVisitor[TypeInfo]):
+class ReleaseTypes(PreOrderTypeVisitor[TypeInfo]):
     """Rebuilds a tree node by node; unchanged subtrees are returned as they are. Subclasses say
     how a POJO field changes (:meth:`_pojo_field`) and what the other release cannot take."""
 
@@ -94,11 +95,13 @@ class ReleaseTypes(TypeInfoVisitor[TypeInfo]):
     def _fail(self, message: str) -> InvalidArgumentError:
         return InvalidArgumentError(f"{self.what}: {message}")
 
-    def _children(self, node: TypeInfo) -> tuple[tuple[TypeInfo, ...], bool]:
-        children = tuple(visit(c, self) for c in node.children)
-        return children, any(new is not old for new, old in zip(children, node.children))
+    @staticmethod
+    def _changed(old: tuple[TypeInfo, ...], thunks) -> tuple[tuple[TypeInfo, ...], bool]:
+        """The children rebuilt (``thunks``: theirs, in the order of ``old``), and whether one changed."""
+        children = tuple(child() for child in thunks)
+        return children, any(new is not was for new, was in zip(children, old))
 
-    def _leaf(self, node: TypeInfo) -> TypeInfo:
+    def _leaf(self, node: TypeInfo, *children) -> TypeInfo:
         return node
 
     visit_scalar = visit_time_window = visit_enum = visit_pickled = _leaf
@@ -110,75 +113,77 @@ class ReleaseTypes(TypeInfoVisitor[TypeInfo]):
     # serializers fstate cannot read (Kryo, Avro, a user's own) have the same snapshot on both lines
     visit_opaque = _leaf
 
-    def visit_tuple(self, node: TupleType) -> TypeInfo:
-        children, changed = self._children(node)
+    def visit_tuple(self, node: TupleType, fields) -> TypeInfo:
+        children, changed = self._changed(node.children, fields)
         return TupleType(children, node.tuple_class) if changed else node
 
-    def visit_row(self, node: RowType) -> TypeInfo:
-        children, changed = self._children(node)
+    def visit_row(self, node: RowType, fields) -> TypeInfo:
+        children, changed = self._changed(node.children, fields)
         return RowType(children, node.field_names, node.supports_row_kind) if changed else node
 
-    def visit_list(self, node: ListType) -> TypeInfo:
-        children, changed = self._children(node)
-        return type(node)(children[0], node.snapshot_class) if changed else node
+    def visit_list(self, node: ListType, element) -> TypeInfo:
+        (new,), changed = self._changed(node.children, (element,))
+        return type(node)(new, node.snapshot_class) if changed else node
 
     visit_array_list = visit_list
 
-    def visit_set(self, node: SetType) -> TypeInfo:
-        return self.visit_list(node)
+    def visit_set(self, node: SetType, element) -> TypeInfo:
+        return self.visit_list(node, element)
 
-    def visit_map(self, node: MapType) -> TypeInfo:
-        children, changed = self._children(node)
+    def visit_map(self, node: MapType, key, value) -> TypeInfo:
+        children, changed = self._changed(node.children, (key, value))
         return MapType(*children) if changed else node
 
-    def visit_nullable(self, node: NullableType) -> TypeInfo:
-        children, changed = self._children(node)
-        return NullableType(children[0], node.padding) if changed else node
+    def visit_nullable(self, node: NullableType, inner) -> TypeInfo:
+        (new,), changed = self._changed(node.children, (inner,))
+        return NullableType(new, node.padding) if changed else node
 
-    def visit_either(self, node: EitherType) -> TypeInfo:
-        children, changed = self._children(node)
+    def visit_either(self, node: EitherType, fields) -> TypeInfo:
+        children, changed = self._changed(node.children, fields)
         return EitherType(*children) if changed else node
 
-    def visit_generic_array(self, node: GenericArrayType) -> TypeInfo:
-        children, changed = self._children(node)
-        return GenericArrayType(children[0], node.component_class) if changed else node
+    def visit_generic_array(self, node: GenericArrayType, element) -> TypeInfo:
+        (new,), changed = self._changed(node.children, (element,))
+        return GenericArrayType(new, node.component_class) if changed else node
 
-    def visit_timer(self, node: TimerType) -> TypeInfo:
-        children, changed = self._children(node)
+    def visit_timer(self, node: TimerType, key, namespace) -> TypeInfo:
+        children, changed = self._changed(node.children, (key, namespace))
         return TimerType(*children) if changed else node
 
-    def visit_ttl(self, node: TtlType) -> TypeInfo:
-        children, changed = self._children(node)
+    def visit_ttl(self, node: TtlType, value, timestamp) -> TypeInfo:
+        children, changed = self._changed(node.children, (timestamp, value))  # a TtlType's children: timestamp, value
         return TtlType(*children, snapshot_class=node.snapshot_class) if changed else node
 
-    def visit_pojo(self, node: PojoType) -> TypeInfo:
-        fields = [(name, declaring, None if t is None else self._pojo_field(t)) for name, declaring, t in node.fields]
-        subclasses = [[(name, None if t is None else visit(t, self)) for name, t in group]
-                      for group in (node.registered, node.nonregistered)]
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> TypeInfo:
+        new_fields = [(name, declaring, None if field is None else self._pojo_field(field))
+                      for (name, declaring, _), field in zip(node.fields, fields)]
+        subclasses = [[(name, None if child is None else child()) for (name, _), child in zip(group, thunks)]
+                      for group, thunks in ((node.registered, registered), (node.nonregistered, nonregistered))]
         old = [t for _, _, t in node.fields] + [t for group in (node.registered, node.nonregistered) for _, t in group]
-        new = [t for _, _, t in fields] + [t for group in subclasses for _, t in group]
+        new = [t for _, _, t in new_fields] + [t for group in subclasses for _, t in group]
         if all(a is b for a, b in zip(new, old)):
             return node
-        return PojoType(node.class_name, fields, *subclasses)
+        return PojoType(node.class_name, new_fields, *subclasses)
 
-    def _pojo_field(self, t: TypeInfo) -> TypeInfo:
-        return visit(t, self)
+    def _pojo_field(self, field: Callable[[], TypeInfo]) -> TypeInfo:
+        """A POJO field's type as the target has it (``field``: the thunk rebuilding its type)."""
+        return field()
 
 
 # How Flink 2.x's type extractor serializes a POJO field of type List, Map or Set (one fact, read
 # both ways below): the collection and its elements (map keys) wrapped in NullableSerializer, no padding.
 
-class Flink2PojoField(TypeInfoVisitor[TypeInfo]):
+class Flink2PojoField(PreOrderTypeVisitor[TypeInfo]):
     """A POJO field's type as Flink 2.x serializes it: a List(E) or Map(K, V) wrapped, any other type
     (ArrayList and Set too) as it is."""
 
-    def visit_list(self, node: ListType) -> TypeInfo:
+    def visit_list(self, node: ListType, element) -> TypeInfo:
         return NullableType(ListType(NullableType(node.element)))
 
-    def visit_map(self, node: MapType) -> TypeInfo:
+    def visit_map(self, node: MapType, key, value) -> TypeInfo:
         return NullableType(MapType(NullableType(node.key), node.value))
 
-    def _as_is(self, node: TypeInfo) -> TypeInfo:
+    def _as_is(self, node: TypeInfo, *children) -> TypeInfo:
         return node
 
     visit_scalar = visit_time_window = visit_tuple = visit_row = visit_array_list = visit_set = _as_is
@@ -187,19 +192,24 @@ class Flink2PojoField(TypeInfoVisitor[TypeInfo]):
     visit_raw_value_data = visit_external = visit_sorted_map = _as_is
 
 
-class Flink1PojoCollection(TypeInfoVisitor[TypeInfo | None]):
+def flink2_pojo_field(t: TypeInfo) -> TypeInfo:
+    """A POJO field's type with Flink 2.x's nullable wrapping of a List or Map (any other type as it is)."""
+    return visit(t, Flink2PojoField())
+
+
+class Flink1PojoCollection(PreOrderTypeVisitor[TypeInfo | None]):
     """The plain List(E) or Map(K, V) of what a Flink 2.x POJO field's nullable wrapper holds: a
     List of nullable elements or a Map of nullable keys (None for any other type)."""
 
-    def visit_list(self, node: ListType) -> ListType | None:
-        element = _plain_nullable_inner(node.element)
-        return None if element is None else ListType(element)
+    def visit_list(self, node: ListType, element) -> ListType | None:
+        plain = _plain_nullable_inner(node.element)
+        return None if plain is None else ListType(plain)
 
-    def visit_map(self, node: MapType) -> MapType | None:
-        key = _plain_nullable_inner(node.key)
-        return None if key is None else MapType(key, node.value)
+    def visit_map(self, node: MapType, key, value) -> MapType | None:
+        plain = _plain_nullable_inner(node.key)
+        return None if plain is None else MapType(plain, node.value)
 
-    def _none(self, node: TypeInfo) -> None:
+    def _none(self, node: TypeInfo, *children) -> None:
         return None
 
     visit_scalar = visit_time_window = visit_tuple = visit_row = visit_array_list = visit_set = _none
@@ -219,26 +229,27 @@ class Flink1Types(ReleaseTypes):
     """Rebuilds a Flink 2.x tree with Flink 1.x's serializers: POJO collection fields without 2.x's
     nullable wrapping; Set and the async-state TTL serializer rejected."""
 
-    def visit_set(self, node: SetType) -> TypeInfo:
+    def visit_set(self, node: SetType, element) -> TypeInfo:
         raise self._fail(f"Flink 1.x has no Set serializer ({node.name}); write it for Flink 2.x")
 
-    def visit_ttl(self, node: TtlType) -> TypeInfo:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> TypeInfo:
         if node.snapshot_class == ASYNC_TTL_SNAPSHOT:
             raise self._fail("TTL state of Flink 2.x's asynchronous state API has no Flink 1.x serializer")
-        return super().visit_ttl(node)
+        return super().visit_ttl(node, value, timestamp)
 
-    def _pojo_field(self, t: TypeInfo) -> TypeInfo:
+    def _pojo_field(self, field: Callable[[], TypeInfo]) -> TypeInfo:
+        # rebuilt first, then unwrapped: rebuilding keeps the nullable List/Map wrapping as it is
+        t = field()
         plain = flink1_pojo_collection(t)
-        return visit(t if plain is None else plain, self)
+        return t if plain is None else plain
 
 
 class Flink2Types(ReleaseTypes):
     """Rebuilds a Flink 1.x tree with Flink 2.x's serializers: POJO fields of type List or Map get
     2.x's nullable wrapping."""
 
-    def _pojo_field(self, t: TypeInfo) -> TypeInfo:
-        t = visit(t, self)
-        return visit(t, Flink2PojoField())
+    def _pojo_field(self, field: Callable[[], TypeInfo]) -> TypeInfo:
+        return flink2_pojo_field(field())
 
 
 def state_meta_for_target(meta: StateMetaInfo, metadata_version: int, what: str,

@@ -28,7 +28,7 @@ from typing import Any
 from ..savepoint.errors import InvalidArgumentError, UnsupportedSerializerError
 from ..savepoint.types import (SCALAR_KINDS, ArrayListType, EitherType, EnumType, GenericArrayType,
                                ListType, MapType, NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar,
-                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor,
+                               SetType, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo, PreOrderTypeVisitor,
                                scalar, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
@@ -203,7 +203,7 @@ def sql_type(text: str) -> TypeInfo:
 # to type strings
 
 
-class TypeNameVisitor(TypeInfoVisitor[str]):
+class TypeNameVisitor(PreOrderTypeVisitor[str]):
     """The type string of a TypeInfo (what :func:`parse_type` reads); InvalidArgumentError for types
     that have none (fstate reads them, but a write spec cannot name them)."""
 
@@ -215,49 +215,50 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
         name = _CANONICAL.get(node)
         return self._none(node) if name is None else name
 
-    def visit_tuple(self, node: TupleType) -> str:
-        return "TUPLE<" + ", ".join(visit(c, self) for c in node.children) + ">"
+    def visit_tuple(self, node: TupleType, fields) -> str:
+        return "TUPLE<" + ", ".join(field() for field in fields) + ">"
 
-    def visit_row(self, node: RowType) -> str:
-        return "ROW<" + ", ".join(f"{n} {visit(c, self)}" for n, c in zip(node.field_names, node.children)) + ">"
+    def visit_row(self, node: RowType, fields) -> str:
+        return "ROW<" + ", ".join(f"{n} {field()}" for n, field in zip(node.field_names, fields)) + ">"
 
-    def visit_list(self, node: ListType) -> str:
-        return f"LIST<{visit(node.element, self)}>"
+    def visit_list(self, node: ListType, element) -> str:
+        return f"LIST<{element()}>"
 
-    def visit_map(self, node: MapType) -> str:
-        return f"MAP<{visit(node.key, self)}, {visit(node.value, self)}>"
+    def visit_map(self, node: MapType, key, value) -> str:
+        return f"MAP<{key()}, {value()}>"
 
-    def visit_nullable(self, node: NullableType) -> str:
-        return f"NULLABLE<{visit(node.inner, self)}>"
+    def visit_nullable(self, node: NullableType, inner) -> str:
+        return f"NULLABLE<{inner()}>"
 
-    def visit_either(self, node: EitherType) -> str:
-        return f"EITHER<{visit(node.children[0], self)}, {visit(node.children[1], self)}>"
+    def visit_either(self, node: EitherType, fields) -> str:
+        left, right = fields
+        return f"EITHER<{left()}, {right()}>"
 
     def visit_enum(self, node: EnumType) -> str:
         return f"ENUM<{node.class_name}: {', '.join(node.constants)}>"
 
-    def visit_pojo(self, node: PojoType) -> str:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> str:
         if not node.decodable:
             return self._none(node)
-        fields = ", ".join(f"{n} {visit(t, self)}" for n, _, t in node.fields)
-        return f"POJO<{node.class_name}: {fields}>"
+        names = ", ".join(f"{n} {field()}" for n, field in zip(node.field_names, fields))
+        return f"POJO<{node.class_name}: {names}>"
 
     def visit_time_window(self, node: TimeWindowType) -> str:
         return self._none(node)
 
-    def visit_array_list(self, node: ArrayListType) -> str:
+    def visit_array_list(self, node: ArrayListType, element) -> str:
         return self._none(node)
 
-    def visit_set(self, node: SetType) -> str:
+    def visit_set(self, node: SetType, element) -> str:
         return self._none(node)
 
-    def visit_generic_array(self, node: GenericArrayType) -> str:
+    def visit_generic_array(self, node: GenericArrayType, element) -> str:
         return self._none(node)
 
-    def visit_timer(self, node: TimerType) -> str:
+    def visit_timer(self, node: TimerType, key, namespace) -> str:
         return self._none(node)
 
-    def visit_ttl(self, node: TtlType) -> str:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> str:
         return self._none(node)
 
     def visit_pickled(self, node: PickledType) -> str:
@@ -267,7 +268,7 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
         return self._none(node)
 
     # CEP
-    def visit_cep(self, node: CepType) -> str:
+    def visit_cep(self, node: CepType, shape) -> str:
         return self._none(node)
 
     # table runtime: named by their LogicalTypes in Flink SQL syntax ("SQL ROW<f0 STRING, f1 BIGINT>")
@@ -277,7 +278,7 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
         except InvalidArgumentError:
             return self._none(node)
 
-    def visit_row_data(self, node: RowDataType) -> str:
+    def visit_row_data(self, node: RowDataType, fields) -> str:
         if node.types is None:  # BinaryRowDataSerializer: no field types
             return self._none(node)
         return self._sql(node, LogicalType("ROW", children=node.types, field_names=node.field_names))
@@ -285,13 +286,13 @@ class TypeNameVisitor(TypeInfoVisitor[str]):
     def visit_table_data(self, node: TableDataType) -> str:
         return self._sql(node, node.logical)
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> str:  # its class is in the enclosing row's type
+    def visit_raw_value_data(self, node: RawValueDataType, inner) -> str:  # its class is in the enclosing row's type
         return self._none(node)
 
-    def visit_external(self, node: ExternalType) -> str:
+    def visit_external(self, node: ExternalType, inner) -> str:
         return self._none(node)
 
-    def visit_sorted_map(self, node: SortedMapType) -> str:
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> str:
         raise InvalidArgumentError(f"type {node.name}: {SORTED_MAP_REFUSED}")
 
 

@@ -12,12 +12,13 @@ made by :func:`row_error`, naming the state, the column, the source and a sample
 
 from __future__ import annotations
 
-from typing import Any
+from functools import partial
+from typing import Any, Callable
 
 from ..savepoint.errors import InvalidArgumentError
-from ..savepoint.types import (LONG, ArrayListType, EitherType, EnumType, GenericArrayType, ListType, MapType,
-                               NullableType, OpaqueType, PickledType, PojoType, RowType, Scalar, SetType, TimeWindowType,
-                               TimerType, TtlType, TupleType, TypeInfo, TypeInfoVisitor, visit)
+from ..savepoint.types import (LONG, EitherType, EnumType, ListType, MapType, NullableType, OpaqueType, PickledType,
+                               PojoType, RowType, Scalar, TimeWindowType, TimerType, TtlType, TupleType, TypeInfo,
+                               PreOrderTypeVisitor, visit)
 from ..savepoint.types.cep import CepType
 from ..savepoint.types.logical import LogicalType
 from ..savepoint.types.sorted_map import SortedMapType
@@ -88,10 +89,12 @@ def type_label(t: TypeInfo) -> str:
         return t.name
 
 
-class SourceTypeVisitor(TypeInfoVisitor[None]):
+class SourceTypeVisitor(PreOrderTypeVisitor[None]):
     """Whether a Spark column of type ``spark_type`` can fill values of the visited TypeInfo; raises
     InvalidArgumentError naming ``where`` (the column, and the field or element inside it) otherwise.
-    Types fstate only carries through (pickled, opaque, timers, CEP) take any column."""
+    Types fstate only carries through (pickled, opaque, timers, CEP) take any column. A child (a
+    field, element, key or value) is checked against its part of the column: its thunk runs while
+    ``spark_type`` and ``where`` are that part's."""
 
     def __init__(self, spark_type, where: str):
         self.spark_type = spark_type
@@ -101,8 +104,20 @@ class SourceTypeVisitor(TypeInfoVisitor[None]):
         raise InvalidArgumentError(f"{self.where} is {_spark_name(self.spark_type)}, but {type_label(node)} needs "
                                    f"{needs}")
 
-    def _child(self, node: TypeInfo, spark_type, where: str) -> None:
-        visit(node, SourceTypeVisitor(spark_type, where))
+    def _child(self, check: Callable[[], None], spark_type, where: str) -> None:
+        """Run ``check`` (a child's thunk) against ``spark_type``, the part of this column at ``where``."""
+        outer = self.spark_type, self.where
+        self.spark_type, self.where = spark_type, where
+        try:
+            check()
+        finally:
+            self.spark_type, self.where = outer
+
+    def _long(self) -> None:
+        self._kind(LONG, LONG.kind)
+
+    def _table_data(self, logical: LogicalType) -> None:
+        self._logical(_logical_node(logical), logical)
 
     def _is(self, *class_names: str) -> bool:
         return _class_name(self.spark_type) in class_names
@@ -125,7 +140,8 @@ class SourceTypeVisitor(TypeInfoVisitor[None]):
     def _kind_of(self, spark_type, kind: str, node: TypeInfo, where: str) -> None:
         SourceTypeVisitor(spark_type, where)._kind(node, kind)
 
-    def _struct(self, node: TypeInfo, names: tuple[str, ...], children, by_name_matters: bool = True) -> None:
+    def _struct(self, node: TypeInfo, names: tuple[str, ...], children: tuple[Callable[[], None], ...],
+                by_name_matters: bool = True) -> None:
         if not self._is("StructType"):
             self._fail(node, f"a struct column of {len(children)} fields")
         fields = self.spark_type.fields
@@ -139,13 +155,13 @@ class SourceTypeVisitor(TypeInfoVisitor[None]):
         for name, child, spark_field in zip(names, children, fields):
             self._child(child, spark_field.dataType, f"{self.where}.{spark_field.name}")
 
-    def _array(self, node: TypeInfo, element: TypeInfo) -> None:
+    def _array(self, node: TypeInfo, element: Callable[[], None]) -> None:
         if not self._is("ArrayType"):
             self._fail(node, "an array column" + (" (a string is not a list of its characters)"
                                                   if self._is(*_STRING) else ""))
         self._child(element, self.spark_type.elementType, f"{self.where}[element]")
 
-    def _map(self, node: TypeInfo, key: TypeInfo, value: TypeInfo) -> None:
+    def _map(self, node: TypeInfo, key: Callable[[], None], value: Callable[[], None]) -> None:
         if self._is("MapType"):
             self._child(key, self.spark_type.keyType, f"{self.where}[key]")
             self._child(value, self.spark_type.valueType, f"{self.where}[value]")
@@ -162,44 +178,37 @@ class SourceTypeVisitor(TypeInfoVisitor[None]):
         self._kind(node, node.kind)
 
     def visit_time_window(self, node: TimeWindowType) -> None:
-        self._struct(node, node.field_names, (LONG, LONG))
+        self._struct(node, node.field_names, (self._long, self._long))
 
-    def visit_tuple(self, node: TupleType) -> None:
-        self._struct(node, node.field_names, node.children, by_name_matters=False)
+    def visit_tuple(self, node: TupleType, fields) -> None:
+        self._struct(node, node.field_names, fields, by_name_matters=False)
 
-    def visit_row(self, node: RowType) -> None:
-        self._struct(node, node.field_names, node.children)
+    def visit_row(self, node: RowType, fields) -> None:
+        self._struct(node, node.field_names, fields)
 
-    def visit_list(self, node: ListType) -> None:
-        self._array(node, node.element)
+    def visit_list(self, node: ListType, element) -> None:
+        self._array(node, element)
 
-    def visit_array_list(self, node: ArrayListType) -> None:
-        self._array(node, node.element)
+    visit_array_list = visit_set = visit_generic_array = visit_list
 
-    def visit_set(self, node: SetType) -> None:
-        self._array(node, node.element)
+    def visit_map(self, node: MapType, key, value) -> None:
+        self._map(node, key, value)
 
-    def visit_generic_array(self, node: GenericArrayType) -> None:
-        self._array(node, node.children[0])
+    def visit_nullable(self, node: NullableType, inner) -> None:
+        inner()
 
-    def visit_map(self, node: MapType) -> None:
-        self._map(node, node.key, node.value)
+    def visit_either(self, node: EitherType, fields) -> None:
+        self._struct(node, node.field_names, fields)
 
-    def visit_nullable(self, node: NullableType) -> None:
-        visit(node.inner, self)
-
-    def visit_either(self, node: EitherType) -> None:
-        self._struct(node, node.field_names, node.children)
-
-    def visit_timer(self, node: TimerType) -> None:
+    def visit_timer(self, node: TimerType, key, namespace) -> None:
         return None  # written from timer columns, checked by check_timer_column
 
-    def visit_ttl(self, node: TtlType) -> None:
-        visit(node.value, self)
+    def visit_ttl(self, node: TtlType, value, timestamp) -> None:
+        value()
 
-    def visit_pojo(self, node: PojoType) -> None:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> None:
         if node.decodable:
-            self._struct(node, node.field_names, [t for _, _, t in node.fields])
+            self._struct(node, node.field_names, fields)
 
     def visit_enum(self, node: EnumType) -> None:
         if not self._is(*_STRING):
@@ -211,7 +220,7 @@ class SourceTypeVisitor(TypeInfoVisitor[None]):
     def visit_opaque(self, node: OpaqueType) -> None:
         return None
 
-    def visit_cep(self, node: CepType) -> None:
+    def visit_cep(self, node: CepType, shape) -> None:
         return None
 
     # table runtime: by the LogicalTypes
@@ -219,32 +228,33 @@ class SourceTypeVisitor(TypeInfoVisitor[None]):
         if not logical.decodable or logical.root == "NULL":
             return
         root = logical.root
+        children = [partial(self._table_data, c) for c in logical.children]
         if root == "ROW":
-            self._struct(node, logical.field_names, [_logical_node(c) for c in logical.children])
+            self._struct(node, logical.field_names, children)
         elif root == "ARRAY":
-            self._array(node, _logical_node(logical.children[0]))
+            self._array(node, children[0])
         elif root == "MAP":
-            self._map(node, _logical_node(logical.children[0]), _logical_node(logical.children[1]))
+            self._map(node, children[0], children[1])
         elif root == "MULTISET":
-            self._map(node, _logical_node(logical.children[0]), _logical_node(LogicalType("INTEGER")))
+            self._map(node, children[0], partial(self._table_data, LogicalType("INTEGER")))
         elif root in _LOGICAL_KINDS:
             self._kind(node, _LOGICAL_KINDS[root])
 
-    def visit_row_data(self, node: RowDataType) -> None:
+    def visit_row_data(self, node: RowDataType, fields) -> None:
         if node.decodable:
-            self._struct(node, node.field_names, [_logical_node(t) for t in node.types])
+            self._struct(node, node.field_names, [partial(self._table_data, t) for t in node.types])
 
     def visit_table_data(self, node: TableDataType) -> None:
         self._logical(node, node.logical)
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> None:
+    def visit_raw_value_data(self, node: RawValueDataType, inner) -> None:
         self._kind(node, "byte[]")
 
-    def visit_external(self, node: ExternalType) -> None:
-        visit(node.inner, self)
+    def visit_external(self, node: ExternalType, inner) -> None:
+        inner()
 
-    def visit_sorted_map(self, node: SortedMapType) -> None:
-        self._map(node, node.key, node.value)
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> None:
+        self._map(node, key, value)
 
 
 def _logical_node(logical: LogicalType) -> TableDataType:

@@ -4,7 +4,7 @@ Callers import the nodes from here: ``from fstate.savepoint.types import TupleTy
 Modules: :mod:`.base` (the ``TypeInfo`` base), :mod:`.scalars`, :mod:`.composites`, :mod:`.pojo`,
 :mod:`.pickled`, :mod:`.table` (the table runtime's serializers, with :mod:`.logical` and
 :mod:`.table_binary`; written from scratch by :mod:`.logical_java` and :mod:`.table_serializers`;
-:mod:`.sorted_map`, a Top-N's ``SortedMapSerializer``), :mod:`.cep` (the nodes), :mod:`.visitor` (``TypeInfoVisitor`` and ``visit``), :mod:`.roles`
+:mod:`.sorted_map`, a Top-N's ``SortedMapSerializer``), :mod:`.cep` (the nodes), :mod:`.visitor` (``TypeVisitor``, ``PreOrderTypeVisitor`` and ``visit``), :mod:`.roles`
 (what a node is structurally: a list, a map, a TTL wrapper, ...), :mod:`.key_hash`,
 :mod:`.snapshots` (serializer snapshots ↔ trees) and :mod:`.hashing` (Java hash codes, key groups).
 """
@@ -22,7 +22,7 @@ from .scalars import (BIG_DECIMAL, BIG_INTEGER, BOOLEAN, BYTE, BYTES, CHAR, DOUB
 from .logical import LogicalType
 from .sorted_map import SortedMapType
 from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
-from .visitor import MissingVisitorBranchError, TypeInfoVisitor, visit
+from .visitor import MissingVisitorBranchError, PreOrderTypeVisitor, TypeInfoVisitor, TypeVisitor, visit
 
 __all__ = [
     "Decoder", "Encoder", "TypeInfo",
@@ -34,7 +34,7 @@ __all__ = [
     "NullableType", "EitherType", "GenericArrayType", "TimerType", "TTL_FIELDS", "TtlType", "TtlValue",
     "PojoType", "EnumType",
     "PickledType", "PICKLED", "OpaquePickle", "OpaqueType", "trusted_pickles",
-    "TypeInfoVisitor", "visit", "MissingVisitorBranchError",
+    "TypeInfoVisitor", "TypeVisitor", "PreOrderTypeVisitor", "visit", "MissingVisitorBranchError",
     "CepType",
     # table runtime
     "LogicalType", "RowDataType", "TableDataType", "RawValueDataType", "ExternalType",

@@ -11,24 +11,24 @@ from .pojo import EnumType, PojoType
 from .scalars import Scalar, TimeWindowType
 from .sorted_map import SortedMapType
 from .table import ExternalType, RawValueDataType, RowDataType, TableDataType
-from .visitor import TypeInfoVisitor, visit
+from .visitor import PreOrderTypeVisitor, visit
 
 
-class ValueHashVisitor(TypeInfoVisitor[bool]):
+class ValueHashVisitor(PreOrderTypeVisitor[bool]):
     """True when ``java_hash`` is defined for every value of the type (Flink's hashCode of the value;
     for fstate's pickled keys, a CRC-32 of the pickle bytes)."""
 
     def visit_scalar(self, node: Scalar) -> bool:
         return node.has_value_hash
 
-    def visit_tuple(self, node: TupleType) -> bool:
-        return all(visit(c, self) for c in node.children)
+    def visit_tuple(self, node: TupleType, fields) -> bool:
+        return all(field() for field in fields)
 
-    def visit_row(self, node: RowType) -> bool:
-        return all(visit(c, self) for c in node.children)
+    def visit_row(self, node: RowType, fields) -> bool:
+        return all(field() for field in fields)
 
-    def visit_nullable(self, node: NullableType) -> bool:
-        return visit(node.inner, self)
+    def visit_nullable(self, node: NullableType, inner) -> bool:
+        return inner()
 
     def visit_pickled(self, node: PickledType) -> bool:
         return True
@@ -37,31 +37,31 @@ class ValueHashVisitor(TypeInfoVisitor[bool]):
     def visit_time_window(self, node: TimeWindowType) -> bool:
         return False
 
-    def visit_list(self, node: ListType) -> bool:
+    def visit_list(self, node: ListType, element) -> bool:
         return False
 
-    def visit_array_list(self, node: ArrayListType) -> bool:
+    def visit_array_list(self, node: ArrayListType, element) -> bool:
         return False
 
-    def visit_set(self, node: SetType) -> bool:
+    def visit_set(self, node: SetType, element) -> bool:
         return False
 
-    def visit_map(self, node: MapType) -> bool:
+    def visit_map(self, node: MapType, key, value) -> bool:
         return False
 
-    def visit_either(self, node: EitherType) -> bool:
+    def visit_either(self, node: EitherType, fields) -> bool:
         return False
 
-    def visit_generic_array(self, node: GenericArrayType) -> bool:
+    def visit_generic_array(self, node: GenericArrayType, element) -> bool:
         return False
 
-    def visit_timer(self, node: TimerType) -> bool:
+    def visit_timer(self, node: TimerType, key, namespace) -> bool:
         return False
 
-    def visit_ttl(self, node: TtlType) -> bool:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> bool:
         return False
 
-    def visit_pojo(self, node: PojoType) -> bool:
+    def visit_pojo(self, node: PojoType, fields, registered, nonregistered) -> bool:
         return False
 
     def visit_enum(self, node: EnumType) -> bool:
@@ -71,23 +71,23 @@ class ValueHashVisitor(TypeInfoVisitor[bool]):
         return False
 
     # CEP: never the key of a CEP operator (its keys are the user's); fstate places no such keys
-    def visit_cep(self, node: CepType) -> bool:
+    def visit_cep(self, node: CepType, shape) -> bool:
         return False
 
     # table runtime
-    def visit_row_data(self, node: RowDataType) -> bool:
+    def visit_row_data(self, node: RowDataType, fields) -> bool:
         return node.decodable  # BinaryRowData.hashCode: a hash of the row's bytes
 
     def visit_table_data(self, node: TableDataType) -> bool:
         return False
 
-    def visit_raw_value_data(self, node: RawValueDataType) -> bool:
+    def visit_raw_value_data(self, node: RawValueDataType, inner) -> bool:
         return False
 
-    def visit_external(self, node: ExternalType) -> bool:
-        return visit(node.inner, self)
+    def visit_external(self, node: ExternalType, inner) -> bool:
+        return inner()
 
-    def visit_sorted_map(self, node: SortedMapType) -> bool:
+    def visit_sorted_map(self, node: SortedMapType, key, value) -> bool:
         return False
 
 

@@ -14,7 +14,7 @@ from .cep import CepType
 from .composites import ListType, MapType, NullableType, TimerType, TtlType
 from .pickled import OpaqueType
 from .table import RowDataType
-from .visitor import TypeInfoVisitor, visit
+from .visitor import PreOrderTypeVisitor, visit
 
 #: a list serializer (List, ArrayList, Set): ``element``
 LIST = "list"
@@ -36,14 +36,14 @@ CEP = "cep"
 OTHER = "other"
 
 
-class RoleVisitor(TypeInfoVisitor[str]):
+class RoleVisitor(PreOrderTypeVisitor[str]):
     """:data:`LIST`, :data:`MAP`, :data:`TTL`, :data:`ROW_DATA`, :data:`TIMER`, :data:`NULLABLE`,
     :data:`OPAQUE`, :data:`CEP` or :data:`OTHER`."""
 
-    def _list(self, node: ListType) -> str:
+    def _list(self, node: ListType, element) -> str:
         return LIST
 
-    def _other(self, node: TypeInfo) -> str:
+    def _other(self, node: TypeInfo, *children) -> str:
         return OTHER
 
     visit_list = visit_array_list = visit_set = _list
@@ -51,25 +51,25 @@ class RoleVisitor(TypeInfoVisitor[str]):
     visit_pojo = visit_enum = visit_pickled = visit_table_data = visit_raw_value_data = visit_external = _other
     visit_sorted_map = _other
 
-    def visit_map(self, node: MapType) -> str:
+    def visit_map(self, node: MapType, key, value) -> str:
         return MAP
 
-    def visit_ttl(self, node: TtlType) -> str:
+    def visit_ttl(self, node: TtlType, value, timestamp) -> str:
         return TTL
 
-    def visit_row_data(self, node: RowDataType) -> str:
+    def visit_row_data(self, node: RowDataType, fields) -> str:
         return ROW_DATA
 
-    def visit_timer(self, node: TimerType) -> str:
+    def visit_timer(self, node: TimerType, key, namespace) -> str:
         return TIMER
 
-    def visit_nullable(self, node: NullableType) -> str:
+    def visit_nullable(self, node: NullableType, inner) -> str:
         return NULLABLE
 
     def visit_opaque(self, node: OpaqueType) -> str:
         return OPAQUE
 
-    def visit_cep(self, node: CepType) -> str:
+    def visit_cep(self, node: CepType, shape) -> str:
         return CEP
 
 

@@ -68,6 +68,24 @@ def test_corrupt_metadata_exit_2(tmp_path):
     assert res.returncode == 2 and "truncated" in res.stderr and "Traceback" not in res.stderr
 
 
+def test_verify_of_what_is_not_a_savepoint_exits_2(tmp_path):
+    """Not a savepoint at all (no such path, a directory without _metadata, a file that is no _metadata)
+    is bad input, one line and exit 2, as for every command; a damaged savepoint is a problem verify
+    reports (exit 1)."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "text").write_text("hello, world\n")
+    for path, message in ((tmp_path / "missing", "no such file or directory"),
+                          (tmp_path / "empty", "no _metadata file"), (tmp_path / "text", "not a Flink _metadata file")):
+        res = runner.invoke(app, ["verify", str(path)])
+        assert res.exit_code == 2, res.output
+        lines = res.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {path}") and message in lines[0], res.output
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / "_metadata").write_bytes(b"\x49\x60\x67\x2d\x00\x00\x00\x06\x00")
+    res = runner.invoke(app, ["verify", str(tmp_path / "damaged")])
+    assert res.exit_code == 1 and "truncated" in res.output
+
+
 @pytest.mark.spark
 def test_read_shows_rows_and_writes_parquet(tmp_path):
     path = _sample("operator-state-hashmap-savepoint")

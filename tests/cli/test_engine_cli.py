@@ -4,8 +4,6 @@ terminal without --quiet, and a Spark run without the JVM's start-up lines."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -141,15 +139,8 @@ def test_embedded_read_out_and_bad_engine(tmp_path):
     assert result.exit_code == 2 and "--engine must be auto, embedded or spark" in result.output
 
 
-@pytest.mark.spark
-def test_spark_run_prints_no_jvm_start_up_lines():
-    result = subprocess.run([sys.executable, "-m", "fstate.cli.app", "read", KEYED, "--uid", "keyed", "-n", "2",
-                             "--json", "--engine", "spark"], cwd=REPO, capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, PYTHONPATH=str(REPO)))
-    assert result.returncode == 0, result.stderr
-    assert len(result.stdout.splitlines()) == 2
-    for noise in ("Using incubator modules", "Setting default log level", "To adjust logging level"):
-        assert noise not in result.stderr
+# A Spark CLI run in a process of its own prints no JVM start-up line: tests/writers/test_bootstrap_validation.py
+# (test_cli_row_errors_from_workers_...), whose whole stderr is one line.
 
 
 @pytest.mark.spark

@@ -6,6 +6,10 @@ the one substitution (:data:`PLACEHOLDERS`): ``/tmp/fstate-readme`` and the runt
 typer's CliRunner (on the test session's Spark); the commands that cannot run here are in
 :data:`NOT_RUN`, each with the reason. A new snippet fails :func:`test_every_snippet_is_tested` until
 a test runs it.
+
+Each snippet runs on the engine it names. A Python snippet that does not say Spark runs in a process of
+its own, which must end without having imported pyspark (:func:`run_python_without_spark`); a bash
+command starts Spark exactly when the README's *Engines* table says it does (:func:`spark_expected`).
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 from fstate.cli.app import app
 from fstate.readers import tables
+from fstate.readers.views import plan_views
 from fstate.savepoint.errors import FStateWarning
 from fstate.savepoint.loader import Savepoint
 from fstate.writers.modify import dependencies
@@ -54,8 +60,8 @@ NOT_RUN = {
 }
 
 runner = CliRunner()
-COMMAND_NAMES = {"info", "read", "sql", "views", "diff", "verify", "bootstrap", "modify", "upgrade", "deps",
-                 "relocate"}
+#: the fstate commands, as the app defines them
+COMMAND_NAMES = set(typer.main.get_command(app).commands)
 
 
 @dataclass(frozen=True)
@@ -122,21 +128,59 @@ def keyed_rows(path, uid: str) -> dict:
     return {row[0]: row[1:] for row in tables.keyed_table(operator).rows()}
 
 
-PYTHON_API = "python: Python API #1"
-DATA_SOURCE = "python: Python API #2"
+ARROW_API = "python: Arrow, pandas and polars #1"
+API_ERRORS = "python: Arrow, pandas and polars #2"
+PYTHON_API = "python: Spark DataFrames #1"
+DATA_SOURCE = "python: Spark DataFrames #2"
 WRITER = "python: Writing #1"
 SQL_WRITER = "python: Writing #2"
 MODIFIER = "python: Writing #3"
 RUNTIME = "python: The runtime #1"
 CEP_MATCHES = "python: Flink SQL and CEP state #1"
 UPGRADER = "python: Change a SQL query and keep its state #1"
-PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, MODIFIER, RUNTIME, CEP_MATCHES, UPGRADER}
+SIZES = "python: Where is my state #1"
+#: the Python snippets that do not say Spark, each run by a test through run_python_without_spark
+NO_SPARK_TESTS = {ARROW_API, API_ERRORS, RUNTIME, CEP_MATCHES, UPGRADER, SIZES}
+#: Python snippets that start Spark without saying so, and why
+SPARK_WITHOUT_SAYING = {MODIFIER: "transform_state runs its SQL on Spark (README, Engines: SavepointModifier as modify)"}
+PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, *SPARK_WITHOUT_SAYING, *NO_SPARK_TESTS}
 CHANGE_SAMPLES = REPO / "samples" / "sql-change"
+
+
+def says_spark(s: Snippet) -> bool:
+    """Whether a snippet names Spark (a Spark snippet may start it; any other must not)."""
+    return "spark" in s.code.lower()
+
+
+#: run by run_python_without_spark: the snippet (stdin) as a script, then whether pyspark was imported
+NO_SPARK_RUNNER = """
+import sys, warnings
+from fstate.savepoint.errors import FStateWarning
+warnings.simplefilter("error", FStateWarning)
+exec(compile(sys.stdin.read(), sys.argv[1], "exec"), {"__name__": "readme_snippet"})
+sys.stdout.flush()
+sys.stderr.write("\\npyspark imported: %s\\n" % ("pyspark" in sys.modules))
+"""
+
+
+def run_python_without_spark(key: str, tmp_path: Path) -> str:
+    """A snippet that does not say Spark, run as a script of its own from the repository root: it must
+    succeed without importing pyspark (so no Spark session, no JVM). Returns what it printed."""
+    s = snippet(key)
+    assert not says_spark(s) and key not in SPARK_WITHOUT_SAYING, key
+    result = subprocess.run([sys.executable, "-c", NO_SPARK_RUNNER, f"README.md ({key})"], cwd=REPO, text=True,
+                            input=with_placeholders(s.code, tmp_path), capture_output=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.rstrip().endswith("pyspark imported: False"), result.stderr
+    return result.stdout
 
 
 def test_every_snippet_is_tested():
     found = snippets()
     assert {s.key for s in found if s.language == "python"} == PYTHON_TESTS
+    # each runs on the engine it names: without Spark unless it says Spark (or is known to start it)
+    assert {s.key for s in found if s.language == "python" and not says_spark(s)} - set(SPARK_WITHOUT_SAYING) \
+        == NO_SPARK_TESTS
     # bash snippets are all run by test_bash_snippet; there must be some, and the set-up one first
     # YAML snippets are files the bash snippets read: each names its file (under /tmp/fstate-readme)
     for s in found:
@@ -216,18 +260,53 @@ def test_modifier_renames_rescales_and_transforms(spark, tmp_path, monkeypatch):
     assert {o.max_parallelism for o in new.operators} == {256}  # every operator's: Flink checks them per task
 
 
-def test_runtime_example(tmp_path, monkeypatch):
-    run_python(RUNTIME, tmp_path, monkeypatch)
+def test_arrow_api_without_spark(tmp_path):
+    shown = run_python_without_spark(ARROW_API, tmp_path).splitlines()
+    expected = keyed_rows(KEYED_SAMPLE, "keyed")
+    views = sorted(v["view"] for v in plan_views(Savepoint.open(str(KEYED_SAMPLE))))
+    assert shown[0] == repr(views)
+    assert shown[1] == f"{['key', 'total', 'avg', 'counts', 'sum', 'events']!r} {len(expected)}"
+    batches = [int(line.split()[2]) for line in shown if line.startswith("batch of ")]
+    assert sum(batches) == len(expected) and len(batches) > 1
+    rows = [line.split() for line in shown if line.startswith("k-")]
+    big = sorted(key for key, row in expected.items() if row[0] is not None and row[0] > 2990)
+    assert rows == [[key, str(expected[key][0])] for key in ["k-1", "k-2", *big]] and big
+    operator = Savepoint.open(str(OPERATOR_SAMPLE)).operator("bcast")
+    for key, value in tables.broadcast_state_table(operator, "rules").rows():
+        assert any(line.split() == [key, *value.split()] for line in shown), key
+
+
+def test_api_errors_without_spark(tmp_path):
+    shown = run_python_without_spark(API_ERRORS, tmp_path).strip()
+    assert shown.startswith("UnknownOperatorError ") and "no-such-operator" in shown and len(shown.splitlines()) == 1
+
+
+def test_upgrader_without_spark(tmp_path):
+    run_python_without_spark(UPGRADER, tmp_path)
+    check_upgraded(tmp_path / "fstate-readme" / "upgraded-api")
+
+
+def test_runtime_example(tmp_path):
+    run_python_without_spark(RUNTIME, tmp_path)
     counts = Savepoint.open(str(tmp_path / "wc" / "savepoints")).operator("counts")
     assert dict(tables.keyed_table(counts).rows()) == {"to": 200, "be": 200, "or": 100, "not": 100}
 
 
-def test_cep_partial_matches(tmp_path, monkeypatch, capsys):
-    run_python(CEP_MATCHES, tmp_path, monkeypatch)
-    shown = sorted(capsys.readouterr().out.splitlines())
+def test_cep_partial_matches(tmp_path):
+    shown = sorted(run_python_without_spark(CEP_MATCHES, tmp_path).splitlines())
     pending = cep_expected_pending(json.loads((CEP_SAMPLE / "dump.json").read_text()))
     assert shown == sorted(f"{key} waits in {'abc'[len(match)]} after {[tuple(event) for event in match]}"
                            for key, matches in pending.items() for match in matches)
+
+
+def test_sizes_from_python(tmp_path):
+    from fstate.readers.sizes import state_sizes
+
+    printed = run_python_without_spark(SIZES, tmp_path).splitlines()
+    keyed = state_sizes(str(KEYED_SAMPLE), top=3, parallelisms=range(1, 9)).operator("keyed")
+    assert printed[0] == str(keyed.best_parallelism) + " " + str([(s.name, s.bytes, s.entries) for s in keyed.states])
+    assert printed[1] == str(keyed.states[0].top_by_bytes[0])
+    assert printed[2] == str(keyed.rescale[3]["subtask_bytes"]) and keyed.rescale[3]["parallelism"] == 4
 
 
 def test_setup_command_names_a_shipped_sample():
@@ -314,6 +393,18 @@ def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
         (key, event) for key, matches in pending.items() for match in matches for event in match)
 
 
+def check_sizes_output(outputs: dict[str, str]) -> None:
+    """The sizes snippet: the keyed operator's states and rescale preview, and the page it wrote; the
+    growth between the sample's checkpoint and savepoint of the same state is none."""
+    sizes_command, growth_command = outputs
+    shown = outputs[sizes_command]
+    assert "keyed/counts: largest keys by bytes" in shown and "rescale preview" in shown
+    page = Path(shlex.split(sizes_command)[-1])
+    assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    growth = json.loads(outputs[growth_command])
+    assert growth["states"] and all(row["growth"] == 0 for row in growth["states"])
+
+
 def check_upgraded(path: Path) -> None:
     """The upgraded sample: agg2_out's aggregate (node 30 → 35) holds MAX, COUNT and a fresh MIN of the
     old (COUNT, SUM, MAX) per (k, name); the unchanged agg_out's state is carried under node 9's uid."""
@@ -343,7 +434,8 @@ def check_cli_upgraded(tmp_path: Path) -> None:
 BASH_CHECKS = {"bash: Writing #1": check_cli_modified, "bash: Writing #2": check_spec_bootstrap,
                "bash: Change a SQL query and keep its state #1": check_cli_upgraded}
 #: Checks of what a bash snippet's commands printed (command → output), by snippet.
-OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output}
+OUTPUT_CHECKS = {"bash: Flink SQL and CEP state #1": check_sql_and_cep_output,
+                 "bash: Where is my state #1": check_sizes_output}
 
 
 def run_command(command: str, expected_exit: int = 0) -> str:
@@ -373,18 +465,57 @@ def run_command(command: str, expected_exit: int = 0) -> str:
     return result.output
 
 
+def engine_table() -> dict[str, str]:
+    """The README's *Engines* table: {command: when it starts Spark} ("never", "always", or the options
+    that make it, in backquotes)."""
+    text = README.read_text(encoding="utf-8").split("\n## Engines\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| `")]
+    return {name: when.strip() for cells in rows for name in re.findall(r"`(\w+)`", cells[0]) for when in [cells[2]]}
+
+
+def spark_expected(command: str) -> bool:
+    """Whether ``command`` starts Spark, as the README's *Engines* table says: never, always, or when
+    one of the options its row names in backquotes (``--engine spark``, ``--master``, ...) is given."""
+    words = shlex.split(command)
+    name = next((word for word in words[1:] if word in COMMAND_NAMES), None)
+    if name is None:  # fstate --version, --install-completion
+        return False
+    when = engine_table()[name]
+    if when in ("never", "always"):
+        return when == "always"
+    options = [option.split() for option in re.findall(r"`(--[^`]+)`", when)]
+    return any(words[start:start + len(option)] == option for option in options for start in range(len(words)))
+
+
+def test_the_engine_table_names_every_command():
+    table = engine_table()
+    assert set(table) == COMMAND_NAMES
+    for name, when in table.items():
+        assert when in ("never", "always") or re.findall(r"`(--[^`]+)`", when), (name, when)
+    assert spark_expected("fstate read x --uid u --engine spark") and not spark_expected("fstate read x --uid u")
+    assert spark_expected("fstate bootstrap --spec s --out o") and not spark_expected("fstate --json info x")
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("key", [s.key for s in snippets() if s.language == "bash"])
 def test_bash_snippet(key, spark, tmp_path, monkeypatch):
+    """Each command runs, and starts Spark exactly when the README's Engines table says it does."""
+    from fstate.readers import session
+
     monkeypatch.chdir(REPO)
     write_yaml_files(tmp_path)
+    started: list = []
+    get_spark = session.get_spark
+    monkeypatch.setattr(session, "get_spark", lambda *a, **k: started.append(a) or get_spark(*a, **k))
     ran = skipped = 0
     outputs: dict[str, str] = {}
     for command, expected_exit in commands_with_exits(with_placeholders(snippet(key).code, tmp_path)):
         if not_run(command):
             skipped += 1
             continue
+        started.clear()
         outputs[command] = run_command(command, expected_exit)
+        assert bool(started) == spark_expected(command), f"{command}: started Spark: {bool(started)}"
         ran += 1
     if not ran:
         pytest.skip("; ".join(sorted({not_run(c) for c in commands(snippet(key).code)})))

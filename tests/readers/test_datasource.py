@@ -176,10 +176,13 @@ def test_views_keep_checkpoint_base_dir(spark, tmp_path):
 
 
 @pytest.mark.spark
-def test_plain_spark_session_builder(tmp_path):
+def test_plain_spark_session_builder(tmp_path, exhaustive):
     """A new process, a plain ``SparkSession.builder`` session made before fstate is imported:
     ``fstate.readers.register(spark)`` is the one line that makes the data source (with key push-down
-    and Flink's option names) available."""
+    and Flink's option names) available. With --exhaustive only (a JVM of its own): the default run's
+    ``spark`` fixture is such a session, so every Spark test runs on one."""
+    if not exhaustive:
+        pytest.skip("--exhaustive: the spark fixture (tests/conftest.py) is a plain builder session")
     script = tmp_path / "plain.py"
     script.write_text(f'''
 import sys

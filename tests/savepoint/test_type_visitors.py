@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ from fstate.savepoint.types.cep import KINDS as CEP_KINDS, CepType
 from fstate.savepoint.types import table
 from fstate.savepoint.types.sorted_map import SortedMapType, SortKeyOrder
 from fstate.savepoint.types.logical import LogicalType
-from fstate.savepoint.types.visitor import ABSTRACT_NODES, BRANCHES, MissingVisitorBranchError
+from fstate.savepoint.types.visitor import (ABSTRACT_NODES, BASES, BRANCHES, CHILDREN, MissingVisitorBranchError,
+                                            PreOrderTypeVisitor, TypeVisitor)
 from tests.test_layering import module_files
 
 
@@ -53,7 +55,7 @@ def _subclasses(cls) -> set[type]:
 
 
 NODE_CLASSES = sorted(_subclasses(TypeInfo) - set(ABSTRACT_NODES), key=lambda c: c.__qualname__)
-VISITORS = sorted(_subclasses(TypeInfoVisitor), key=lambda c: c.__qualname__)
+VISITORS = sorted(_subclasses(TypeInfoVisitor) - set(BASES), key=lambda c: c.__qualname__)
 
 
 def _samples() -> dict[type, list[TypeInfo]]:
@@ -104,7 +106,8 @@ def _visitor_classes_in_source() -> set[str]:
     while True:
         more = {name for name, bases in classes.items() if bases & found and name.split(".")[-1] not in found}
         if not more:
-            return {name for name, bases in classes.items() if bases & found}
+            return {name for name, bases in classes.items() if bases & found} - {
+                f"{base.__module__}.{base.__qualname__}" for base in BASES}
         found |= {name.split(".")[-1] for name in more}
 
 
@@ -151,22 +154,74 @@ def test_a_missing_branch_fails_loudly():
     with pytest.raises(MissingVisitorBranchError, match="Unlisted.*has no visitor branch.*SparkTypeVisitor"):
         visit(Unlisted(), spark_schema.SparkTypeVisitor())
 
-    with pytest.raises(TypeError, match="ScalarsOnly has no branch visit_time_window, visit_tuple"):
-        class ScalarsOnly(TypeInfoVisitor[str]):  # fails where it is defined, before any visit
-            def visit_scalar(self, node):
-                return node.name
+    for base in BASES:
+        with pytest.raises(TypeError, match="ScalarsOnly has no branch visit_time_window, visit_tuple"):
+            class ScalarsOnly(base[str]):  # fails where it is defined, before any visit
+                def visit_scalar(self, node):
+                    return node.name
 
-    class PartialBase(TypeInfoVisitor[str], abstract=True):  # a partial base says so
+    with pytest.raises(TypeError, match="Direct derives from TypeInfoVisitor: derive from TypeVisitor"):
+        type("Direct", (TypeInfoVisitor,), {method: (lambda self, node, *children: node)
+                                            for method in BRANCHES.values()})
+
+    class PartialBase(TypeVisitor[str], abstract=True):  # a partial base says so
         def visit_scalar(self, node):
             return node.name
 
-    others = {method: (lambda self, node: "other") for method in BRANCHES.values() if method != "visit_scalar"}
+    others = {method: (lambda self, node, *children: "other")
+              for method in BRANCHES.values() if method != "visit_scalar"}
     complete = type("Complete", (PartialBase,), others)
     assert visit(LONG, complete()) == "Long" and visit(ListType(LONG), complete()) == "other"
     with pytest.raises(TypeError, match="visitor Incomplete has no branch visit_time_window"):
         type("Incomplete", (PartialBase,), {})
     assert set(BRANCHES.values()) == {m for m in vars(TypeInfoVisitor) if m.startswith("visit_")}
     assert visitor_module.visit is visit
+
+
+def _visitor(base, branch):
+    """A complete visitor of ``base`` whose every branch is ``branch``."""
+    return type("Every", (base,), {method: branch for method in BRANCHES.values()})()
+
+
+def test_each_branch_takes_the_children_the_dispatcher_hands_it():
+    for node_class, method in BRANCHES.items():
+        parameters = list(inspect.signature(getattr(TypeInfoVisitor, method)).parameters)[2:]  # after self, node
+        assert len(parameters) == len(CHILDREN.get(node_class, ())), (node_class.__qualname__, parameters)
+    count = _visitor(TypeVisitor, lambda self, node, *children: 1 + sum(
+        sum(c or 0 for c in child) if isinstance(child, tuple) else child for child in children))
+    for samples in SAMPLES.values():  # the dispatcher finds every sample's children
+        for t in samples:
+            assert visit(t, count) >= 1 + len(t.children) - (type(t) is CepType)
+
+
+def test_post_order_hands_the_childrens_results():
+    seen = []
+    record = _visitor(TypeVisitor, lambda self, node, *children: seen.append((node.name, children)) or node.name)
+    t = MapType(STRING, TupleType((ListType(LONG), INT)))
+    assert visit(t, record) == t.name
+    assert [name for name, _ in seen] == ["String", "Long", "List<Long>", "Integer", "Tuple2<List<Long>, Integer>",
+                                          t.name]  # children first
+    assert seen[-1][1] == ("String", "Tuple2<List<Long>, Integer>")
+    assert seen[-2][1] == (("List<Long>", "Integer"),)  # a row's fields: one tuple
+    gone = PojoType("com.acme.Gone", [("x", "com.acme.Gone", None), ("y", "com.acme.Gone", LONG)])
+    seen.clear()
+    visit(gone, record)
+    assert seen[-1] == (gone.name, ((None, "Long"), (), ()))  # None where a field's class is gone
+
+
+def test_pre_order_hands_thunks_the_branch_calls_or_not():
+    seen = []
+
+    def first_only(self, node, *children):
+        seen.append(node.name)
+        thunks = [c for child in children for c in (child if isinstance(child, tuple) else (child,))]
+        assert all(callable(c) for c in thunks)
+        return [node.name] + (thunks[0]() if thunks else [])
+
+    t = MapType(TupleType((LONG, INT)), ListType(STRING))
+    assert visit(t, _visitor(PreOrderTypeVisitor, first_only)) == [t.name, "Tuple2<Long, Integer>", "Long"]
+    assert seen == [t.name, "Tuple2<Long, Integer>", "Long"]  # the parent first; a child whose thunk is not called is never visited
+    assert len(visit(CepType("NFAState"), _visitor(PreOrderTypeVisitor, first_only))) > 1  # a CEP's child: its shape
 
 
 def test_the_scalar_registry():

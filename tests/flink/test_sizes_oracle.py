@@ -1,0 +1,188 @@
+"""``fstate sizes`` against real Flink: the state KeyedStateJob and TtlStateJob dumped (their cached
+runs, no new JVM), measured independently of fstate's decoders, must equal what ``state_sizes``
+finds, on hashmap and RocksDB, savepoints, checkpoints and incremental checkpoints.
+
+From each dump: every entry's key group (the key's Java hash through murmur, as Flink's
+``KeyGroupRangeAssignment``), its stored entries (a map entry each, a list once, timers), its bytes
+(the dump's values encoded canonically by fstate's writer, whose savepoints real Flink restores:
+tests/flink/test_writer_oracle.py) and each key's list / map elements. Independently of any
+encoder, the bytes per key group of a canonical savepoint are Flink's own: each key group's region
+(by Flink's key-group offsets) less its framing (2 bytes per state run and one state id, 8 bytes of
+lengths per entry). The rescale preview at every parallelism up to 8 is checked against the
+subtask each key group goes to (``operator_index_for_key_group``), and at the job's parallelism
+against the key-group ranges Flink gave its subtasks.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from fstate.readers.sizes import key_text, state_sizes
+from fstate.savepoint import keyed, ttl_meta
+from fstate.savepoint.loader import Savepoint
+from fstate.savepoint.types import TtlValue
+from fstate.savepoint.types.hashing import hash_long, hash_string, key_group_for_hash, operator_index_for_key_group
+from tests.flink import harness
+
+pytestmark = pytest.mark.flink
+
+VERSION = "2.3.0"
+KEYED_OPERATORS = ("keyed", "window-agg", "window-reduce")
+VARIANTS = {
+    "hashmap savepoint": ("hashmap", "savepoint", ()),
+    "rocksdb savepoint": ("rocksdb", "savepoint", ()),
+    "hashmap checkpoint": ("hashmap", "checkpoint", ()),
+    "rocksdb checkpoint": ("rocksdb", "checkpoint", ()),
+    "rocksdb incremental checkpoint": ("rocksdb", "checkpoint", ("--incremental", "true")),
+    "rocksdb incremental 10000 keys": ("rocksdb", "checkpoint", ("--incremental", "true", "--records", "20000",
+                                                                 "--keys", "10000", "--pause-at", "10000")),
+}
+TOP = 5
+
+
+def _key_group(key, max_parallelism: int) -> int:
+    return key_group_for_hash(hash_string(key) if isinstance(key, str) else hash_long(key), max_parallelism)
+
+
+def _typed(kind: str, value, ttl: bool):
+    """A dump's value as fstate's encoders take it (TTL timestamps take 8 bytes whatever they are)."""
+    wrap = (lambda v: TtlValue(v, 0)) if ttl else (lambda v: v)
+    if kind == "LIST":
+        return [wrap(v) for v in value]
+    if kind == "MAP":
+        return [(k, wrap(v)) for k, v in value]
+    return wrap(tuple(value) if isinstance(value, list) else value)
+
+
+class Expected:
+    """What a dump says about one operator's keyed state."""
+
+    def __init__(self, dump_op: dict, meta, max_parallelism: int):
+        self.max_parallelism = max_parallelism
+        self.states = defaultdict(lambda: {"entries": 0, "bytes": 0, "elements": 0, "keys": {}})
+        self.kg_bytes = [0] * max_parallelism
+        self.kg_entries = [0] * max_parallelism
+        self.kg_runs = defaultdict(set)
+        ids = {s.name: i for i, s in enumerate(meta.states)}
+        for state in dump_op["keyed_state"]:
+            sid = ids[state["state"]]
+            ttl = ttl_meta.is_ttl_meta(meta.states[sid])
+            encoder = keyed.PairEncoder(ttl_meta.with_timestamped_states(meta), sid, max_parallelism)
+            for key_part, value in state["entries"]:
+                key, namespace = (key_part[0], tuple(key_part[1:])) if isinstance(key_part, list) else (key_part, None)
+                elements = len(value) if state["kind"] in ("LIST", "MAP") else 0
+                self._add(state["state"], sid, key, encoder.pairs(_key_group(key, max_parallelism), key,
+                                                                  _typed(state["kind"], value, ttl), namespace),
+                          elements)
+        for timer in dump_op["timers"]:
+            name = next(s.name for s in meta.states if s.name.startswith(f"_timer_state/{timer['kind']}_"))
+            namespace = tuple(timer["namespace"]) if timer["namespace"] is not None else None
+            key = timer["key"]
+            encoder = keyed.PairEncoder(meta, ids[name], max_parallelism)
+            self._add(name, ids[name], key, encoder.pairs(_key_group(key, max_parallelism), key, timer["timestamp"],
+                                                          namespace), 0)
+
+    def _add(self, name: str, sid: int, key, pairs, elements: int) -> None:
+        kg = _key_group(key, self.max_parallelism)
+        size = sum(len(k) + len(v) for k, v in pairs)
+        state = self.states[name]
+        state["entries"] += len(pairs)
+        state["bytes"] += size
+        state["elements"] += elements
+        per_key = state["keys"].setdefault(key, {"key": key_text(key), "key_group": kg, "bytes": 0, "entries": 0,
+                                                 "elements": 0})
+        per_key["bytes"] += size
+        per_key["entries"] += len(pairs)
+        per_key["elements"] += elements
+        self.kg_bytes[kg] += size
+        self.kg_entries[kg] += len(pairs)
+        self.kg_runs[kg].add(sid)
+
+    def top(self, name: str, measure: str) -> list[dict]:
+        keys = [k for k in self.states[name]["keys"].values() if k[measure] > 0]
+        return sorted(keys, key=lambda k: (-k[measure], k["key"]))[:TOP]
+
+
+def _check(snapshot_dir, dump: dict, operators=KEYED_OPERATORS) -> dict:
+    savepoint = Savepoint.open(str(snapshot_dir))
+    report = state_sizes(savepoint, top=TOP, parallelisms=range(1, 9))
+    found = {}
+    for uid in operators:
+        dump_op = next(o for o in dump["operators"] if o["uid"] == uid)
+        view = savepoint.operator(uid)
+        expected = Expected(dump_op, view.keyed_meta, view.max_parallelism)
+        measured = report.operator(uid)
+        states = {s.name: s for s in measured.states}
+        for name, want in expected.states.items():
+            got = states[name]
+            assert (got.entries, got.bytes, got.elements, got.keys) == (
+                want["entries"], want["bytes"], want["elements"], len(want["keys"])), (uid, name)
+            assert [k.to_dict() for k in got.top_by_bytes] == expected.top(name, "bytes"), (uid, name)
+            if got.kind in ("LIST", "MAP"):
+                assert [k.to_dict() for k in got.top_by_elements] == expected.top(name, "elements"), (uid, name)
+        assert sum(s.entries for s in measured.states) == sum(s["entries"] for s in expected.states.values())
+        assert measured.key_group_bytes == expected.kg_bytes and measured.key_group_entries == expected.kg_entries
+        for point in measured.rescale:
+            parallelism = point["parallelism"]
+            loads, counts = [0] * parallelism, [0] * parallelism
+            for kg in range(view.max_parallelism):
+                index = operator_index_for_key_group(kg, parallelism, view.max_parallelism)
+                loads[index] += expected.kg_bytes[kg]
+                counts[index] += expected.kg_entries[kg]
+            assert (point["subtask_bytes"], point["subtask_entries"]) == (loads, counts), (uid, parallelism)
+        # at the job's parallelism the preview is what each subtask holds now
+        now = next(p for p in measured.rescale if p["parallelism"] == view.parallelism)
+        assert now["subtask_bytes"] == measured.subtask_bytes
+        found[uid] = (expected, measured)
+    json.dumps(report.to_dict())  # the report is plain data
+    return found
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sizes_equal_the_dump(variant):
+    harness.require_flink(VERSION)
+    backend, snapshot, args = VARIANTS[variant]
+    res = harness.generate("KeyedStateJob", VERSION, backend, snapshot, extra_args=args)
+    found = _check(res.snapshot_dir, res.dump)
+    if snapshot == "savepoint":  # canonical key-group streams: Flink's bytes per key group, less the framing
+        savepoint = Savepoint.open(str(res.snapshot_dir))
+        for uid, (expected, _) in found.items():
+            view = savepoint.operator(uid)
+            for (subtask, handle), source in zip(view.keyed_handles(), view.keyed_states()):
+                with source.open() as state:
+                    assert state.layout == "canonical" and not state.meta.compressed
+                    for kg, start, end in state.regions:
+                        framing = 2 + 2 * len(expected.kg_runs[kg]) + 8 * expected.kg_entries[kg]
+                        assert end - start - framing == expected.kg_bytes[kg], (uid, kg)
+                    covered = {kg for kg, _, _ in state.regions}
+                    assert all(expected.kg_bytes[kg] == 0 for kg in set(range(handle.start_key_group,
+                                                                                handle.end_key_group + 1)) - covered)
+                    # the subtask's key groups are the ones the preview gives it at the job's parallelism
+                    lo, hi = handle.start_key_group, handle.end_key_group
+                    assert all(operator_index_for_key_group(kg, view.parallelism, view.max_parallelism) == subtask
+                               for kg in range(lo, hi + 1))
+
+
+def test_ttl_state_sizes_and_expiry():
+    harness.require_flink(VERSION)
+    res = harness.generate("TtlStateJob", VERSION, "hashmap", "savepoint")
+    found = _check(res.snapshot_dir, res.dump, operators=("ttl",))
+    _, measured = found["ttl"]
+    ttl_states = [s for s in measured.states if s.ttl is not None]
+    assert {s.name for s in ttl_states} == {"last", "counts", "events"}
+    day = 24 * 3600 * 1000
+    newest = max(s.ttl.newest_access for s in ttl_states)
+    oldest = min(s.ttl.oldest_access for s in ttl_states)
+    path = str(res.snapshot_dir)
+    everything = state_sizes(path, at=newest + day, ttl_ms=day, operators=["ttl"]).operator("ttl")
+    nothing = state_sizes(path, at=oldest + day - 1, ttl_ms=day, operators=["ttl"]).operator("ttl")
+    for state in everything.states:
+        if state.ttl is not None:
+            assert (state.ttl.expired_entries, state.ttl.expired_bytes) == (state.entries, state.bytes)
+            assert state.ttl.expired_elements == (state.elements if state.kind == "LIST" else 0)
+    for state in nothing.states:
+        if state.ttl is not None:
+            assert (state.ttl.expired_entries, state.ttl.expired_bytes, state.ttl.expired_elements) == (0, 0, 0)
