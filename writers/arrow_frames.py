@@ -47,20 +47,12 @@ class ArrowFrame:
 
     @property
     def schema(self):
-        """The Spark StructType these columns stand for (pyspark's types only: no JVM)."""
+        """The Spark SQL types of these columns, as a Spark DataFrame's schema gives them (without
+        pyspark: writers/column_types.py)."""
         if self._spark_schema is None:
-            from pyspark.sql.pandas.types import from_arrow_type
-            from pyspark.sql.types import StructField, StructType
+            from .column_types import column_types
 
-            fields = []
-            for field in self.arrow_schema:
-                try:
-                    fields.append(StructField(field.name, from_arrow_type(field.type, prefer_timestamp_ntz=True),
-                                              nullable=field.nullable))
-                except (TypeError, NotImplementedError):
-                    raise InvalidArgumentError(f"column '{field.name}' is of type {field.type}, which has no Spark "
-                                               "SQL type to write state from (cast it)") from None
-            self._spark_schema = StructType(fields)
+            self._spark_schema = column_types(self.arrow_schema)
         return self._spark_schema
 
     def open(self, columns: list[str] | None = None) -> Iterator[pyarrow.RecordBatch]:

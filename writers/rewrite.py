@@ -366,17 +366,19 @@ def _transformed_spec(operator: str, t, spec: dict[str, Any], new_type, old_type
 
 
 def _same_shape(a, b) -> bool:
-    """Spark types equal up to nullability (SQL expressions change nullability, not shape)."""
-    from pyspark.sql import types as spark_types
-
-    if isinstance(a, spark_types.StructType) and isinstance(b, spark_types.StructType):
+    """Spark SQL types equal up to nullability (SQL expressions change nullability, not shape); pyspark's
+    types or the embedded engine's (writers/column_types.py), compared by their class names."""
+    kind = type(a).__name__
+    if kind != type(b).__name__:
+        return False
+    if kind == "StructType":
         return (len(a.fields) == len(b.fields)
                 and all(_same_shape(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields)))
-    if isinstance(a, spark_types.ArrayType) and isinstance(b, spark_types.ArrayType):
+    if kind == "ArrayType":
         return _same_shape(a.elementType, b.elementType)
-    if isinstance(a, spark_types.MapType) and isinstance(b, spark_types.MapType):
+    if kind == "MapType":
         return _same_shape(a.keyType, b.keyType) and _same_shape(a.valueType, b.valueType)
-    return a == b
+    return a.simpleString() == b.simpleString()
 
 
 def _list_of(s):

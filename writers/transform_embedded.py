@@ -91,7 +91,7 @@ class EmbeddedTransform:
         """The new keyed table after ``transforms`` (each with ``state`` and ``sql``), with a timers column
         per kind of ``timer_kinds`` (event, processing); also each transformed state's old and new Spark
         types (for the type the state is written with) and the timers columns by kind."""
-        from pyspark.sql.pandas.types import from_arrow_type
+        from .column_types import column_type
 
         current = self._table("keyed")
         types: list[tuple[Any, Any]] = []
@@ -112,7 +112,8 @@ class EmbeddedTransform:
             result_schema = self._schema(result)
             if {"key", state} - set(result_schema.names):
                 raise InvalidArgumentError(f"transform of '{state}' must return columns key and {state}")
-            types.append((from_arrow_type(schema.field(state).type), from_arrow_type(result_schema.field(state).type)))
+            types.append((column_type(schema.field(state).type),
+                          column_type(result_schema.field(state).type, f"the transform's column '{state}'")))
             following = f"__fstate_table_{index}"
             self.connection.execute(
                 f"CREATE VIEW {_quoted(following)} AS SELECT d.* EXCLUDE ({_quoted(state)}), r.{_quoted(state)} "
