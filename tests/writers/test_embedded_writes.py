@@ -55,9 +55,15 @@ MODIFY_CASES = {
 }
 
 
+#: run by default (every case with --exhaustive): the README's, a filter of the keys, RocksDB re-keyed
+REPRESENTATIVE = {"readme", "filter-keys", "rocksdb-rekey-all"}
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize("case", sorted(MODIFY_CASES))
-def test_modify_gives_the_same_bytes_on_both_engines(case, spark, tmp_path):
+def test_modify_gives_the_same_bytes_on_both_engines(case, spark, tmp_path, exhaustive):
+    if case not in REPRESENTATIVE and not exhaustive:
+        pytest.skip("a Spark comparison of the exhaustive run (pytest --exhaustive)")
     base, steps = MODIFY_CASES[case]
     _modify(base, tmp_path / "embedded", None, steps)
     _modify(base, tmp_path / "spark", spark, steps)
