@@ -6,7 +6,8 @@ compiler is available the build skips it and fstate runs the plain Python decode
 reference (set FSTATE_PURE_PYTHON=1 to force them). ``fstate.savepoint._columnar``
 (savepoint/_columnar.c) decodes the same layout straight into Arrow buffers (savepoint/columnar.py);
 it is optional in the same way. Both include savepoint/_wire.h (what they share about Flink's
-bytes), so a change there rebuilds both.
+bytes), so a change there rebuilds both. ``fstate.savepoint._encoding`` (savepoint/_encoding.c) is the
+keyed writer's compiled encoder (savepoint/pair_encoding.py), optional in the same way.
 """
 
 from setuptools import Extension, setup
@@ -34,6 +35,12 @@ setup(
                 "savepoint/_columnar_rows.h",
                 "savepoint/_columnar_native.h",
             ],
+            optional=True,
+        ),
+        Extension(
+            "fstate.savepoint._encoding",
+            sources=["savepoint/_encoding.c"],
+            depends=["savepoint/_wire.h", "savepoint/_speedups_hash.h", "savepoint/_encoding_blocks.h"],
             optional=True,
         ),
     ],

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator
 
 from ..savepoint import handles
 from ..savepoint import keyed
+from ..savepoint import pair_encoding
 from ..savepoint.builder import stream_name, write_stream
 from ..savepoint.errors import FStateError, InvalidArgumentError
 from ..savepoint.io import io_for, join
@@ -95,6 +96,10 @@ class KeyedEncoding:
                         raise row_error(whats[sid], t, e) from None
                     yield kg, sid, pair
 
+    def compiled_plan(self) -> tuple | None:
+        """The compiled encoder's plan of these rows (``pair_encoding.plan``), None: encoded in Python."""
+        return pair_encoding.plan(self.meta, self.key_type, self.n_states, bool(self.timer_ids))
+
     def subtask_of(self, kg: int) -> int:
         return operator_index_for_key_group(kg, self.parallelism, self.max_parallelism)
 
@@ -157,18 +162,32 @@ def write_subtask_stream(index: int, groups: Iterable[tuple[int, dict[int, list]
     """Subtask ``index``'s canonical stream from its key groups' pairs (``(key group, {state id:
     pairs})`` in ascending key-group order); a subtask without keys gets the header alone, as Flink
     writes it."""
+    blocks = ((kg, key_group_block(kg, by_state)) for kg, by_state in groups)
+    return write_subtask_blocks(index, blocks, meta, parallelism, max_parallelism, directory, inline_threshold,
+                                fs_options)
+
+
+def key_group_block(kg: int, by_state: dict[int, list]) -> bytes:
+    """One key group's canonical block (``keyed.encode_key_group``); a key written twice is bad input."""
+    try:
+        return keyed.encode_key_group(kg, by_state)
+    except ValueError as e:
+        raise InvalidArgumentError(f"keyed state: {e}") from None
+
+
+def write_subtask_blocks(index: int, blocks: Iterable[tuple[int, bytes]], meta: keyed.KeyedBackendMeta,
+                         parallelism: int, max_parallelism: int, directory: str, inline_threshold: int,
+                         fs_options=None) -> handles.KeyGroupsHandle:
+    """Subtask ``index``'s canonical stream from its key groups' blocks (``(key group, block)`` in
+    ascending key-group order)."""
     lo, hi = key_group_range(index, parallelism, max_parallelism)
     offsets = [0] * (hi - lo + 1)
     out = SpillingStream(directory, inline_threshold, fs_options)
     try:
         out.write(keyed.proxy_bytes(meta))
-        for kg, by_state in groups:
+        for kg, block in blocks:
             if not lo <= kg <= hi:
                 raise FStateError(f"internal: key group {kg} routed to subtask {index}")
-            try:
-                block = keyed.encode_key_group(kg, by_state)
-            except ValueError as e:
-                raise InvalidArgumentError(f"keyed state: {e}") from None
             offsets[kg - lo] = out.size
             out.write(block)
         handle = out.finish()
@@ -186,7 +205,7 @@ _RECORD = struct.Struct(">HHII")  # key group, state id, key length, value lengt
 
 class KeyGroupSpill:
     """Encoded pairs by key group: each range of key groups in a buffer, appended to a local temporary
-    file whenever the buffer passes ``flush_bytes``; :func:`spilled_groups` reads them back range after
+    file whenever the buffer passes ``flush_bytes``; :func:`spilled_blocks` reads them back range after
     range (one range in memory at a time), in ascending key-group order."""
 
     def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int = 1 << 16):
@@ -239,32 +258,43 @@ class KeyGroupSpill:
             self._dir = None
 
 
-def spilled_groups(files: list[str | None], max_parallelism: int, lo: int, hi: int
-                   ) -> Iterator[tuple[int, dict[int, list]]]:
-    """Key groups ``lo..hi`` of a spill's range ``files`` (:meth:`KeyGroupSpill.files`), in ascending
-    order, one range in memory at a time."""
-    unpack = _RECORD.unpack_from
-    size = _RECORD.size
+def spilled_blocks(files: list[str | None], max_parallelism: int, lo: int, hi: int) -> Iterator[tuple[int, bytes]]:
+    """The canonical blocks of key groups ``lo..hi`` of a spill's range ``files`` (:meth:`KeyGroupSpill.files`),
+    in ascending order, one range in memory at a time: compiled, or else (no compiled encoder,
+    or it declines a range: a key written twice) in Python, which is the reference."""
+    for data in _range_files(files, max_parallelism, lo, hi):
+        blocks = pair_encoding.key_group_blocks(data, lo, hi)
+        if blocks is None:
+            blocks = ((kg, key_group_block(kg, by_state)) for kg, by_state in _groups_of(data, lo, hi))
+        yield from blocks
+
+
+def _range_files(files: list[str | None], max_parallelism: int, lo: int, hi: int) -> Iterator[bytes]:
     ranges = len(files)
     for index in range(lo * ranges // max_parallelism, hi * ranges // max_parallelism + 1):
-        if files[index] is None:
-            continue
-        with open(files[index], "rb") as f:
-            data = f.read()
-        by_group: dict[int, dict[int, list]] = {}
-        view = memoryview(data)
-        pos, end = 0, len(data)
-        while pos < end:
-            kg, sid, key_length, value_length = unpack(data, pos)
-            pos += size
-            if lo <= kg <= hi:
-                key = bytes(view[pos:pos + key_length])
-                by_group.setdefault(kg, {}).setdefault(sid, []).append(
-                    (key, bytes(view[pos + key_length:pos + key_length + value_length])))
-            pos += key_length + value_length
-        del view, data
-        for kg in sorted(by_group):
-            yield kg, by_group.pop(kg)
+        if files[index] is not None:
+            with open(files[index], "rb") as f:
+                yield f.read()
+
+
+def _groups_of(data: bytes, lo: int, hi: int) -> Iterator[tuple[int, dict[int, list]]]:
+    """Key groups ``lo..hi`` of one range file's records, in ascending order."""
+    unpack = _RECORD.unpack_from
+    size = _RECORD.size
+    by_group: dict[int, dict[int, list]] = {}
+    view = memoryview(data)
+    pos, end = 0, len(data)
+    while pos < end:
+        kg, sid, key_length, value_length = unpack(data, pos)
+        pos += size
+        if lo <= kg <= hi:
+            key = bytes(view[pos:pos + key_length])
+            by_group.setdefault(kg, {}).setdefault(sid, []).append(
+                (key, bytes(view[pos + key_length:pos + key_length + value_length])))
+        pos += key_length + value_length
+    del view
+    for kg in sorted(by_group):
+        yield kg, by_group.pop(kg)
 
 
 def write_spilled_subtask(files: list[str | None], encoding: KeyedEncoding, index: int, directory: str,
@@ -272,7 +302,7 @@ def write_spilled_subtask(files: list[str | None], encoding: KeyedEncoding, inde
     """Subtask ``index``'s stream from a spill's range files (a pool worker's task)."""
     parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
     lo, hi = key_group_range(index, parallelism, max_parallelism)
-    return write_subtask_stream(index, spilled_groups(files, max_parallelism, lo, hi), encoding.meta, parallelism,
+    return write_subtask_blocks(index, spilled_blocks(files, max_parallelism, lo, hi), encoding.meta, parallelism,
                                 max_parallelism, directory, inline_threshold, fs_options)
 
 
@@ -280,8 +310,12 @@ def encode_batch(encoding: KeyedEncoding, ranges: int, batch) -> tuple[dict[int,
     """One record batch's pairs as :class:`KeyGroupSpill` records by range (a pool worker's task)."""
     from .arrow_frames import batch_values
 
+    columns = batch_values(batch)
+    compiled = pair_encoding.encode_rows(encoding.compiled_plan(), columns, encoding.max_parallelism, ranges)
+    if compiled is not None:
+        return compiled, batch.num_rows
     spill = KeyGroupSpill(encoding.max_parallelism, ranges, flush_bytes=1 << 62)
-    for kg, sid, pair in encoding.pairs(zip(*batch_values(batch))):
+    for kg, sid, pair in encoding.pairs(zip(*columns)):
         spill.add(kg, sid, pair)
     return {index: bytes(buffer) for index, buffer in enumerate(spill.buffers) if buffer}, batch.num_rows
 

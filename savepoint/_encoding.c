@@ -1,0 +1,442 @@
+/* fstate.savepoint._encoding: the compiled twin of the keyed writer's two hot loops (the Python code is
+ * the reference, savepoint/pair_encoding.py chooses):
+ *
+ *   encode_rows(columns, key_code, states, max_parallelism, ranges): the rows of one batch (the lists of
+ *     a key column and one column per state) as the spill records writers/keyed_stream.py makes
+ *     (">HHII" key group, state id, key length, value length, then the key and value bytes), by range
+ *     of key groups: {range: bytes}, the same bytes in the same order as KeyedEncoding.pairs and
+ *     KeyGroupSpill.add.
+ *   key_group_blocks(records, lo, hi): the records of key groups lo..hi of one spill file as canonical
+ *     key-group blocks [(key group, bytes)] in ascending order, as keyed.encode_key_group writes them.
+ *
+ * Both return None, never a guess, for anything they do not encode exactly as the Python code does (a
+ * value of another Python type or out of its Java range, a null key, list element or map key, a key
+ * that appears twice): the caller then runs the Python code on the same input, which writes it or
+ * raises the reference error. */
+
+#include "_speedups_hash.h"
+
+#define T_BYTES 100   /* byte[]: a 4-byte length and the bytes (encoded here only, never decoded in C) */
+
+/* ------------------------------------------------------------------------------------------ */
+/* a growable byte buffer */
+
+typedef struct {
+    uint8_t *data;
+    size_t size, cap;
+} Buf;
+
+static int
+buf_reserve(Buf *b, size_t more)
+{
+    if (b->size + more <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->size + more)
+        cap *= 2;
+    uint8_t *p = PyMem_Realloc(b->data, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->data = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int
+buf_put(Buf *b, const void *p, size_t n)
+{
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    memcpy(b->data + b->size, p, n);
+    b->size += n;
+    return 0;
+}
+
+static inline int
+buf_byte(Buf *b, uint8_t c)
+{
+    return buf_put(b, &c, 1);
+}
+
+static inline int
+buf_be(Buf *b, uint64_t v, int width)
+{
+    uint8_t tmp[8];
+    for (int i = 0; i < width; i++)
+        tmp[i] = (uint8_t)(v >> (8 * (width - 1 - i)));
+    return buf_put(b, tmp, (size_t)width);
+}
+
+static inline int
+buf_varint(Buf *b, uint32_t v)
+{
+    while (v >= 0x80) {
+        if (buf_byte(b, (uint8_t)((v & 0x7F) | 0x80)) < 0)
+            return -1;
+        v >>= 7;
+    }
+    return buf_byte(b, (uint8_t)v);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one value: 0 written, 1 not encodable here (the caller falls back), -1 a Python error */
+
+enum { ENC_OK = 0, ENC_DECLINE = 1, ENC_ERROR = -1 };
+
+static int
+long_in(PyObject *v, long long lo, long long hi, long long *out)
+{
+    if (!PyLong_CheckExact(v))
+        return ENC_DECLINE;
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return ENC_ERROR;
+    if (overflow || x < lo || x > hi)
+        return ENC_DECLINE;
+    *out = x;
+    return ENC_OK;
+}
+
+/* Flink's StringValue bytes: (UTF-16 units + 1) as a varint, then each unit as a varint */
+static int
+put_string(Buf *b, PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        if (buf_varint(b, (uint32_t)n + 1) < 0 || buf_put(b, data, (size_t)n) < 0)
+            return ENC_ERROR;
+        return ENC_OK;
+    }
+    Py_ssize_t units = n;
+    if (kind == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *p = data;
+        for (Py_ssize_t i = 0; i < n; i++)
+            units += p[i] > 0xFFFF;
+    }
+    if (units >= 0x7FFFFFFF)
+        return ENC_DECLINE;
+    if (buf_varint(b, (uint32_t)units + 1) < 0)
+        return ENC_ERROR;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c > 0xFFFF) {
+            c -= 0x10000;
+            if (buf_varint(b, 0xD800u + (c >> 10)) < 0 || buf_varint(b, 0xDC00u + (c & 0x3FFu)) < 0)
+                return ENC_ERROR;
+        } else if (buf_varint(b, c) < 0) {
+            return ENC_ERROR;
+        }
+    }
+    return ENC_OK;
+}
+
+/* the bytes of scalar ``v`` of type ``code``; ``hash``: its Java hashCode, when not NULL */
+static int
+put_scalar(Buf *b, int code, PyObject *v, int32_t *hash)
+{
+    long long x;
+    int r;
+    uint8_t tmp[8];
+    switch (code) {
+    case T_STRING:
+        if (!PyUnicode_CheckExact(v))
+            return ENC_DECLINE;
+        if (hash)
+            *hash = java_string_hash_of(v);
+        return put_string(b, v);
+    case T_LONG:
+        if ((r = long_in(v, INT64_MIN, INT64_MAX, &x)) != ENC_OK)
+            return r;
+        if (hash)
+            *hash = (int32_t)(uint32_t)((uint64_t)x ^ ((uint64_t)x >> 32));
+        return buf_be(b, (uint64_t)x, 8) < 0 ? ENC_ERROR : ENC_OK;
+    case T_INT:
+    case T_SHORT:
+    case T_BYTE: {
+        int width = code == T_INT ? 4 : code == T_SHORT ? 2 : 1;
+        long long bound = code == T_INT ? INT32_MAX : code == T_SHORT ? INT16_MAX : INT8_MAX;
+        if ((r = long_in(v, -bound - 1, bound, &x)) != ENC_OK)
+            return r;
+        if (hash)
+            *hash = (int32_t)x;
+        return buf_be(b, (uint64_t)x, width) < 0 ? ENC_ERROR : ENC_OK;
+    }
+    case T_BOOL:
+        if (!PyBool_Check(v))
+            return ENC_DECLINE;
+        if (hash)
+            *hash = v == Py_True ? 1231 : 1237;
+        return buf_byte(b, v == Py_True) < 0 ? ENC_ERROR : ENC_OK;
+    case T_DOUBLE: {
+        if (!PyFloat_CheckExact(v))
+            return ENC_DECLINE;
+        double d = PyFloat_AS_DOUBLE(v);
+        if (PyFloat_Pack8(d, (char *)tmp, 0) < 0)
+            return ENC_ERROR;
+        if (hash) {
+            uint64_t bits = d != d ? 0x7FF8000000000000ull : be64(tmp);
+            *hash = (int32_t)(uint32_t)(bits ^ (bits >> 32));
+        }
+        return buf_put(b, tmp, 8) < 0 ? ENC_ERROR : ENC_OK;
+    }
+    case T_FLOAT: {
+        if (!PyFloat_CheckExact(v))
+            return ENC_DECLINE;
+        double d = PyFloat_AS_DOUBLE(v);
+        if (PyFloat_Pack4(d, (char *)tmp, 0) < 0) {   /* too large for a float: struct's error, in Python */
+            PyErr_Clear();
+            return ENC_DECLINE;
+        }
+        if (hash)
+            *hash = d != d ? 0x7FC00000 : (int32_t)be32(tmp);
+        return buf_put(b, tmp, 4) < 0 ? ENC_ERROR : ENC_OK;
+    }
+    case T_BYTES: {
+        if (!PyBytes_CheckExact(v) || hash)
+            return ENC_DECLINE;
+        Py_ssize_t n = PyBytes_GET_SIZE(v);
+        if (n > INT32_MAX)
+            return ENC_DECLINE;
+        if (buf_be(b, (uint64_t)n, 4) < 0 || buf_put(b, PyBytes_AS_STRING(v), (size_t)n) < 0)
+            return ENC_ERROR;
+        return ENC_OK;
+    }
+    default:
+        return ENC_DECLINE;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* encode_rows */
+
+typedef struct {
+    int mode;            /* M_VALUE, M_LIST or M_MAP */
+    int a, b;            /* value / element / map key code; map value code */
+    const uint8_t *ns;   /* the namespace's bytes (every pair of the state has the same) */
+    Py_ssize_t ns_len;
+} StateSpec;
+
+/* one record: header, key (composite + extra), value */
+static int
+put_record(Buf *out, long kg, long sid, const Buf *composite, const Buf *extra, const Buf *value)
+{
+    size_t klen = composite->size + (extra ? extra->size : 0);
+    if (klen > UINT32_MAX || value->size > UINT32_MAX)
+        return ENC_DECLINE;
+    if (buf_be(out, (uint64_t)kg, 2) < 0 || buf_be(out, (uint64_t)sid, 2) < 0 || buf_be(out, klen, 4) < 0
+        || buf_be(out, value->size, 4) < 0 || buf_put(out, composite->data, composite->size) < 0
+        || (extra && buf_put(out, extra->data, extra->size) < 0) || buf_put(out, value->data, value->size) < 0)
+        return ENC_ERROR;
+    return ENC_OK;
+}
+
+static int
+encode_state(Buf *out, long kg, long sid, const StateSpec *s, PyObject *value, const Buf *composite, Buf *tmp,
+             Buf *extra)
+{
+    int r;
+    tmp->size = 0;
+    if (s->mode == M_VALUE) {
+        if ((r = put_scalar(tmp, s->a, value, NULL)) != ENC_OK)
+            return r;
+        return put_record(out, kg, sid, composite, NULL, tmp);
+    }
+    if (s->mode == M_LIST) {
+        if (!PyList_CheckExact(value))
+            return ENC_DECLINE;
+        Py_ssize_t n = PyList_GET_SIZE(value);
+        if (n == 0)
+            return ENC_OK;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *x = PyList_GET_ITEM(value, i);
+            if (x == Py_None)
+                return ENC_DECLINE;
+            if (i && buf_byte(tmp, LIST_DELIMITER) < 0)
+                return ENC_ERROR;
+            if ((r = put_scalar(tmp, s->a, x, NULL)) != ENC_OK)
+                return r;
+        }
+        return put_record(out, kg, sid, composite, NULL, tmp);
+    }
+    /* M_MAP: a list of (key, value) tuples, or a dict */
+    PyObject *items = NULL;
+    if (PyDict_CheckExact(value)) {
+        items = PyDict_Items(value);
+        if (items == NULL)
+            return ENC_ERROR;
+    } else if (PyList_CheckExact(value)) {
+        Py_INCREF(value);
+        items = value;
+    } else {
+        return ENC_DECLINE;
+    }
+    r = ENC_OK;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items) && r == ENC_OK; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2) {
+            r = ENC_DECLINE;
+            break;
+        }
+        PyObject *uk = PyTuple_GET_ITEM(item, 0), *uv = PyTuple_GET_ITEM(item, 1);
+        if (uk == Py_None) {
+            r = ENC_DECLINE;
+            break;
+        }
+        extra->size = 0;
+        tmp->size = 0;
+        if ((r = put_scalar(extra, s->a, uk, NULL)) != ENC_OK)
+            break;
+        if (buf_byte(tmp, uv == Py_None) < 0) {
+            r = ENC_ERROR;
+            break;
+        }
+        if (uv != Py_None && (r = put_scalar(tmp, s->b, uv, NULL)) != ENC_OK)
+            break;
+        r = put_record(out, kg, sid, composite, extra, tmp);
+    }
+    Py_DECREF(items);
+    return r;
+}
+
+static PyObject *
+py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
+{
+    PyObject *columns, *states;
+    int key_code;
+    long max_parallelism, ranges;
+    if (!PyArg_ParseTuple(args, "O!iO!ll", &PyList_Type, &columns, &key_code, &PyTuple_Type, &states,
+                          &max_parallelism, &ranges))
+        return NULL;
+    Py_ssize_t n_states = PyTuple_GET_SIZE(states);
+    if (PyList_GET_SIZE(columns) != n_states + 1 || max_parallelism <= 0 || max_parallelism > 32768 || ranges <= 0
+        || ranges > max_parallelism) {
+        PyErr_SetString(PyExc_ValueError, "encode_rows: columns, states, max parallelism or ranges do not agree");
+        return NULL;
+    }
+    PyObject *keys = PyList_GET_ITEM(columns, 0);
+    if (!PyList_CheckExact(keys)) {
+        PyErr_SetString(PyExc_TypeError, "encode_rows: columns must be lists");
+        return NULL;
+    }
+    Py_ssize_t n_rows = PyList_GET_SIZE(keys);
+    StateSpec *specs = PyMem_Calloc((size_t)n_states + 1, sizeof(StateSpec));
+    Buf *bufs = PyMem_Calloc((size_t)ranges, sizeof(Buf));
+    Buf composite = {0}, tmp = {0}, extra = {0}, val = {0};
+    PyObject *result = NULL;
+    int r = ENC_OK;
+    if (specs == NULL || bufs == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t s = 0; s < n_states; s++) {
+        PyObject *spec = PyTuple_GET_ITEM(states, s), *column = PyList_GET_ITEM(columns, s + 1);
+        char *ns;
+        if (!PyTuple_Check(spec)
+            || !PyArg_ParseTuple(spec, "iiiy#", &specs[s].mode, &specs[s].a, &specs[s].b, &ns, &specs[s].ns_len))
+            goto done;
+        specs[s].ns = (const uint8_t *)ns;
+        if (!PyList_CheckExact(column) || PyList_GET_SIZE(column) != n_rows) {
+            PyErr_SetString(PyExc_TypeError, "encode_rows: columns must be lists of one length");
+            goto done;
+        }
+        if (specs[s].mode != M_VALUE && specs[s].mode != M_LIST && specs[s].mode != M_MAP) {
+            PyErr_SetString(PyExc_ValueError, "encode_rows: unknown state mode");
+            goto done;
+        }
+    }
+    int prefix = max_parallelism <= 128 ? 1 : 2;
+    for (Py_ssize_t row = 0; row < n_rows && r == ENC_OK; row++) {
+        PyObject *key = PyList_GET_ITEM(keys, row);
+        if (key == Py_None) {
+            r = ENC_DECLINE;
+            break;
+        }
+        int32_t hash;
+        tmp.size = 0;
+        if ((r = put_scalar(&tmp, key_code, key, &hash)) != ENC_OK)
+            break;
+        long kg = flink_murmur((uint32_t)hash) % max_parallelism;
+        Buf *out = &bufs[kg * ranges / max_parallelism];
+        for (Py_ssize_t s = 0; s < n_states && r == ENC_OK; s++) {
+            PyObject *value = PyList_GET_ITEM(PyList_GET_ITEM(columns, s + 1), row);
+            if (value == Py_None)
+                continue;
+            composite.size = 0;
+            if ((prefix == 2 && buf_byte(&composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(&composite, (uint8_t)kg) < 0
+                || buf_put(&composite, tmp.data, tmp.size) < 0
+                || buf_put(&composite, specs[s].ns, (size_t)specs[s].ns_len) < 0) {
+                r = ENC_ERROR;
+                break;
+            }
+            r = encode_state(out, kg, (long)s, &specs[s], value, &composite, &val, &extra);
+        }
+    }
+    if (r == ENC_ERROR)
+        goto done;
+    if (r == ENC_DECLINE) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    result = PyDict_New();
+    if (result == NULL)
+        goto done;
+    for (long i = 0; i < ranges; i++) {
+        if (bufs[i].size == 0)
+            continue;
+        PyObject *index = PyLong_FromLong(i);
+        PyObject *data = PyBytes_FromStringAndSize((const char *)bufs[i].data, (Py_ssize_t)bufs[i].size);
+        if (index == NULL || data == NULL || PyDict_SetItem(result, index, data) < 0) {
+            Py_XDECREF(index);
+            Py_XDECREF(data);
+            Py_CLEAR(result);
+            goto done;
+        }
+        Py_DECREF(index);
+        Py_DECREF(data);
+    }
+done:
+    if (bufs != NULL)
+        for (long i = 0; i < ranges; i++)
+            PyMem_Free(bufs[i].data);
+    PyMem_Free(bufs);
+    PyMem_Free(specs);
+    PyMem_Free(composite.data);
+    PyMem_Free(tmp.data);
+    PyMem_Free(extra.data);
+    PyMem_Free(val.data);
+    return result;
+}
+
+#include "_encoding_blocks.h"
+
+static PyMethodDef module_methods[] = {
+    {"encode_rows", py_encode_rows, METH_VARARGS,
+     "encode_rows(columns, key_code, states, max_parallelism, ranges) -> {range: records} or None"},
+    {"key_group_blocks", py_key_group_blocks, METH_VARARGS,
+     "key_group_blocks(records, lo, hi) -> [(key group, block)] or None"},
+    {NULL, NULL, 0, NULL}
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_encoding",
+    "Compiled encoders of the keyed writer (spill records from rows, key-group blocks from records).", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__encoding(void)
+{
+    PyObject *m = PyModule_Create(&moduledef);
+    if (m == NULL)
+        return NULL;
+    if (PyModule_AddIntConstant(m, "ABI", 1) < 0 || PyModule_AddIntConstant(m, "BYTES", T_BYTES) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

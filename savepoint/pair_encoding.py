@@ -1,0 +1,119 @@
+"""The keyed writer's compiled encoder (``fstate.savepoint._encoding``, savepoint/_encoding.c), chosen
+here, never by its callers: :func:`encode_rows` and :func:`key_group_blocks` give the compiled result or
+None, and the caller then runs its Python code (the reference) on the same input.
+
+Compiled: keys of String, Long, Integer, Short, Byte, Boolean, Double, Float (with Java's hashCode and
+Flink's key group) and value, list and map states whose values (list elements, map keys and values)
+are of those types or ``byte[]``, under a namespace whose bytes do not depend on the key (every state of
+a keyed source is written under ``None``). Anything else (timers, composite or TTL types, a key and
+namespace of variable length both) has no plan; a value the C code does not encode exactly as Python
+(another Python type, out of its Java range, a null key, list element or map key) makes it decline
+the whole batch. The same bytes either way: tests/writers/test_pair_encoding.py.
+
+``FSTATE_PURE_PYTHON=1`` (read at every call) forces the Python code; so does a missing extension.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import metainfo
+from ._compiled import pure_python_forced
+from ._fastpath import BOOL, BYTE, DOUBLE, FLOAT, INT, LIST, LONG, MAP, SHORT, STRING, VALUE, FastPathSpecVisitor
+from .types import NullableType, Scalar, TimeWindowType, TtlType, TupleType, TypeInfo, visit
+
+ABI = 1  # the interface version of _encoding.c this module speaks
+
+try:
+    from . import _encoding
+except ImportError:  # built without a compiler
+    _encoding = None
+if _encoding is not None and getattr(_encoding, "ABI", None) != ABI:
+    _encoding = None
+
+
+def available() -> bool:
+    """Whether the compiled encoder is used (built, and not switched off by FSTATE_PURE_PYTHON)."""
+    return _encoding is not None and not pure_python_forced()
+
+
+class EncoderCodeVisitor(FastPathSpecVisitor):
+    """The compiled encoder's code of a scalar type, or None when it does not encode it (the decoders'
+    codes of the scalars it writes, and ``byte[]``; no composite, window or wrapper)."""
+
+    _WRITTEN = {STRING, LONG, INT, SHORT, BYTE, BOOL, DOUBLE, FLOAT}
+
+    def visit_scalar(self, node: Scalar) -> Any:
+        if node.kind == "byte[]":
+            return _encoding.BYTES if _encoding is not None else None
+        code = super().visit_scalar(node)
+        return code if code in self._WRITTEN else None
+
+    def visit_time_window(self, node: TimeWindowType) -> Any:
+        return None
+
+    def visit_tuple(self, node: TupleType, fields) -> Any:
+        return None
+
+    def visit_nullable(self, node: NullableType, inner) -> Any:
+        return None
+
+    def visit_ttl(self, node: TtlType, value, timestamp) -> Any:
+        return None
+
+
+def _code(t: TypeInfo) -> int | None:
+    return visit(t, EncoderCodeVisitor())
+
+
+def plan(meta, key_type: TypeInfo, n_states: int, has_timers: bool) -> tuple | None:
+    """The compiled encoder's plan of a keyed source's rows (``meta``: its ``KeyedBackendMeta``), or
+    None when it has none (then its rows are encoded in Python)."""
+    if _encoding is None or has_timers or key_type != meta.key_type:
+        return None
+    key_code = _code(key_type)
+    # a key must have a value-based Java hashCode (byte[] has none: Python reports it)
+    if key_code is None or key_code == _encoding.BYTES or not key_type.has_value_hash:
+        return None
+    states = []
+    for sid in range(n_states):
+        info = meta.states[sid]
+        if info.backend_type == metainfo.PRIORITY_QUEUE:
+            return None
+        ns_type = info.namespace_type
+        if key_type.length < 0 and ns_type.length < 0:  # lengths written after both: not compiled
+            return None
+        try:
+            namespace = bytearray()
+            ns_type.encoder()(namespace, None)
+        except Exception:  # a namespace that cannot be None: the Python code reports it
+            return None
+        vt = info.value_type
+        if info.kind == "LIST":
+            mode, first, second = LIST, _code(vt.element), 0
+        elif info.kind == "MAP":
+            mode, first, second = MAP, _code(vt.key), _code(vt.value)
+        else:
+            mode, first, second = VALUE, _code(vt), 0
+        if first is None or second is None:
+            return None
+        states.append((mode, first, second, bytes(namespace)))
+    return key_code, tuple(states)
+
+
+def encode_rows(compiled_plan: tuple | None, columns: list[list], max_parallelism: int, ranges: int
+                ) -> dict[int, bytes] | None:
+    """A batch's spill records by range (``columns``: the key's and each state's values), or None: the
+    caller encodes it in Python."""
+    if compiled_plan is None or not available():
+        return None
+    key_code, states = compiled_plan
+    return _encoding.encode_rows(columns, key_code, states, max_parallelism, ranges)
+
+
+def key_group_blocks(records: bytes, lo: int, hi: int) -> list[tuple[int, bytes]] | None:
+    """Key groups ``lo..hi`` of one spill file's records as canonical blocks in ascending order, or
+    None: the caller builds them in Python (which also reports a key written twice)."""
+    if not available():
+        return None
+    return _encoding.key_group_blocks(records, lo, hi)
