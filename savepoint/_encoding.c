@@ -303,6 +303,39 @@ encode_state(Buf *out, long kg, long sid, const StateSpec *s, PyObject *value, c
     return r;
 }
 
+#define M_TIMER 5   /* a timer state: the timestamps of a row (an int or a list of them), no value bytes */
+
+/* the timers of one row: key = prefix, timestamp with its sign bit flipped, key bytes, namespace bytes */
+static int
+encode_timers(Buf *out, long kg, int prefix, long sid, const StateSpec *s, PyObject *value, const Buf *key,
+              Buf *composite, Buf *empty)
+{
+    PyObject *single[1] = {value};
+    PyObject **items = single;
+    Py_ssize_t n = 1;
+    if (PyList_CheckExact(value)) {
+        items = ((PyListObject *)value)->ob_item;
+        n = PyList_GET_SIZE(value);
+    } else if (PyTuple_CheckExact(value)) {
+        items = ((PyTupleObject *)value)->ob_item;
+        n = PyTuple_GET_SIZE(value);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long ts;
+        int r = long_in(items[i], INT64_MIN, INT64_MAX, &ts);
+        if (r != ENC_OK)
+            return r;
+        composite->size = 0;
+        if ((prefix == 2 && buf_byte(composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(composite, (uint8_t)kg) < 0
+            || buf_be(composite, (uint64_t)ts ^ 0x8000000000000000ull, 8) < 0
+            || buf_put(composite, key->data, key->size) < 0 || buf_put(composite, s->ns, (size_t)s->ns_len) < 0)
+            return ENC_ERROR;
+        if ((r = put_record(out, kg, sid, composite, NULL, empty)) != ENC_OK)
+            return r;
+    }
+    return ENC_OK;
+}
+
 static PyObject *
 py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
 {
@@ -344,7 +377,7 @@ py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
             PyErr_SetString(PyExc_TypeError, "encode_rows: columns must be lists of one length");
             goto done;
         }
-        if (specs[s].mode != M_VALUE && specs[s].mode != M_LIST && specs[s].mode != M_MAP) {
+        if (specs[s].mode != M_VALUE && specs[s].mode != M_LIST && specs[s].mode != M_MAP && specs[s].mode != M_TIMER) {
             PyErr_SetString(PyExc_ValueError, "encode_rows: unknown state mode");
             goto done;
         }
@@ -366,6 +399,11 @@ py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
             PyObject *value = PyList_GET_ITEM(PyList_GET_ITEM(columns, s + 1), row);
             if (value == Py_None)
                 continue;
+            if (specs[s].mode == M_TIMER) {
+                val.size = 0;
+                r = encode_timers(out, kg, prefix, (long)s, &specs[s], value, &tmp, &composite, &val);
+                continue;
+            }
             composite.size = 0;
             if ((prefix == 2 && buf_byte(&composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(&composite, (uint8_t)kg) < 0
                 || buf_put(&composite, tmp.data, tmp.size) < 0

@@ -5,10 +5,10 @@ None, and the caller then runs its Python code (the reference) on the same input
 Compiled: keys of String, Long, Integer, Short, Byte, Boolean, Double, Float (with Java's hashCode and
 Flink's key group) and value, list and map states whose values (list elements, map keys and values)
 are of those types or ``byte[]``, under a namespace whose bytes do not depend on the key (every state of
-a keyed source is written under ``None``). Anything else (timers, composite or TTL types, a key and
-namespace of variable length both) has no plan; a value the C code does not encode exactly as Python
-(another Python type, out of its Java range, a null key, list element or map key) makes it decline
-the whole batch. The same bytes either way: tests/writers/test_pair_encoding.py.
+a keyed source is written under ``None``), and timers of such keys. Anything else (composite or TTL
+types, a key and namespace of variable length both) has no plan; a value the C code does not encode
+exactly as Python (another Python type, out of its Java range, a null key, list element, map key or
+timestamp) makes it decline the whole batch. The same bytes either way: tests/writers/test_pair_encoding.py.
 
 ``FSTATE_PURE_PYTHON=1`` (read at every call) forces the Python code; so does a missing extension.
 """
@@ -19,7 +19,9 @@ from typing import Any
 
 from . import metainfo
 from ._compiled import pure_python_forced
-from ._fastpath import BOOL, BYTE, DOUBLE, FLOAT, INT, LIST, LONG, MAP, SHORT, STRING, VALUE, FastPathSpecVisitor
+from ._fastpath import (BOOL, BYTE, DOUBLE, FLOAT, INT, LIST, LONG, MAP, SHORT, STRING, TIMER, VALUE,
+                        FastPathSpecVisitor)
+from .types import roles
 from .types import NullableType, Scalar, TimeWindowType, TtlType, TupleType, TypeInfo, visit
 
 ABI = 1  # the interface version of _encoding.c this module speaks
@@ -66,27 +68,42 @@ def _code(t: TypeInfo) -> int | None:
     return visit(t, EncoderCodeVisitor())
 
 
-def plan(meta, key_type: TypeInfo, n_states: int, has_timers: bool) -> tuple | None:
-    """The compiled encoder's plan of a keyed source's rows (``meta``: its ``KeyedBackendMeta``), or
-    None when it has none (then its rows are encoded in Python)."""
-    if _encoding is None or has_timers or key_type != meta.key_type:
+def _namespace_bytes(ns_type: TypeInfo) -> bytes | None:
+    """The bytes of the namespace every pair of a keyed source is written under (None), or None when
+    that namespace cannot be None (the Python code reports it)."""
+    try:
+        namespace = bytearray()
+        ns_type.encoder()(namespace, None)
+    except Exception:
+        return None
+    return bytes(namespace)
+
+
+def plan(meta, key_type: TypeInfo, n_states: int, n_timers: int) -> tuple | None:
+    """The compiled encoder's plan of a keyed source's rows (``meta``: its ``KeyedBackendMeta``: ``n_states``
+    states, then ``n_timers`` timer states), or None when it has none (then its rows are encoded in Python)."""
+    if _encoding is None or key_type != meta.key_type or len(meta.states) != n_states + n_timers:
         return None
     key_code = _code(key_type)
     # a key must have a value-based Java hashCode (byte[] has none: Python reports it)
     if key_code is None or key_code == _encoding.BYTES or not key_type.has_value_hash:
         return None
     states = []
-    for sid in range(n_states):
-        info = meta.states[sid]
-        if info.backend_type == metainfo.PRIORITY_QUEUE:
+    for sid, info in enumerate(meta.states):
+        timer = roles.as_timer(info.value_type) if info.backend_type == metainfo.PRIORITY_QUEUE else None
+        if (sid >= n_states) != (timer is not None):  # the states, then the timers (KeyedEncoding's rows)
             return None
+        if timer is not None:
+            namespace = _namespace_bytes(timer.namespace)
+            if timer.key != key_type or namespace is None:
+                return None
+            states.append((TIMER, 0, 0, namespace))
+            continue
         ns_type = info.namespace_type
         if key_type.length < 0 and ns_type.length < 0:  # lengths written after both: not compiled
             return None
-        try:
-            namespace = bytearray()
-            ns_type.encoder()(namespace, None)
-        except Exception:  # a namespace that cannot be None: the Python code reports it
+        namespace = _namespace_bytes(ns_type)
+        if namespace is None:
             return None
         vt = info.value_type
         if info.kind == "LIST":
@@ -97,7 +114,7 @@ def plan(meta, key_type: TypeInfo, n_states: int, has_timers: bool) -> tuple | N
             mode, first, second = VALUE, _code(vt), 0
         if first is None or second is None:
             return None
-        states.append((mode, first, second, bytes(namespace)))
+        states.append((mode, first, second, namespace))
     return key_code, tuple(states)
 
 

@@ -98,7 +98,7 @@ class KeyedEncoding:
 
     def compiled_plan(self) -> tuple | None:
         """The compiled encoder's plan of these rows (``pair_encoding.plan``), None: encoded in Python."""
-        return pair_encoding.plan(self.meta, self.key_type, self.n_states, bool(self.timer_ids))
+        return pair_encoding.plan(self.meta, self.key_type, self.n_states, len(self.timer_ids))
 
     def subtask_of(self, kg: int) -> int:
         return operator_index_for_key_group(kg, self.parallelism, self.max_parallelism)
@@ -328,8 +328,10 @@ def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: s
                         fs_options=None, workers: int | None = None, size: int | None = None
                         ) -> list[tuple[int, handles.KeyGroupsHandle]]:
     """The embedded engine's keyed writer: every subtask's stream from record batches of the columns
-    :func:`encoding_for` names, the same bytes Spark's ``write_keyed_pairs`` writes. The first batches
-    are encoded here (none of a source of more than ``pool.SMALL_BYTES``); a longer stream's others on a
+    :func:`encoding_for` names, the same bytes Spark's ``write_keyed_pairs`` writes. Rows the compiled
+    encoder has a plan for are encoded and written here, whatever their number (``pair_encoding``). Else
+    the first batches are encoded here (none of a source of more than ``pool.SMALL_BYTES``); a longer
+    stream's others on a
     process pool (one worker a core, a few batches in
     flight each, so memory stays flat), their records spilled here by range of key groups, and then
     each subtask's stream is written there from the spill's files."""
@@ -340,8 +342,11 @@ def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: s
     spill = KeyGroupSpill(max_parallelism)
     try:
         batches = iter(batches)
-        # a source known to be large (``size`` bytes) goes to the pool at once
+        # a source known to be large (``size`` bytes) goes to the pool at once; rows the compiled encoder
+        # has a plan for are all encoded here (faster than a pool's start and the batches' trips to it)
         here = _BATCHES_HERE if size is None or size < pool.SMALL_BYTES else 0
+        if encoding.compiled_plan() is not None and pair_encoding.available():
+            here = None
         for batch in itertools.islice(batches, here):
             for index, records in encode_batch(encoding, spill.ranges, batch)[0].items():
                 spill.add_records(index, records)

@@ -65,8 +65,14 @@ def _column(rng, arrow_type, make, kind: str, rows: int, nulls: bool):
     return values
 
 
-def _source(rng: random.Random, key: str, states: list[tuple[str, str, str | None]], rows: int):
-    """An encoding and one record batch: ``states`` are (kind, type, map value type)."""
+def _timestamp(rng: random.Random) -> int:
+    return rng.choice([0, -1, 2**63 - 1, -2**63, rng.randrange(-2**63, 2**63)])
+
+
+def _source(rng: random.Random, key: str, states: list[tuple[str, str, str | None]], rows: int,
+            timers: bool = False):
+    """An encoding and one record batch: ``states`` are (kind, type, map value type); ``timers``: an
+    event timers column of lists and a processing timers column of single timestamps."""
     key_arrow, key_make = _TYPES[key]
     keys = _unique(key, [key_make(rng) for _ in range(rows)])
     rows = len(keys)
@@ -89,9 +95,18 @@ def _source(rng: random.Random, key: str, states: list[tuple[str, str, str | Non
         fields.append(pyarrow.field(f"s{i}", arrow_type))
         specs.append(KeyedStateSpec(f"s{i}", kind, type_info, f"s{i}"))
     key_type = parse_type(key)
-    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, key_type, [s.meta() for s in specs])
+    metas = [s.meta() for s in specs]
+    if timers:
+        event = [None if rng.random() < 0.2 else list({_timestamp(rng) for _ in range(rng.randrange(0, 3))})
+                 for _ in range(rows)]
+        processing = [None if rng.random() < 0.5 else _timestamp(rng) for _ in range(rows)]
+        arrays += [pyarrow.array(event, pyarrow.list_(pyarrow.int64())), pyarrow.array(processing, pyarrow.int64())]
+        fields += [pyarrow.field("event", pyarrow.list_(pyarrow.int64())), pyarrow.field("processing", pyarrow.int64())]
+        metas += [keyed.timer_state_meta("event", key_type), keyed.timer_state_meta("processing", key_type)]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, key_type, metas)
     max_parallelism = rng.choice([128, 4096, 32768])
-    encoding, _ = keyed_stream.encoding_for(meta, key_type, specs, None, None, "test", "k", 2, max_parallelism)
+    encoding, _ = keyed_stream.encoding_for(meta, key_type, specs, "event" if timers else None,
+                                            "processing" if timers else None, "test", "k", 2, max_parallelism)
     return encoding, pyarrow.RecordBatch.from_arrays(arrays, schema=pyarrow.schema(fields))
 
 
@@ -120,7 +135,7 @@ def test_compiled_records_and_blocks_equal_python_for_every_type(key, monkeypatc
     rng = random.Random(key)
     states = [("VALUE", t, None) for t in _TYPES] + [("LIST", t, None) for t in _TYPES]
     states += [("MAP", rng.choice(_KEYS), vt) for vt in _TYPES]
-    encoding, batch = _source(rng, key, states, rows=400)
+    encoding, batch = _source(rng, key, states, rows=400, timers=True)
     assert encoding.compiled_plan() is not None
     compiled, python = _both(monkeypatch, keyed_stream.encode_batch, encoding, 32, batch)
     assert compiled == python and compiled[0]
@@ -183,18 +198,27 @@ def test_a_key_written_twice_is_the_python_error(monkeypatch, tmp_path):
     assert compiled == python and "appears twice" in compiled
 
 
-def test_timers_and_wrapped_types_have_no_compiled_plan():
-    rng = random.Random(4)
-    encoding, _ = _source(rng, "STRING", [("VALUE", "LONG", None)], rows=1)
+def test_a_null_timestamp_is_the_python_error(monkeypatch):
+    encoding, batch = _source(random.Random(5), "LONG", [("VALUE", "LONG", None)], rows=20, timers=True)
     assert encoding.compiled_plan() is not None
-    key_type = parse_type("STRING")
+    event = batch.column(2).to_pylist()
+    event[4] = [1, None]
+    bad = pyarrow.RecordBatch.from_arrays([batch.column(0), batch.column(1),
+                                           pyarrow.array(event, pyarrow.list_(pyarrow.int64())), batch.column(3)],
+                                          schema=batch.schema)
+    compiled, python = _errors(monkeypatch, encoding, bad)
+    assert compiled == python and "timers column 'event'" in compiled
+
+
+def test_wrapped_and_composite_types_have_no_compiled_plan():
     specs = [KeyedStateSpec("s0", "VALUE", parse_type("LONG"), "s0")]
-    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, key_type,
-                                  [specs[0].meta(), keyed.timer_state_meta("event", key_type)])
-    timed, _ = keyed_stream.encoding_for(meta, key_type, specs, "t", None, "test", "k", 2, 128)
-    assert timed.compiled_plan() is None
     for type_string in ("TUPLE<STRING, LONG>", "BYTES", "DECIMAL"):
-        specs = [KeyedStateSpec("s0", "VALUE", parse_type("LONG"), "s0")]
         key_type = parse_type(type_string)
         meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, key_type, [specs[0].meta()])
-        assert pair_encoding.plan(meta, key_type, 1, False) is None, type_string
+        assert pair_encoding.plan(meta, key_type, 1, 0) is None, type_string
+    key_type = parse_type("LONG")
+    for value_type in ("TUPLE<STRING, LONG>", "DECIMAL", "LIST<LONG>"):
+        meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, key_type,
+                                      [KeyedStateSpec("s0", "VALUE", parse_type(value_type), "s0").meta()])
+        assert pair_encoding.plan(meta, key_type, 1, 0) is None, value_type
+        assert pair_encoding.plan(meta, key_type, 1, 1) is None  # a timer state the rows do not have
