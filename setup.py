@@ -40,7 +40,8 @@ setup(
         Extension(
             "fstate.savepoint._encoding",
             sources=["savepoint/_encoding.c"],
-            depends=["savepoint/_wire.h", "savepoint/_speedups_hash.h", "savepoint/_encoding_blocks.h"],
+            depends=["savepoint/_wire.h", "savepoint/_speedups_hash.h", "savepoint/_encoding_blocks.h",
+                     "savepoint/_encoding_arrow.h"],
             optional=True,
         ),
     ],

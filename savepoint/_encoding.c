@@ -451,10 +451,13 @@ done:
 }
 
 #include "_encoding_blocks.h"
+#include "_encoding_arrow.h"
 
 static PyMethodDef module_methods[] = {
     {"encode_rows", py_encode_rows, METH_VARARGS,
      "encode_rows(columns, key_code, states, max_parallelism, ranges) -> {range: records} or None"},
+    {"encode_arrow", py_encode_arrow, METH_VARARGS,
+     "encode_arrow(columns, key_code, states, max_parallelism, ranges) -> {range: records} or None"},
     {"key_group_blocks", py_key_group_blocks, METH_VARARGS,
      "key_group_blocks(records, lo, hi) -> [(key group, block)] or None"},
     {NULL, NULL, 0, NULL}

@@ -118,6 +118,17 @@ def plan(meta, key_type: TypeInfo, n_states: int, n_timers: int) -> tuple | None
     return key_code, tuple(states)
 
 
+def encode_arrow(compiled_plan: tuple | None, arrays: list, max_parallelism: int, ranges: int
+                 ) -> dict[int, bytes] | None:
+    """:func:`encode_rows` of a batch's Arrow arrays (the key's and each state's) read in place, or None:
+    the caller tries :func:`encode_rows` of their Python values (maps, unusual Arrow types)."""
+    if compiled_plan is None or not available():
+        return None
+    key_code, states = compiled_plan
+    columns = [array.__arrow_c_array__() for array in arrays]
+    return _encoding.encode_arrow(columns, key_code, states, max_parallelism, ranges)
+
+
 def encode_rows(compiled_plan: tuple | None, columns: list[list], max_parallelism: int, ranges: int
                 ) -> dict[int, bytes] | None:
     """A batch's spill records by range (``columns``: the key's and each state's values), or None: the

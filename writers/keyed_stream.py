@@ -310,8 +310,12 @@ def encode_batch(encoding: KeyedEncoding, ranges: int, batch) -> tuple[dict[int,
     """One record batch's pairs as :class:`KeyGroupSpill` records by range (a pool worker's task)."""
     from .arrow_frames import batch_values
 
+    compiled_plan = encoding.compiled_plan()
+    compiled = pair_encoding.encode_arrow(compiled_plan, batch.columns, encoding.max_parallelism, ranges)
+    if compiled is not None:
+        return compiled, batch.num_rows
     columns = batch_values(batch)
-    compiled = pair_encoding.encode_rows(encoding.compiled_plan(), columns, encoding.max_parallelism, ranges)
+    compiled = pair_encoding.encode_rows(compiled_plan, columns, encoding.max_parallelism, ranges)
     if compiled is not None:
         return compiled, batch.num_rows
     spill = KeyGroupSpill(encoding.max_parallelism, ranges, flush_bytes=1 << 62)

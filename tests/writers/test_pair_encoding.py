@@ -130,23 +130,51 @@ def _blocks(records: dict[int, bytes], tmp_path, encoding) -> list:
             for lo, hi in ((0, encoding.max_parallelism - 1), (1, encoding.max_parallelism // 2))]
 
 
+def _large(batch: pyarrow.RecordBatch) -> pyarrow.RecordBatch:
+    """``batch`` with 64-bit offsets (large strings, binaries and lists)."""
+    def large(t):
+        if pyarrow.types.is_list(t):
+            return pyarrow.large_list(large(t.value_type))
+        return {pyarrow.string(): pyarrow.large_string(), pyarrow.binary(): pyarrow.large_binary()}.get(t, t)
+    schema = pyarrow.schema([pyarrow.field(f.name, large(f.type)) for f in batch.schema])
+    return batch.cast(schema)
+
+
 @pytest.mark.parametrize("key", _KEYS)
 def test_compiled_records_and_blocks_equal_python_for_every_type(key, monkeypatch, tmp_path):
     rng = random.Random(key)
-    states = [("VALUE", t, None) for t in _TYPES] + [("LIST", t, None) for t in _TYPES]
-    states += [("MAP", rng.choice(_KEYS), vt) for vt in _TYPES]
-    encoding, batch = _source(rng, key, states, rows=400, timers=True)
-    assert encoding.compiled_plan() is not None
-    compiled, python = _both(monkeypatch, keyed_stream.encode_batch, encoding, 32, batch)
-    assert compiled == python and compiled[0]
-    # the compiled path really ran (it declines nothing of these rows)
-    from fstate.writers.arrow_frames import batch_values
-    assert pair_encoding.encode_rows(encoding.compiled_plan(), batch_values(batch), encoding.max_parallelism, 32) \
+    plain = [("VALUE", t, None) for t in _TYPES] + [("LIST", t, None) for t in _TYPES]
+    maps = [("MAP", rng.choice(_KEYS), vt) for vt in _TYPES]
+    for states, in_place in ((plain, True), (plain + maps, False)):
+        encoding, whole = _source(rng, key, states, rows=400, timers=True)
+        plan = encoding.compiled_plan()
+        assert plan is not None
+        for batch in (whole, whole.slice(whole.num_rows // 3, whole.num_rows // 2 + 1), _large(whole)):
+            compiled, python = _both(monkeypatch, keyed_stream.encode_batch, encoding, 32, batch)
+            assert compiled == python and compiled[0]
+            # the compiled path really ran: Arrow read in place, or (maps) the Python values
+            arrow = pair_encoding.encode_arrow(plan, batch.columns, encoding.max_parallelism, 32)
+            assert arrow == (compiled[0] if in_place else None)
+            from fstate.writers.arrow_frames import batch_values
+            assert pair_encoding.encode_rows(plan, batch_values(batch), encoding.max_parallelism, 32) == compiled[0]
+        blocks, python_blocks = _both(monkeypatch, _blocks, compiled[0], tmp_path, encoding)
+        assert blocks == python_blocks and blocks[0]
+        assert pair_encoding.key_group_blocks(b"".join(compiled[0].values()), 0, encoding.max_parallelism - 1) \
+            == blocks[0]
+
+
+def test_other_arrow_integer_and_float_widths_are_python_values_of_the_state_type(monkeypatch):
+    """An int8 column written to a LONG state, a float32 one to a DOUBLE state (as Spark's rows give them)."""
+    rng = random.Random(6)
+    encoding, batch = _source(rng, "LONG", [("VALUE", "LONG", None), ("VALUE", "DOUBLE", None),
+                                            ("VALUE", "FLOAT", None)], rows=200)
+    cast = batch.cast(pyarrow.schema([batch.schema.field(0), pyarrow.field("s0", pyarrow.int8()),
+                                      pyarrow.field("s1", pyarrow.float32()), pyarrow.field("s2", pyarrow.float64())]),
+                      safe=False)
+    compiled, python = _both(monkeypatch, keyed_stream.encode_batch, encoding, 32, cast)
+    assert compiled == python
+    assert pair_encoding.encode_arrow(encoding.compiled_plan(), cast.columns, encoding.max_parallelism, 32) \
         == compiled[0]
-    blocks, python_blocks = _both(monkeypatch, _blocks, compiled[0], tmp_path, encoding)
-    assert blocks == python_blocks and blocks[0]
-    assert pair_encoding.key_group_blocks(b"".join(compiled[0].values()), 0, encoding.max_parallelism - 1) \
-        == blocks[0]
 
 
 def _errors(monkeypatch, encoding, batch) -> tuple[str, str]:
