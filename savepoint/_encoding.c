@@ -6,6 +6,8 @@
  *     (">HHII" key group, state id, key length, value length, then the key and value bytes), by range
  *     of key groups: {range: bytes}, the same bytes in the same order as KeyedEncoding.pairs and
  *     KeyGroupSpill.add.
+ *   encode_arrow(columns, key_code, states, max_parallelism, ranges): the same from the batch's Arrow
+ *     arrays read in place (_encoding_arrow.h), for the columns whose Python values would be plain.
  *   key_group_blocks(records, lo, hi): the records of key groups lo..hi of one spill file as canonical
  *     key-group blocks [(key group, bytes)] in ascending order, as keyed.encode_key_group writes them.
  *
@@ -303,6 +305,30 @@ encode_state(Buf *out, long kg, long sid, const StateSpec *s, PyObject *value, c
     return r;
 }
 
+/* the records by range: {range: bytes} of the non-empty ones */
+static PyObject *
+records_dict(Buf *bufs, long ranges)
+{
+    PyObject *result = PyDict_New();
+    if (result == NULL)
+        return NULL;
+    for (long i = 0; i < ranges; i++) {
+        if (bufs[i].size == 0)
+            continue;
+        PyObject *index = PyLong_FromLong(i);
+        PyObject *data = PyBytes_FromStringAndSize((const char *)bufs[i].data, (Py_ssize_t)bufs[i].size);
+        if (index == NULL || data == NULL || PyDict_SetItem(result, index, data) < 0) {
+            Py_XDECREF(index);
+            Py_XDECREF(data);
+            Py_DECREF(result);
+            return NULL;
+        }
+        Py_DECREF(index);
+        Py_DECREF(data);
+    }
+    return result;
+}
+
 #define M_TIMER 5   /* a timer state: the timestamps of a row (an int or a list of them), no value bytes */
 
 /* the timers of one row: key = prefix, timestamp with its sign bit flipped, key bytes, namespace bytes */
@@ -420,23 +446,7 @@ py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
         result = Py_NewRef(Py_None);
         goto done;
     }
-    result = PyDict_New();
-    if (result == NULL)
-        goto done;
-    for (long i = 0; i < ranges; i++) {
-        if (bufs[i].size == 0)
-            continue;
-        PyObject *index = PyLong_FromLong(i);
-        PyObject *data = PyBytes_FromStringAndSize((const char *)bufs[i].data, (Py_ssize_t)bufs[i].size);
-        if (index == NULL || data == NULL || PyDict_SetItem(result, index, data) < 0) {
-            Py_XDECREF(index);
-            Py_XDECREF(data);
-            Py_CLEAR(result);
-            goto done;
-        }
-        Py_DECREF(index);
-        Py_DECREF(data);
-    }
+    result = records_dict(bufs, ranges);
 done:
     if (bufs != NULL)
         for (long i = 0; i < ranges; i++)

@@ -301,29 +301,6 @@ arrow_state(Buf *out, long kg, int prefix, long sid, const StateSpec *s, const A
 }
 
 static PyObject *
-records_dict(Buf *bufs, long ranges)
-{
-    PyObject *result = PyDict_New();
-    if (result == NULL)
-        return NULL;
-    for (long i = 0; i < ranges; i++) {
-        if (bufs[i].size == 0)
-            continue;
-        PyObject *index = PyLong_FromLong(i);
-        PyObject *data = PyBytes_FromStringAndSize((const char *)bufs[i].data, (Py_ssize_t)bufs[i].size);
-        if (index == NULL || data == NULL || PyDict_SetItem(result, index, data) < 0) {
-            Py_XDECREF(index);
-            Py_XDECREF(data);
-            Py_DECREF(result);
-            return NULL;
-        }
-        Py_DECREF(index);
-        Py_DECREF(data);
-    }
-    return result;
-}
-
-static PyObject *
 py_encode_arrow(PyObject *Py_UNUSED(mod), PyObject *args)
 {
     PyObject *columns, *states;
