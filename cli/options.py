@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
 import typer
 
 from ..savepoint.errors import InvalidArgumentError
@@ -116,3 +118,20 @@ def parse_int(text: str, what: str) -> int:
         return int(text)
     except ValueError:
         raise InvalidArgumentError(f"{what} expects a number, got '{text}'") from None
+
+
+def engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Optional[str],
+               state_bytes: Callable[[], int]) -> str:
+    """The engine of a command that reads or writes state (``read``, ``sql``, ``modify``, ``bootstrap``):
+    Spark when asked for (``--engine spark``, ``--master``, ``--conf``), for a remote ``--out``, or (auto)
+    when ``state_bytes()``, the state it reads (a bootstrap: its source files), is above the size
+    threshold; else the embedded engine. ``state_bytes`` is called only when the choice depends on it."""
+    from ..readers.engine import choose_engine
+    from ..savepoint.io import is_remote
+
+    spark_asked = master is not None or bool(conf_map)
+    if engine == "auto" and out_dir and is_remote(out_dir):
+        spark_asked = True
+    if choose_engine(engine, spark_asked, 0) == "spark":
+        return "spark"
+    return choose_engine(engine, spark_asked, state_bytes())

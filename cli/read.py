@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Optional
+from typing import Optional
 
 import typer
 
 from .console import progress, progress_bar, set_quiet, user_errors
 from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, ENGINE, FS_CONFIG, FS_OPTION, JSON, MASTER, PLAN,
-                      QUIET, apply_fs_options, output, parse_conf, start_spark)
+                      QUIET, apply_fs_options, engine_for, output, parse_conf, start_spark)
 from .output import Output
 
 FORMATS = ("parquet", "csv", "json")
@@ -81,7 +81,7 @@ def read(
         # Plan on the driver first: bad input fails here with a clear message, before Spark starts.
         planned = build_table(source)
         conf_map = parse_conf(conf)
-        if _engine_for(engine, master, conf_map, out_dir, lambda: table_bytes(planned)) == "embedded":
+        if engine_for(engine, master, conf_map, out_dir, lambda: table_bytes(planned)) == "embedded":
             read_embedded(shown, planned, limit, out_dir, file_format, overwrite=mode == "overwrite")
             return
         spark = start_spark(master, conf_map)
@@ -97,23 +97,6 @@ def read(
             shown.message(f"wrote {planned.name} ({', '.join(frame.columns)}) as {file_format} to {out_dir}")
             return
         show_frame(shown, frame, limit, title=planned.name)
-
-
-def _engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Optional[str],
-                state_bytes: Callable[[], int]) -> str:
-    """The engine of a command that reads state (``read``, ``sql``): Spark when asked for (``--engine
-    spark``, ``--master``, ``--conf``), for a remote ``--out``, or (auto) when ``state_bytes()``, the
-    state it reads, is above the size threshold; else the embedded engine. ``state_bytes`` is called
-    only when the choice depends on it."""
-    from ..readers.engine import choose_engine
-    from ..savepoint.io import is_remote
-
-    spark_asked = master is not None or bool(conf_map)
-    if engine == "auto" and out_dir and is_remote(out_dir):
-        spark_asked = True
-    if choose_engine(engine, spark_asked, 0) == "spark":
-        return "spark"
-    return choose_engine(engine, spark_asked, state_bytes())
 
 
 def read_embedded(shown: Output, planned, limit: int, out_dir: Optional[str], file_format: str,
@@ -195,7 +178,7 @@ def sql(
         # parsed (with sqlglot) only for the embedded engine, or to learn which state it reads
         query = functools.cache(lambda: Query(catalog, text))
         conf_map = parse_conf(conf)
-        if _engine_for(engine, master, conf_map, out_dir, lambda: query().state_bytes()) == "embedded":
+        if engine_for(engine, master, conf_map, out_dir, lambda: query().state_bytes()) == "embedded":
             sql_embedded(shown, query(), catalog.registered, show_views, out_dir, file_format, limit)
             return
         from ..readers.views import register_views, spark_sql_errors
