@@ -60,14 +60,17 @@ def _ordered(rows: list[Growth]) -> list[Growth]:
 
 
 def state_growth(old: str, new: str, *, top: int = DEFAULT_TOP, plan: str | None = None,
-           operators: Iterable[str] | None = None, workers: int | None = None) -> GrowthReport:
+                 operators: Iterable[str] | None = None, workers: int | None = None, engine: str = "auto",
+                 spark=None) -> GrowthReport:
     """What grew from the snapshot ``old`` to ``new`` (operators by uid hash, states by name, the
-    ``top`` largest keys of each state of ``new``)."""
+    ``top`` largest keys of each state of ``new``); each measured on the ``engine`` (see
+    :func:`.sizes.state_sizes`)."""
     operators = None if operators is None else list(operators)
-    after = state_sizes(new, top=top, plan=plan, operators=operators, workers=workers)
+    on = {"workers": workers, "engine": engine, "spark": spark}
+    after = state_sizes(new, top=top, plan=plan, operators=operators, **on)
     watch = {(op.uid_hash, state.name): {hashable(item.key) for item in state.top_by_bytes}
              for op in after.operators for state in op.states}
-    before = state_sizes(old, top=top, plan=plan, operators=operators, workers=workers, watch=watch)
+    before = state_sizes(old, top=top, plan=plan, operators=operators, watch=watch, **on)
     old_ops = {op.uid_hash: op for op in before.operators}
     new_ops = {op.uid_hash: op for op in after.operators}
     op_rows, state_rows, key_rows = [], [], []

@@ -263,21 +263,21 @@ def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
     """Canonical streams and RocksDB snapshots are measured by the compiled scanner (Scanner.measure),
     anything else entry by entry: both give the same report; a key Python cannot hash falls back to
     the second."""
-    from fstate.readers import sizes
+    from fstate.readers import sizes_measure
     from fstate.savepoint import _fastpath
 
     if not _fastpath.available():
         pytest.skip("the compiled scanner is not built")
     used = []
-    compiled = sizes._measure_compiled
-    monkeypatch.setattr(sizes, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
+    compiled = sizes_measure._measure_compiled
+    monkeypatch.setattr(sizes_measure, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
     fast = state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict()
     assert any(result is not None for result in used)
 
     def unhashable(self, keys):
         raise TypeError("unhashable type: 'list'")
 
-    monkeypatch.setattr(sizes.KeyedStateSource, "open", _opening_with(unhashable))
+    monkeypatch.setattr(sizes_measure.KeyedStateSource, "open", _opening_with(unhashable))
     assert state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict() == fast
 
 
@@ -306,3 +306,41 @@ def test_large_streams_are_measured_in_spans(sample, monkeypatch):
     view = Savepoint.open(str(SAMPLES / sample)).operator("keyed")
     assert len(tables.keyed_sources(view)) > 3 * 5  # the three subtasks' streams in spans
     assert state_sizes(str(SAMPLES / sample), top=3, parallelisms=[4], at=0).to_dict() == whole
+
+
+@pytest.mark.spark
+def test_spark_measures_a_piece_a_task_and_gives_the_same_report(spark, monkeypatch, tmp_path):
+    """--engine spark: a Spark task a piece (spans of key groups here, RocksDB snapshots), each a partial
+    result merged on the driver: the very same JSON as the embedded engine on hashmap and RocksDB
+    savepoints, a checkpoint and TTL state; a state file damaged is, inside a Spark task too, one line
+    naming it, exit 2."""
+    import shutil
+
+    from fstate.readers import spark_tasks
+
+    monkeypatch.setattr(tables, "SPLIT_BYTES", 4096)
+    tasks = []
+    map_tasks = spark_tasks.map_tasks
+    monkeypatch.setattr(spark_tasks, "map_tasks", lambda *a, **k: tasks.append(len(a[3])) or map_tasks(*a, **k))
+    cases = [(KEYED[0], ()), (KEYED[1], ()), (KEYED[2], ()), (TTL_SAMPLE, ("--ttl", "1h"))]
+    for path, extra in cases:
+        args = (str(path), "-n", "4", "-p", "2..5", "--at", "1795460978400", *extra)
+        embedded = _json(*args, "--engine", "embedded")
+        assert not tasks
+        assert _json(*args, "--engine", "spark") == embedded, path
+        assert tasks.pop() > 2 and any(op["states"] for op in embedded["operators"])
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(KEYED[0], copy)
+    state_file = max((p for p in copy.rglob("*") if p.is_file() and p.name != "_metadata" and p.suffix != ".json"),
+                     key=lambda p: p.stat().st_size)
+    data = bytearray(state_file.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64
+    state_file.write_bytes(bytes(data))
+    lines = []
+    for engine_name in ("embedded", "spark"):
+        result = _invoke("sizes", str(copy), "--engine", engine_name)
+        assert result.exit_code == 2, result.output
+        lines.append(result.stderr.strip().splitlines())
+    assert tasks and lines[0] == lines[1] and len(lines[1]) == 1 and lines[1][0].startswith("error:")
+    assert state_file.name in lines[1][0], lines
