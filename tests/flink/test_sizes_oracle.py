@@ -106,9 +106,10 @@ class Expected:
         return sorted(keys, key=lambda k: (-k[measure], k["key"]))[:TOP]
 
 
-def _check(snapshot_dir, dump: dict, operators=KEYED_OPERATORS) -> dict:
+def _check(snapshot_dir, dump: dict, operators=KEYED_OPERATORS, **options) -> dict:
+    """{uid: (expected, measured)}; ``options``: state_sizes's (the engine)."""
     savepoint = Savepoint.open(str(snapshot_dir))
-    report = state_sizes(savepoint, top=TOP, parallelisms=range(1, 9))
+    report = state_sizes(savepoint, top=TOP, parallelisms=range(1, 9), **options)
     found = {}
     for uid in operators:
         dump_op = next(o for o in dump["operators"] if o["uid"] == uid)
@@ -186,3 +187,17 @@ def test_ttl_state_sizes_and_expiry():
     for state in nothing.states:
         if state.ttl is not None:
             assert (state.ttl.expired_entries, state.ttl.expired_bytes, state.ttl.expired_elements) == (0, 0, 0)
+
+
+@pytest.mark.spark
+def test_spark_sizes_equal_the_dump(spark):
+    """On Spark, a task a piece (every subtask's RocksDB snapshot of the 10 000 keys' incremental
+    checkpoint), the partial results merged on the driver equal the dump, and each operator's report
+    is the very JSON the embedded engine gives."""
+    harness.require_flink(VERSION)
+    backend, snapshot, args = VARIANTS["rocksdb incremental 10000 keys"]
+    res = harness.generate("KeyedStateJob", VERSION, backend, snapshot, extra_args=args)
+    at = 1_800_000_000_000
+    found = _check(res.snapshot_dir, res.dump, at=at, engine="spark", spark=spark)
+    embedded = state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=range(1, 9), at=at, engine="embedded")
+    assert [measured.to_dict() for _, measured in found.values()] == [embedded.operator(uid).to_dict() for uid in found]
