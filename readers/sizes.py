@@ -28,6 +28,7 @@ from ..savepoint.errors import InvalidArgumentError, UnknownOperatorError
 from ..savepoint.loader import Savepoint
 from . import tables
 from .sizes_measure import KeyedTask, KeySize, StateMeasure, StateSizes, SubtaskMeasure, TtlSizes, key_text, measure
+from .sizes_operator import OperatorMeasure, OperatorStateSizes, operator_state_sizes, operator_tasks
 from .sizes_stats import Skew, best_parallelism, parse_duration_ms, rescale_preview
 
 #: how many keys each state's top lists keep
@@ -40,7 +41,8 @@ DEFAULT_TOP = 10
 
 @dataclass
 class OperatorSizes:
-    """One operator: its handles' bytes and, for keyed state, what the decoding pass found."""
+    """One operator: its handles' bytes and what the decoding pass found in its keyed state and its
+    operator state."""
 
     uid: str | None
     uid_hash: str
@@ -63,6 +65,8 @@ class OperatorSizes:
     ttl_ms: int | None = None
     #: state name → {key (hashable): KeySize} of the keys asked for (``watch``)
     watched: dict = field(default_factory=dict)
+    #: list, union and broadcast states: elements / entries and their bytes per subtask
+    operator_states: list[OperatorStateSizes] = field(default_factory=list)
 
     @property
     def display_name(self) -> str:
@@ -71,6 +75,10 @@ class OperatorSizes:
     @property
     def keyed_bytes(self) -> int:
         return sum(self.key_group_bytes)
+
+    @property
+    def operator_state_bytes(self) -> int:
+        return sum(state.bytes for state in self.operator_states)
 
     def to_dict(self) -> dict:
         return {"uid": self.uid, "uid_hash": self.uid_hash, "name": self.name, "sql": self.sql,
@@ -83,7 +91,10 @@ class OperatorSizes:
                 "subtask_bytes": self.subtask_bytes,
                 "subtask_skew": Skew.of(self.subtask_bytes).to_dict() if self.subtask_bytes else None,
                 "key_group_skew": Skew.of(self.key_group_bytes).to_dict() if self.key_group_bytes else None,
-                "rescale": self.rescale, "best_parallelism": self.best_parallelism, "ttl_ms": self.ttl_ms}
+                "rescale": self.rescale, "best_parallelism": self.best_parallelism, "ttl_ms": self.ttl_ms,
+                "operator_state_bytes": self.operator_state_bytes,
+                "operator_state_entries": sum(state.entries for state in self.operator_states),
+                "operator_states": [state.to_dict() for state in self.operator_states]}
 
 
 @dataclass
@@ -109,6 +120,7 @@ class SizesReport:
                 "parallelisms": self.parallelisms,
                 "handle_bytes": sum(sum(o.handle_keyed_bytes) + sum(o.handle_operator_bytes) for o in self.operators),
                 "keyed_bytes": sum(o.keyed_bytes for o in self.operators),
+                "operator_state_bytes": sum(o.operator_state_bytes for o in self.operators),
                 "operators": [o.to_dict() for o in self.operators]}
 
     def to_html(self) -> str:
@@ -152,14 +164,20 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
         watched = {name: keys for (uid_hash, name), keys in (watch or {}).items() if uid_hash == op.uid_hash}
         for source in tables.keyed_sources(op):
             tasks.append(KeyedTask(source, top, at, ttls[op.uid_hash], watched))
-            owners.append(op.uid_hash)
+            owners.append((op.uid_hash, "keyed"))
+        for task in operator_tasks(op):
+            tasks.append(task)
+            owners.append((op.uid_hash, "operator"))
     measured = _run(tasks, workers, state_bytes(chosen), engine, spark)
-    by_operator: dict[str, list[SubtaskMeasure]] = {}
+    parts: dict[tuple[str, str], list] = {}
     for owner, result in zip(owners, measured):
-        by_operator.setdefault(owner, []).append(result)
-    report = [_operator_sizes(op, by_operator.get(op.uid_hash, []), binding, top, parallelisms) for op in chosen]
-    for op in report:
-        op.ttl_ms = ttls[op.uid_hash]
+        parts.setdefault(owner, []).append(result)
+    report = []
+    for op in chosen:
+        sizes = _operator_sizes(op, parts.get((op.uid_hash, "keyed"), []), binding, top, parallelisms)
+        sizes.operator_states = operator_state_sizes(op.parallelism, parts.get((op.uid_hash, "operator"), []))
+        sizes.ttl_ms = ttls[op.uid_hash]
+        report.append(sizes)
     return SizesReport(savepoint.path, at, ttl_ms, top, parallelisms, report)
 
 
@@ -196,7 +214,7 @@ def _plan_ttl(binding, op) -> int | None:
         return None
 
 
-def _run(tasks: list, workers: int | None, state: int, engine: str, spark) -> list[SubtaskMeasure]:
+def _run(tasks: list, workers: int | None, state: int, engine: str, spark) -> list[SubtaskMeasure | OperatorMeasure]:
     """Every piece measured: here or on a process pool when there is much state, or a Spark task each
     (:func:`.spark_tasks.map_tasks`), as :func:`.engine.choose_engine` says."""
     from .engine import choose_engine

@@ -136,10 +136,42 @@ def _operator_header(op: OperatorView) -> tuple | None:
 def _check_header(p: Partition, meta) -> None:
     """A subtask whose header describes a state with other types than the table's (a damaged
     header) is an error, not rows of another type."""
-    reference = p.header
+    check_header(p.header, meta, p.source.label)
+
+
+def check_header(reference: tuple | None, meta, label: str | None) -> None:
+    """``meta`` (a subtask's stream header) agrees with the operator's ``reference`` signature."""
     mismatch = reference and verify_structure.signature_mismatch(reference, meta)
     if mismatch:
-        raise CorruptStateError(mismatch, p.source.label)
+        raise CorruptStateError(mismatch, label)
+
+
+@dataclass(frozen=True)
+class OperatorStream:
+    """One subtask's operator-state stream (picklable, holds nothing open): :meth:`read` it where it is
+    measured or decoded."""
+
+    subtask: int
+    source: streams.StreamSource
+    handle: handles.OperatorStreamHandle
+    #: the operator's header signature every subtask's stream must agree with
+    header: tuple | None
+
+    def read(self) -> tuple[bytes, operator_state.OperatorBackendMeta]:
+        """The stream's bytes and its header (checked against the operator's)."""
+        buf = streams.read_source(self.source)  # the source carries its file-system options to the executor
+        label = self.source.label
+        meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(self.handle, len(buf)))
+        check_header(self.header, meta, label)
+        return buf, meta
+
+
+def operator_streams(op: OperatorView) -> list[OperatorStream]:
+    """Where an operator's operator state (list, union, broadcast) lives: a stream per subtask."""
+    check_bounds(op)
+    header = _operator_header(op)
+    return [OperatorStream(subtask, op.savepoint.stream_source(h.delegate), h, header)
+            for subtask, h in op.operator_handles() if h.delegate is not None]
 
 
 def _keyed_meta(op: OperatorView) -> keyed.KeyedBackendMeta:
@@ -369,10 +401,6 @@ def _key_groups_for(key_type: TypeInfo, keys: list[Any] | None, max_parallelism:
 # reading a partition (on an executor)
 
 
-def _load(p: Partition) -> bytes:
-    return streams.read_source(p.source)  # the source carries its file-system options to the executor
-
-
 class _Rows(decoders.TableDecoder):
     """Rows already at hand (operator state) behind the decoders' interface."""
 
@@ -404,9 +432,7 @@ def open_partition(p: Partition, key_filter: frozenset | None = None) -> Iterato
     rows, or Arrow batches), whichever decoder makes them."""
     label = p.source.label
     if p.kind in ("list", "broadcast"):
-        buf = _load(p)
-        meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
-        _check_header(p, meta)
+        buf, meta = OperatorStream(p.subtask, p.source, p.handle, p.header).read()
         if p.kind == "list":
             rows = ((p.subtask, i, v) for i, v in enumerate(
                 operator_state.read_list_state(buf, p.handle, meta, p.state_names[0], label)))

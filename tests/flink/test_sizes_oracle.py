@@ -201,3 +201,22 @@ def test_spark_sizes_equal_the_dump(spark):
     found = _check(res.snapshot_dir, res.dump, at=at, engine="spark", spark=spark)
     embedded = state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=range(1, 9), at=at, engine="embedded")
     assert [measured.to_dict() for _, measured in found.values()] == [embedded.operator(uid).to_dict() for uid in found]
+
+
+OPERATOR_STATE_RUNS = {
+    "OperatorStateJob rocksdb checkpoint": ("OperatorStateJob", "rocksdb", "checkpoint"),
+    "OperatorStateJob hashmap savepoint": ("OperatorStateJob", "hashmap", "savepoint"),
+    "BroadcastJob hashmap savepoint": ("BroadcastJob", "hashmap", "savepoint"),
+}
+
+
+@pytest.mark.parametrize("run", OPERATOR_STATE_RUNS)
+def test_operator_state_sizes_equal_the_dump(run):
+    """List, union and broadcast states per subtask: the dump's elements / entries and Flink's bytes
+    (tests/sizes_compare.py; the samples' runs are checked by tests/cli/test_sizes.py)."""
+    from tests.sizes_compare import check_operator_state_sizes
+
+    harness.require_flink(VERSION)
+    job, backend, snapshot = OPERATOR_STATE_RUNS[run]
+    res = harness.generate(job, VERSION, backend, snapshot)
+    assert check_operator_state_sizes(res.snapshot_dir, res.dump) >= (2 if job == "BroadcastJob" else 10)
