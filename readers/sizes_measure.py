@@ -219,16 +219,21 @@ _PLAIN_KEYS = (str, int, bytes)
 
 def measure_subtask(task: KeyedTask) -> SubtaskMeasure:
     """One decoding pass over one subtask's keyed state (module level: pool workers call it): by
-    the compiled scanner when it reads the state (no TTL state, whose values are looked into, and
-    keys Python can hash), else entry by entry."""
-    with task.source.open(meta_of=ttl_meta.with_timestamped_states) as state:
-        if not any(ttl_meta.is_ttl_meta(codec.info) for codec in state.codecs):
+    the compiled scanner when it reads the state (keys Python can hash; TTL states whose wrappers it
+    decodes, their last accesses recorded as it goes), else entry by entry (TTL values decoded with
+    their timestamps)."""
+    with task.source.open() as state:
+        ttl = any(ttl_meta.is_ttl_meta(codec.info) for codec in state.codecs)
+        if not ttl or state.records_ttl():
             try:
                 measured = _measure_compiled(state, task)
             except TypeError:  # a key Python cannot hash (a list, a dict): measured entry by entry
                 measured = None
             if measured is not None:
                 return measured
+        if not ttl:
+            return _measure_entries(state, task)
+    with task.source.open(meta_of=ttl_meta.with_timestamped_states) as state:
         return _measure_entries(state, task)
 
 
@@ -262,9 +267,10 @@ def _measure_compiled(state, task: KeyedTask) -> SubtaskMeasure | None:
     """The compiled scanner adds up each key group's entries per key; its keys go to the top heaps."""
     counted = _Pass(state, task)
     keys: list[dict] = [{} for _ in range(counted.count)]
-    groups = state.measured_key_groups(keys)
+    groups = state.measured_key_groups(keys, None if task.ttl_ms is None else task.at - task.ttl_ms)
     if groups is None:
         return None
+    ttls = [m.sizes.ttl for m in counted.measures]
     for kg, totals in groups:
         for sid, found in enumerate(totals):
             if not found[0]:
@@ -272,6 +278,13 @@ def _measure_compiled(state, task: KeyedTask) -> SubtaskMeasure | None:
             into = counted.totals[sid]
             for index in range(5):
                 into[index] += found[index]
+            ttl = ttls[sid]
+            if ttl is not None and found[5]:  # its TTL timestamps: oldest, newest, what expired
+                ttl.seen(found[6])
+                ttl.seen(found[7])
+                ttl.expired_entries += found[8]
+                ttl.expired_bytes += found[9]
+                ttl.expired_elements += found[10]
             counted.kg_bytes[kg] += found[1]
             counted.kg_entries[kg] += found[0]
             _flush(counted.measures[sid], kg, keys[sid], counted.watches[sid])

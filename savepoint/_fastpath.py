@@ -206,6 +206,14 @@ def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int
     return ScanPlan(VALUE, k, n, v, ambiguous=ambiguous, column=column, column_kind=column_kind)
 
 
+def records_ttl(codec) -> bool:
+    """Whether the C scanner's ``measure()`` records every last-access timestamp of this TTL state: its
+    value (list element, map value) is a TTL wrapper the scanner decodes itself (one timestamp each)."""
+    plan = _plan(codec, True, None, -1, C_PLAIN)
+    spec = plan.value
+    return plan.mode in (VALUE, LIST, MAP) and type(spec) is tuple and spec[0] == TTL
+
+
 def scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source: str | None,
             state_ids: list[int] | None = None):
     """A C scanner for these states (``state_ids``: the row columns, for :func:`canonical_rows`),

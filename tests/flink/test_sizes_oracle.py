@@ -220,3 +220,31 @@ def test_operator_state_sizes_equal_the_dump(run):
     job, backend, snapshot = OPERATOR_STATE_RUNS[run]
     res = harness.generate(job, VERSION, backend, snapshot)
     assert check_operator_state_sizes(res.snapshot_dir, res.dump) >= (2 if job == "BroadcastJob" else 10)
+
+
+def test_ttl_state_measured_by_the_compiled_scanner(monkeypatch):
+    """TtlStateJob's value, list and map TTL states are measured by the compiled scanner, which records
+    each TTL wrapper's last access as it decodes it: at a time some have expired and some not, the
+    very report the entry-by-entry pass (TtlValue decoded in Python) gives."""
+    from fstate.readers import sizes_measure
+    from fstate.savepoint.keyed_state import KeyedState
+
+    harness.require_flink(VERSION)
+    res = harness.generate("TtlStateJob", VERSION, "hashmap", "savepoint")
+    path, day = str(res.snapshot_dir), 24 * 3600 * 1000
+    stamps = sorted(s for op in state_sizes(path, ttl_ms=day, operators=["ttl"]).operators for state in op.states
+                    if state.ttl is not None for s in (state.ttl.oldest_access, state.ttl.newest_access))
+    at = (stamps[0] + stamps[-1]) // 2 + day  # between the oldest and the newest access
+    used = []
+    compiled = sizes_measure._measure_compiled
+    monkeypatch.setattr(sizes_measure, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
+    fast = state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict()
+    assert used and all(result is not None for result in used)
+    expired = [s["ttl"] for s in fast["operators"][0]["states"] if s["ttl"] is not None]
+    assert {s["name"] for s in fast["operators"][0]["states"] if s["ttl"]} == {"last", "counts", "events"}
+    assert 0 < sum(t["expired_entries"] for t in expired) < sum(s["entries"] for s in fast["operators"][0]["states"]
+                                                                if s["ttl"] is not None)
+    monkeypatch.setattr(KeyedState, "records_ttl", lambda self: False)
+    used.clear()
+    assert state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict() == fast
+    assert not used
