@@ -35,10 +35,11 @@ MASTER = typer.Option(None, "--master", metavar="URL", help="Spark master (defau
 CONF = typer.Option(None, "--conf", metavar="KEY=VALUE", help="Spark configuration key=value (repeatable).")
 ENGINE = typer.Option(
     "auto", "--engine", metavar="ENGINE",
-    help="auto, embedded or spark. embedded reads on this machine with pyarrow and a process pool, and runs "
-         "SQL with DuckDB (no JVM); spark runs a Spark task a partition (read --out: each writes its part file "
-         "as embedded does, the same files); auto (default) uses Spark when --master or --conf is given or the "
-         "state to read is above 1 GiB.")
+    help="auto, embedded or spark. embedded reads and writes on this machine with pyarrow and a process pool, "
+         "and runs SQL with DuckDB (no JVM); spark runs a Spark task a partition (read --out: each writes its part "
+         "file as embedded does, the same files; modify and bootstrap write the same savepoint on either); auto "
+         "(default) uses Spark when --master or --conf is given or the state to read (bootstrap: its source "
+         "files) is above 1 GiB.")
 QUIET = typer.Option(False, "--quiet", "-q", help="No progress bar.")
 JSON = typer.Option(False, "--json", help="Print JSON (the same as `fstate --output json`).")
 PLAN = typer.Option(

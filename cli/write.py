@@ -9,8 +9,8 @@ from typing import Optional
 import typer
 
 from .console import progress, user_errors
-from .options import (ALLOW_EXTERNAL, CONF, FS_CONFIG, FS_OPTION, MASTER, NO_VERIFY, apply_fs_options, output, parse_conf, parse_int,
-                      parse_pairs, start_spark)
+from .options import (ALLOW_EXTERNAL, CONF, ENGINE, FS_CONFIG, FS_OPTION, MASTER, NO_VERIFY, apply_fs_options, engine_for,
+                      output, parse_conf, parse_int, parse_pairs, start_spark)
 
 OUT_DIR = typer.Option(..., "--out", "-o", metavar="DIR", help="Directory of the new savepoint.")
 OVERWRITE = typer.Option(False, "--overwrite", help="Replace an existing savepoint at --out.")
@@ -32,13 +32,14 @@ def bootstrap(
     conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    engine: str = ENGINE,
 ) -> None:
-    """A new savepoint from DataFrames (Parquet/CSV/JSON files or Spark SQL), restorable by Flink."""
+    """A new savepoint from Parquet/CSV/JSON/ORC files or Spark SQL, restorable by Flink."""
     with user_errors():
         shown = output(context)
         apply_fs_options(fs_option, fs_config)
         from ..savepoint.builder import ensure_writable_target, metadata_version_for
-        from ..writers.bootstrap import check_target_outside_sources, load_spec, writer_from_spec
+        from ..writers.bootstrap import check_target_outside_sources, load_spec, source_bytes, writer_from_spec
 
         spec_data = load_spec(spec)
         if flink_version:
@@ -46,11 +47,21 @@ def bootstrap(
         ensure_writable_target(out_dir, overwrite)
         check_target_outside_sources(out_dir, spec_data, spec)
         conf_map = parse_conf(conf)
-        spark = start_spark(master, conf_map)
-        writer = writer_from_spec(spec_data, spec, spark, flink_version)
+        session = _session(engine_for(engine, master, conf_map, out_dir, lambda: source_bytes(spec_data, spec)),
+                           master, conf_map)
+        writer = writer_from_spec(spec_data, spec, session, flink_version)
         with progress(f"writing savepoint {out_dir}"):
             path = writer.write(out_dir, overwrite=overwrite, verify=not no_verify)
         shown.message(f"wrote savepoint {path}")
+
+
+def _session(engine: str, master: Optional[str], conf_map: dict):
+    """What reads a write's sources: a SparkSession, or the embedded engine's SQL session (no JVM)."""
+    if engine == "spark":
+        return start_spark(master, conf_map)
+    from ..writers.arrow_frames import SqlSession
+
+    return SqlSession()
 
 
 def modify(
@@ -84,6 +95,7 @@ def modify(
     conf: Optional[list[str]] = CONF,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    engine: str = ENGINE,
 ) -> None:
     """A new savepoint derived from BASE; untouched operators are shallow copies of BASE's state."""
     with user_errors():
@@ -120,14 +132,16 @@ def modify(
             from ..writers.bootstrap import load_spec, writer_from_spec
 
             spec_data = load_spec(spec)
-        # everything that needs no Spark is checked before it starts: conflicts of the operations
-        needs_spark = modifier.needs_spark or spec_data is not None
-        if needs_spark:
-            # the session started here (--master/--conf) is the active one the modifier then takes
-            start_spark(master, conf_map)
-            spark = modifier.spark
-        if spec_data is not None:
-            modifier.writer.include(writer_from_spec(spec_data, spec, spark))
+        # everything that needs no engine is checked before one starts: conflicts of the operations
+        if modifier.needs_spark or spec_data is not None:
+            chosen = engine_for(engine, master, conf_map, out_dir, modifier.rewritten_bytes)
+            # a session started here (--master/--conf) is the active one the modifier then takes
+            session = _session(chosen, master, conf_map)
+            modifier.engine = chosen
+            if chosen == "spark":
+                modifier.spark = session
+            if spec_data is not None:
+                modifier.writer.include(writer_from_spec(spec_data, spec, session))
         shown_already = modifier.plan().warnings()
         for message in shown_already:
             shown.warning(message)

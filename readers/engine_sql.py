@@ -152,10 +152,7 @@ class Query:
         return sum(engine.table_bytes(table) for table in planned if table is not None)
 
     def run(self) -> Result:
-        connection = duckdb.connect(":memory:")
-        connection.execute("SET TimeZone = 'UTC'")
-        for name, function in sql_dialect.CASE_MAPPINGS.values():
-            connection.create_function(name, function, ["VARCHAR"], "VARCHAR")
+        connection = connect()
         schemas = {view.name.lower(): view.schema() for view in self.views}
         duck_sql = sql_dialect.to_duckdb(self.parsed, schemas, self.catalog.registered)
         for view in self.views:
@@ -164,11 +161,21 @@ class Query:
             relation = connection.sql(duck_sql)
             if relation is None:
                 raise SqlError("the statement gives no rows (give a query)", self.catalog.registered)
-            relation = _as_spark_types(relation)
+            relation = as_spark_types(relation)
         return Result(relation, self.catalog.registered, connection)
 
 
-def _as_spark_types(relation):
+def connect():
+    """A DuckDB connection in this process that runs Spark SQL written by :mod:`.sql_dialect` as Spark
+    would: times in UTC, Spark's case mappings."""
+    connection = duckdb.connect(":memory:")
+    connection.execute("SET TimeZone = 'UTC'")
+    for name, function in sql_dialect.CASE_MAPPINGS.values():
+        connection.create_function(name, function, ["VARCHAR"], "VARCHAR")
+    return connection
+
+
+def as_spark_types(relation):
     """Columns of a type Spark does not give for the same query as the type it gives: DuckDB's 128-bit
     integers (``sum`` of integers) as 64-bit, Spark's ``long``."""
     types = [str(column_type) for column_type in relation.types]

@@ -409,8 +409,14 @@ class PairEncoder:
             _var_len(out, len(out) - ns_start)
         return out
 
-    def pairs(self, kg: int, key, value, namespace=None) -> list[tuple[bytes, bytes]]:
-        """No pairs for an absent value (None, empty list or empty map), as Flink writes nothing."""
+    def composite(self, kg: int, key, namespace=None) -> bytes:
+        """The key-group prefix, key and namespace bytes every pair of ``key`` starts with (the same
+        for the states of one backend whose namespace serializers are equal)."""
+        return bytes(self._composite(kg, key, namespace))
+
+    def pairs(self, kg: int, key, value, namespace=None, composite: bytes | None = None) -> list[tuple[bytes, bytes]]:
+        """No pairs for an absent value (None, empty list or empty map), as Flink writes nothing.
+        ``composite``: :meth:`composite` of ``kg``, ``key``, ``namespace`` when already made."""
         if self.info.backend_type == metainfo.PRIORITY_QUEUE:
             out = self._prefix(kg)
             self._timer(out, (value, key, namespace))
@@ -427,7 +433,7 @@ class PairEncoder:
                 if i:
                     v.append(LIST_DELIMITER)
                 self._elem(v, x)
-            return [(bytes(self._composite(kg, key, namespace)), bytes(v))]
+            return [(composite or bytes(self._composite(kg, key, namespace)), bytes(v))]
         if self.kind == "MAP":
             items = value.items() if isinstance(value, dict) else value
             base = self._composite(kg, key, namespace)
@@ -442,7 +448,7 @@ class PairEncoder:
             return out
         v = bytearray()
         self._val(v, value)
-        return [(bytes(self._composite(kg, key, namespace)), bytes(v))]
+        return [(composite or bytes(self._composite(kg, key, namespace)), bytes(v))]
 
 
 def encode_key_group(kg: int, pairs_by_state: dict[int, list[tuple[bytes, bytes]]]) -> bytes:

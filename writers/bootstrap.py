@@ -75,9 +75,20 @@ def _format(src: dict, path: str) -> str:
 
 
 def _source(spark, src: Any, base: str, what: str):
+    """The DataFrame of a spec source; with an embedded ``SqlSession`` for ``spark``, its ArrowFrame."""
+    from .arrow_frames import SqlSession, file_frame
+
+    embedded = isinstance(spark, SqlSession)
     if not isinstance(src, dict):
         raise InvalidArgumentError(f"{what}: 'source' must be a mapping with 'path' or 'sql'")
     if "sql" in src:
+        if embedded:
+            from ..savepoint.errors import SqlError
+
+            try:
+                return spark.sql(str(src["sql"]))
+            except SqlError as e:
+                raise InvalidArgumentError(f"{what}: source sql: {e.problem}") from None
         from pyspark.errors import AnalysisException
 
         try:
@@ -92,6 +103,8 @@ def _source(spark, src: Any, base: str, what: str):
         raise InvalidArgumentError(f"{what}: unknown source format '{fmt}' ({', '.join(_FORMATS)})")
     if not os.path.exists(path) and "://" not in path:
         raise InvalidArgumentError(f"{what}: source {path} does not exist")
+    if embedded:
+        return file_frame(path, fmt, src.get("options") or {}, what)
     reader = spark.read.format(fmt)
     for k, v in (src.get("options") or {}).items():
         reader = reader.option(k, str(v).lower() if isinstance(v, bool) else str(v))
@@ -131,7 +144,8 @@ def source_hint(src: Any, base: str) -> str:
 
 
 def writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | None = None) -> SavepointWriter:
-    """The writer a spec describes; ``flink_version`` (e.g. from ``--flink-version``) overrides the
+    """The writer a spec describes, its sources read by ``spark`` (a SparkSession) or, on the embedded
+    engine, an ``arrow_frames.SqlSession`` (no JVM: files read by pyarrow, SQL run by DuckDB); ``flink_version`` (e.g. from ``--flink-version``) overrides the
     spec's ``flink_version``. Every source column is checked against its declared type here (by the
     writer), before a Spark job runs; every error names the spec file, and those about data its source."""
     try:
@@ -148,11 +162,19 @@ def _writer_from_spec(spec: dict, spec_path: str, spark, flink_version: str | No
     def origin(src: Any = None) -> str:
         return f"spec {spec_path}" + (f", source {_source_label(src, base)}" if src is not None else "")
 
+    from .arrow_frames import SqlSession
+
+    embedded = isinstance(spark, SqlSession)
     for name, src in (spec.get("views") or {}).items():
-        _source(spark, src, base, f"view {name}").createOrReplaceTempView(name)
+        frame = _source(spark, src, base, f"view {name}")
+        if embedded:
+            spark.register(name, frame)
+        else:
+            frame.createOrReplaceTempView(name)
     if flink_version is None and spec.get("flink_version"):
         flink_version = str(spec["flink_version"])
-    w = SavepointWriter(int(spec.get("max_parallelism", 128)), spark, flink_version=flink_version)
+    w = SavepointWriter(int(spec.get("max_parallelism", 128)), None if embedded else spark,
+                        flink_version=flink_version)
     for i, op in enumerate(spec["operators"]):
         if not isinstance(op, dict):
             raise InvalidArgumentError(f"operator #{i + 1} must be a mapping")
@@ -215,6 +237,18 @@ def source_paths(spec: dict, spec_path: str) -> list[str]:
     for src in (spec.get("views") or {}).values():
         visit(src, True)
     return found
+
+
+def source_bytes(spec: dict, spec_path: str) -> int:
+    """Bytes of the local files a spec's sources read (what the engine choice weighs; remote ones count
+    for nothing)."""
+    total = 0
+    for path in source_paths(spec, spec_path):
+        if os.path.isdir(path):
+            total += sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+        elif os.path.isfile(path):
+            total += os.path.getsize(path)
+    return total
 
 
 def check_target_outside_sources(target: str, spec: dict, spec_path: str) -> None:

@@ -54,13 +54,20 @@ def dependencies_of(savepoint: Savepoint) -> dict[str, int]:
 
 class SavepointModifier:
     def __init__(self, base: str, spark=None, *, flink_version: str | None = None, fs_options=None,
-                 allow_external_paths: bool = False):
+                 allow_external_paths: bool = False, engine: str | None = None):
         """``flink_version``: the Flink release that will restore NEW (e.g. "1.20", "2.0", "2.3");
         by default the one that wrote BASE (NEW keeps BASE's metadata version). For another release
         NEW gets that release's metadata version and serializers (writers/flink_target.py).
         ``fs_options``: file-system options for remote BASE/NEW (see savepoint/io/).
         ``allow_external_paths``: BASE's handles may name files outside BASE (e.g. BASE is itself a
-        shallow copy); without it such a file is neither copied (deep) nor referred to (shallow)."""
+        shallow copy); without it such a file is neither copied (deep) nor referred to (shallow).
+        ``engine``: what rewrites state (transforms, re-keying): ``embedded`` (in this process: DuckDB runs
+        the transforms' SQL, no JVM) or ``spark``; by default Spark when a session is given, else embedded.
+        Both write the same bytes."""
+        from ..readers.engine import choose_engine
+
+        #: ``embedded`` or ``spark``
+        self.engine = choose_engine(engine or ("spark" if spark is not None else "embedded"), False, 0)
         self.base = Savepoint.open(base, allow_external_paths=allow_external_paths, fs_options=fs_options)
         self.fs_options = self.base.fs_options
         #: the `_metadata` version NEW is written with
@@ -147,9 +154,16 @@ class SavepointModifier:
 
     @property
     def needs_spark(self) -> bool:
-        """Whether writing runs Spark jobs (re-keyed, transformed or added operators)."""
+        """Whether writing rewrites state (re-keyed, transformed or added operators): on Spark, or on the
+        embedded engine (:attr:`engine`)."""
         plan = self.plan()
         return any(o.added is not None or o.transforms or o.rekeyed for o in plan.operators)
+
+    def rewritten_bytes(self) -> int:
+        """Bytes of the keyed state the write decodes and writes again (transformed or re-keyed
+        operators): what the engine choice weighs (cli ``engine_for``)."""
+        return sum(h.size for o in self.plan().operators if o.source is not None and (o.transforms or o.rekeyed)
+                   for _, h in o.source.keyed_handles())
 
     def check_target(self, path: str) -> None:
         """NEW may not be BASE, lie inside it or contain it, nor overlap a directory whose files

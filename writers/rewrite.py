@@ -96,7 +96,8 @@ class PlanWriter:
 
     def write(self, planned: PlannedOperator) -> None:
         if planned.added is not None:
-            self.modifier.writer.spark = self.spark
+            if self.modifier.engine == "spark":
+                self.modifier.writer.spark = self.spark
             self.modifier.writer.write_operator(self.builder, planned.added)
         elif planned.transforms:
             self.transformed(planned)  # re-encoded with the target release's serializers
@@ -113,6 +114,8 @@ class PlanWriter:
             self.split(planned, operator_meta)  # (no keyed state) decoded and written again anyway
         elif keyed_plan is not None or operator_meta is not None:
             self.reencoded(planned, keyed_plan, operator_meta)
+        elif planned.rekeyed and self.modifier.engine == "embedded":
+            self.reencoded(planned, None, None)  # re-assigned to key groups in this process
         elif planned.rekeyed:
             self.rekeyed(planned)
         else:
@@ -198,9 +201,7 @@ class PlanWriter:
 
     def transformed(self, planned: PlannedOperator) -> None:
         """Keyed state read into a DataFrame, transformed, written back (hashed afresh: a max
-        parallelism change of the same operator happens here too)."""
-        from ..readers.reader import SavepointReader
-
+        parallelism change of the same operator happens here too), by the modifier's engine."""
         view = planned.source
         # the states' serializers as the target release has them
         km = keyed_meta_for_target(view.keyed_meta, self.builder.metadata_version, f"operator {view.display_name}",
@@ -213,45 +214,45 @@ class PlanWriter:
             raise InvalidArgumentError(f"operator {view.display_name}: timers of {', '.join(sorted(unsupported))} "
                                        "cannot be carried through a transform")
         base = self.modifier.base
-        spark = self.spark
-        reader = SavepointReader(base.location.metadata_path, spark, allow_external_paths=base.allow_external_paths,
-                                 fs_options=base.fs_options)
-        df = reader.keyed(view.uid_hash, flatten=False)  # transforms see one key column
         specs: dict[str, Any] = {}
         for _, s in km.value_states:
             specs[s.name] = {"kind": s.kind, "type": s.element_type if s.kind != "LIST" else _list_of(s)}
-        for t in planned.transforms:
-            sub = df.select("key", t.state)
-            if t.sql is not None:
-                sub.createOrReplaceTempView("state")
-                new = spark.sql(t.sql)
-            else:
-                new = t.fn(sub)
-            if {"key", t.state} - set(new.columns):
-                raise InvalidArgumentError(f"transform of '{t.state}' must return columns key and {t.state}")
-            df = df.drop(t.state).join(new.select("key", t.state), on="key", how="left")
-            specs[t.state] = _transformed_spec(view.display_name, t, specs[t.state],
-                                               new.schema[t.state].dataType, sub.schema[t.state].dataType)
-        # timers of the operator are carried over as per-key timestamp lists
-        timer_cols = {}
-        if services:
-            from pyspark.sql import functions
+        kinds = [kind for kind in ("event", "processing") if f"_timer_state/{kind}_user-timers" in services]
+        if self.modifier.engine == "embedded":
+            from .transform_embedded import EmbeddedTransform
 
-            timers = reader.timers(view.uid_hash, flatten=False)
-            for kind in ("event", "processing"):
-                if f"_timer_state/{kind}_user-timers" in services:
-                    col = f"__fstate_{kind}_timers"
-                    agg = (timers.where(functions.col("kind") == kind).groupBy("key")
-                           .agg(functions.collect_list("timestamp").alias(col)))
-                    df = df.join(agg, on="key", how="full_outer")
-                    timer_cols[kind] = col
+            embedded = EmbeddedTransform(base, view.uid_hash)
+            try:
+                frame, types, timer_cols = embedded.run(planned.transforms, kinds)
+                self._write_transformed(planned, view, km, frame, specs, types, timer_cols, None)
+            finally:
+                embedded.close()
+            return
+        spark = self.spark
+        df, types, timer_cols = _transformed_on_spark(spark, base, view, planned.transforms, kinds)
+        self._write_transformed(planned, view, km, df, specs, types, timer_cols, spark)
+
+    def _write_transformed(self, planned: PlannedOperator, view, km, df, specs: dict[str, Any], types: list,
+                           timer_cols: dict[str, str], spark) -> None:
+        """The transformed keyed table ``df`` (a DataFrame, or the embedded engine's frame) written back:
+        each state with its own serializer unless its type changed (``types``: each transform's old and
+        new Spark type), the timers from their columns, operator state carried."""
+        for t, (old_type, new_type) in zip(planned.transforms, types):
+            specs[t.state] = _transformed_spec(view.display_name, t, specs[t.state], new_type, old_type)
         builder = self.builder
+        base = self.modifier.base
         writer = SavepointWriter(planned.max_parallelism, spark, inline_threshold=builder.inline_threshold,
                                  fs_options=base.fs_options)
         writer.with_keyed_state(None, df, key="key", states=specs, key_type=km.key_type,
                                 parallelism=planned.parallelism, uid_hash=planned.uid_hash, name=planned.name,
                                 event_timers=timer_cols.get("event"), processing_timers=timer_cols.get("processing"))
-        writer.write_operator(builder, writer.operators[0])
+        if spark is None:
+            writer.write_operator(builder, writer.operators[0])
+        else:  # the transforms run here: their runtime errors (a cast that fails) are the query's
+            from ..readers.views import spark_sql_errors
+
+            with spark_sql_errors(["state"]):
+                writer.write_operator(builder, writer.operators[0])
         built = builder.operators.pop(planned.operator_id)
         operator_meta = operator_carry_for_target(view, builder.metadata_version, builder.operator_proxy_version)
         converted = {} if operator_meta is None else reencode_operator(
@@ -265,6 +266,47 @@ class PlanWriter:
         builder.add_operator_state(OperatorState(planned.operator_id, built.parallelism, built.max_parallelism,
                                                  {i: s for i, s in built.subtasks.items() if not s.is_empty},
                                                  name=planned.name, uid=planned.uid))
+
+
+def _transformed_on_spark(spark, base, view, transforms, kinds: list[str]):
+    """The transformed keyed table as a DataFrame, each transformed state's old and new Spark types, and
+    the timers columns by kind (``kinds``: the kinds of user timers the operator has)."""
+    from ..readers.reader import SavepointReader
+    from ..readers.views import spark_sql_errors
+
+    reader = SavepointReader(base.location.metadata_path, spark, allow_external_paths=base.allow_external_paths,
+                             fs_options=base.fs_options)
+    df = reader.keyed(view.uid_hash, flatten=False)  # transforms see one key column
+    types = []
+    transformed: set[str] = set()
+    for t in transforms:
+        # a state's first transform reads a scan of its own: a key filter its query pushes down into a
+        # scan the table shares would leave out the other keys' other states too
+        sub = (df if t.state in transformed else reader.keyed(view.uid_hash, flatten=False)).select("key", t.state)
+        transformed.add(t.state)
+        if t.sql is not None:
+            sub.createOrReplaceTempView("state")
+            with spark_sql_errors(["state"]):
+                new = spark.sql(t.sql)
+        else:
+            new = t.fn(sub)
+        if {"key", t.state} - set(new.columns):
+            raise InvalidArgumentError(f"transform of '{t.state}' must return columns key and {t.state}")
+        df = df.drop(t.state).join(new.select("key", t.state), on="key", how="left")
+        types.append((sub.schema[t.state].dataType, new.schema[t.state].dataType))
+    # timers of the operator are carried over as per-key timestamp lists
+    timer_cols = {}
+    if kinds:
+        from pyspark.sql import functions
+
+        timers = reader.timers(view.uid_hash, flatten=False)
+        for kind in kinds:
+            col = f"__fstate_{kind}_timers"
+            agg = (timers.where(functions.col("kind") == kind).groupBy("key")
+                   .agg(functions.collect_list("timestamp").alias(col)))
+            df = df.join(agg, on="key", how="full_outer")
+            timer_cols[kind] = col
+    return df, types, timer_cols
 
 
 def reencoded_state(view, builder: SavepointBuilder, mapper: HandleMapper, keyed_plan: KeyedReencode | None,
@@ -324,17 +366,19 @@ def _transformed_spec(operator: str, t, spec: dict[str, Any], new_type, old_type
 
 
 def _same_shape(a, b) -> bool:
-    """Spark types equal up to nullability (SQL expressions change nullability, not shape)."""
-    from pyspark.sql import types as spark_types
-
-    if isinstance(a, spark_types.StructType) and isinstance(b, spark_types.StructType):
+    """Spark SQL types equal up to nullability (SQL expressions change nullability, not shape); pyspark's
+    types or the embedded engine's (writers/column_types.py), compared by their class names."""
+    kind = type(a).__name__
+    if kind != type(b).__name__:
+        return False
+    if kind == "StructType":
         return (len(a.fields) == len(b.fields)
                 and all(_same_shape(x.dataType, y.dataType) for x, y in zip(a.fields, b.fields)))
-    if isinstance(a, spark_types.ArrayType) and isinstance(b, spark_types.ArrayType):
+    if kind == "ArrayType":
         return _same_shape(a.elementType, b.elementType)
-    if isinstance(a, spark_types.MapType) and isinstance(b, spark_types.MapType):
+    if kind == "MapType":
         return _same_shape(a.keyType, b.keyType) and _same_shape(a.valueType, b.valueType)
-    return a == b
+    return a.simpleString() == b.simpleString()
 
 
 def _list_of(s):

@@ -316,18 +316,18 @@ _SPARK_NAMES = (
 
 
 def from_spark(dt) -> TypeInfo:
-    """The natural Flink type of a Spark column type."""
-    from pyspark.sql import types as spark_types
-
+    """The natural Flink type of a Spark column type (pyspark's, or the embedded engine's of the same
+    class names: writers/column_types.py)."""
+    kind = type(dt).__name__
     for class_name, type_string in _SPARK_NAMES:
-        if isinstance(dt, getattr(spark_types, class_name)):
+        if kind == class_name:
             return _NAMES[type_string]
-    if isinstance(dt, spark_types.DecimalType):
+    if kind == "DecimalType":
         return _NAMES["DECIMAL" if dt.scale > 0 else "BIGINT"]
-    if isinstance(dt, spark_types.ArrayType):
+    if kind == "ArrayType":
         return ListType(from_spark(dt.elementType))
-    if isinstance(dt, spark_types.MapType):
+    if kind == "MapType":
         return MapType(from_spark(dt.keyType), from_spark(dt.valueType))
-    if isinstance(dt, spark_types.StructType):
+    if kind == "StructType":
         return RowType(tuple(from_spark(f.dataType) for f in dt.fields), tuple(f.name for f in dt.fields))
     raise InvalidArgumentError(f"no Flink type for Spark type {dt.simpleString()}; give the type explicitly")

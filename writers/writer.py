@@ -10,14 +10,16 @@
 Executors encode and write the state files (one per subtask) into a temporary directory next to
 the target (for s3://, gs://, hdfs:// targets: under the final prefix, through savepoint/io/);
 the driver only gathers their handles and writes `_metadata` last, then renames (locally).
+Sources that are not Spark DataFrames (the embedded engine's Arrow frames, writers/arrow_frames.py;
+Python lists and dicts) are written on this machine without Spark (writers/keyed_stream.py), the same
+bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import itertools
-import uuid
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,16 +28,15 @@ from ..savepoint import handles
 from ..savepoint import keyed
 from ..savepoint import operator as operator_state
 from ..savepoint.builder import (INLINE_THRESHOLD, SavepointBuilder, metadata_version_for, operator_proxy_version_for,
-                                 resolve_operator_id, stream_name,
-                                 write_stream)
+                                 resolve_operator_id, write_stream)
 from ..savepoint.errors import FStateError, InvalidArgumentError
-from ..savepoint.io import io_for, join
 from ..savepoint.metainfo import StateMetaInfo
 from ..savepoint.types import ListType, TypeInfo
 from ..savepoint.types import roles
-from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
+from ..savepoint.types.hashing import check_parallelism
 from ..savepoint.types.key_hash import has_value_hash
 from .flink_target import state_meta_for_target, type_for_target
+from .keyed_stream import encoding_for, write_keyed_batches, write_subtask_stream
 from .spec import from_spark, parse_type
 from .validation import check_column, check_timer_column, require_column, row_error
 
@@ -284,20 +285,39 @@ class SavepointWriter:
         """Write one operator's state files and add it to ``builder`` (used by modify too), with the
         serializers of the Flink release ``builder``'s metadata version is for."""
         op = operator_for_target(op, builder.metadata_version)
-        p = op.parallelism or (min(self.spark.sparkContext.defaultParallelism, op.max_parallelism)
-                               if op.keyed is not None else 1)
+        here = not _reads_spark(op)  # no Spark DataFrame among its sources: written in this process
+        p = op.parallelism or (1 if op.keyed is None else min(
+            default_parallelism() if here else self.spark.sparkContext.defaultParallelism, op.max_parallelism))
         check_parallelism(p, op.max_parallelism)
         b = builder.operator(op.uid, uid_hash=op.uid_hash, parallelism=p, max_parallelism=op.max_parallelism,
                              name=op.name)
         if op.keyed is not None:
-            for subtask, handle in write_keyed(self.spark, op.keyed, p, op.max_parallelism, builder.temp_dir,
+            spark = None if here else self.spark
+            for subtask, handle in write_keyed(spark, op.keyed, p, op.max_parallelism, builder.temp_dir,
                                                self.inline_threshold, builder.fs_options):
                 b.subtask(subtask).managed_keyed = handle
         if op.operator_states:
-            for subtask, handle in write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
-                                                         self.inline_threshold, builder.operator_proxy_version,
-                                                         builder.fs_options):
+            if here:
+                written = write_operator_states_here(op.operator_states, p, builder.temp_dir, self.inline_threshold,
+                                                     builder.operator_proxy_version, builder.fs_options)
+            else:
+                written = write_operator_states(self.spark, op.operator_states, p, builder.temp_dir,
+                                                self.inline_threshold, builder.operator_proxy_version,
+                                                builder.fs_options)
+            for subtask, handle in written:
                 b.subtask(subtask).managed_operator = handle
+
+
+def default_parallelism() -> int:
+    """The parallelism of a keyed operator none was given for, on the embedded engine: this machine's
+    cores (what Spark's ``local[*]`` gives)."""
+    return os.cpu_count() or 1
+
+
+def _reads_spark(op: OperatorSpec) -> bool:
+    """Whether a source of ``op`` is a Spark DataFrame (else its state is written in this process)."""
+    sources = ([op.keyed.df] if op.keyed is not None else []) + [part.data for part in op.operator_states]
+    return any(hasattr(source, "rdd") for source in sources)
 
 
 def _described(what: str, origin: str | None) -> str:
@@ -351,106 +371,19 @@ def keyed_backend_meta(part: _KeyedPart) -> keyed.KeyedBackendMeta:
 def write_keyed(spark, part: _KeyedPart, parallelism: int, max_parallelism: int, directory: str,
                 inline_threshold: int, fs_options=None) -> list[tuple[int, handles.KeyGroupsHandle]]:
     meta = keyed_backend_meta(part)
-    n_states = len(part.states)
-    timer_ids = []
-    if part.event_timers:
-        timer_ids.append((n_states + len(timer_ids), part.event_timers))
-    if part.processing_timers:
-        timer_ids.append((n_states + len(timer_ids), part.processing_timers))
-    columns = [part.key] + [s.column for s in part.states] + [c for _, c in timer_ids]
-    key_type = part.key_type
-    key_what = f"{part.what}, key column '{part.key}'"
-    whats = ([f"{part.what}, state '{s.name}', column '{s.column}'" for s in part.states]
-             + [f"{part.what}, timers column '{c}'" for _, c in timer_ids])
+    encoding, columns = encoding_for(meta, part.key_type, part.states, part.event_timers, part.processing_timers,
+                                     part.what, part.key, parallelism, max_parallelism)
+    if not hasattr(part.df, "rdd"):  # an Arrow source: the embedded engine, on this machine
+        return write_keyed_batches(part.df.open(columns), encoding, directory, inline_threshold, fs_options,
+                                   size=part.df.size)
 
     def to_pairs(rows):
-        encoders = [keyed.PairEncoder(meta, i, max_parallelism) for i in range(len(meta.states))]
-        for row in rows:
-            key = row[0]
-            if key is None:
-                raise InvalidArgumentError(f"{key_what}: a row has a null key")
-            try:
-                kg = key_group_for_hash(key_type.java_hash(key), max_parallelism)
-            except FStateError:
-                raise
-            except Exception as e:
-                raise row_error(key_what, key, e) from None
-            sub = operator_index_for_key_group(kg, parallelism, max_parallelism)
-            for sid in range(n_states):
-                value = row[1 + sid]
-                try:
-                    pairs = encoders[sid].pairs(kg, key, value)
-                except FStateError:
-                    raise
-                except Exception as e:
-                    raise row_error(whats[sid], value, e) from None
-                for pair in pairs:
-                    yield (sub, kg), (sid, pair)
-            for j, (sid, _) in enumerate(timer_ids):
-                ts = row[1 + n_states + j]
-                for t in (ts if isinstance(ts, (list, tuple)) else [ts] if ts is not None else []):
-                    try:
-                        pair = encoders[sid].pairs(kg, key, int(t))[0]
-                    except FStateError:
-                        raise
-                    except Exception as e:
-                        raise row_error(whats[sid], t, e) from None
-                    yield (sub, kg), (sid, pair)
+        subtask_of = encoding.subtask_of
+        for kg, sid, pair in encoding.pairs(rows):
+            yield (subtask_of(kg), kg), (sid, pair)
 
     rdd = part.df.select(*columns).rdd.mapPartitions(to_pairs)
     return write_keyed_pairs(rdd, meta, parallelism, max_parallelism, directory, inline_threshold, fs_options)
-
-
-class _SpillingStream:
-    """Bytes kept in memory up to the inline threshold, then streamed to a new state file (local or
-    remote, through the IO seam): a small stream is inlined, a big one never held whole."""
-
-    def __init__(self, directory: str, inline_threshold: int, fs_options):
-        self.directory, self.threshold, self.fs_options = directory, inline_threshold, fs_options
-        self.buffer: list[bytes] = []
-        self.size = 0
-        self.name: str | None = None
-        self._ctx = None
-        self._out = None
-        self._io = io_for(directory, fs_options)
-        self._digest = hashlib.sha256()
-
-    def write(self, data: bytes) -> None:
-        if self._out is None and self.size + len(data) > self.threshold:
-            # locally under a temporary name, renamed to its content's (builder.stream_name) at the end;
-            # an object store cannot rename: a random name there
-            self.name = (f".{uuid.uuid4().hex}.part" if self._io.atomic_rename else str(uuid.uuid4()))
-            self._ctx = self._io.open_output(join(self.directory, self.name))
-            self._out = self._ctx.__enter__()
-            for b in self.buffer:
-                self._out.write(b)
-            self.buffer = []
-        if self._out is not None:
-            self._out.write(data)
-        else:
-            self.buffer.append(data)
-        self._digest.update(data)
-        self.size += len(data)
-
-    def finish(self):
-        """The stream's handle (inline or a relative file)."""
-        if self._ctx is None:
-            return write_stream(self.directory, b"".join(self.buffer), self.threshold, self.fs_options)
-        ctx, self._ctx = self._ctx, None
-        ctx.__exit__(None, None, None)
-        if self._io.atomic_rename:
-            name = stream_name(self._digest.digest())
-            self._io.rename(join(self.directory, self.name), join(self.directory, name))
-            self.name = name
-        return handles.RelativeFileHandle(self.name, self.size)
-
-    def fail(self, exc: BaseException) -> None:
-        if self._ctx is not None:
-            ctx, self._ctx = self._ctx, None
-            try:
-                ctx.__exit__(type(exc), exc, exc.__traceback__)
-            except BaseException:
-                pass
 
 
 def write_keyed_pairs(rdd, meta: keyed.KeyedBackendMeta, parallelism: int, max_parallelism: int, directory: str,
@@ -461,40 +394,25 @@ def write_keyed_pairs(rdd, meta: keyed.KeyedBackendMeta, parallelism: int, max_p
     remote (``fs_options`` reach the executors with the task)."""
 
     def write_subtask(index, items):
-        lo, hi = key_group_range(index, parallelism, max_parallelism)
-        header = keyed.proxy_bytes(meta)
-        offsets = [0] * (hi - lo + 1)
-        out = _SpillingStream(directory, inline_threshold, fs_options)
-        try:
-            out.write(header)
-            for (sub, kg), group in itertools.groupby(items, key=lambda x: x[0]):
-                if sub != index or not lo <= kg <= hi:
-                    raise FStateError(f"internal: key group {kg} routed to subtask {index}")
-                by_state: dict[int, list] = {}
-                for _, (sid, pair) in group:
-                    by_state.setdefault(sid, []).append(pair)
-                try:
-                    block = keyed.encode_key_group(kg, by_state)
-                except ValueError as e:
-                    raise InvalidArgumentError(f"keyed state: {e}") from None
-                offsets[kg - lo] = out.size
-                out.write(block)
-            handle = out.finish()
-        except BaseException as e:
-            out.fail(e)
-            raise
-        yield index, handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, tuple(offsets), handle)
+        groups = ((kg, _by_state(group)) for (_, kg), group in itertools.groupby(items, key=lambda x: x[0]))
+        yield index, write_subtask_stream(index, groups, meta, parallelism, max_parallelism, directory,
+                                          inline_threshold, fs_options)
 
     sorted_rdd = rdd.repartitionAndSortWithinPartitions(numPartitions=parallelism, partitionFunc=lambda k: k[0])
     results = dict(sorted_rdd.mapPartitionsWithIndex(write_subtask).collect())
     # subtasks without any key still get a (header-only) stream, as Flink writes them
     for i in range(parallelism):
         if i not in results:
-            lo, hi = key_group_range(i, parallelism, max_parallelism)
-            results[i] = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, lo, (0,) * (hi - lo + 1),
-                                           write_stream(directory, keyed.proxy_bytes(meta), inline_threshold,
-                                                        fs_options))
+            results[i] = write_subtask_stream(i, (), meta, parallelism, max_parallelism, directory, inline_threshold,
+                                              fs_options)
     return sorted(results.items())
+
+
+def _by_state(group) -> dict[int, list]:
+    by_state: dict[int, list] = {}
+    for _, (sid, pair) in group:
+        by_state.setdefault(sid, []).append(pair)
+    return by_state
 
 
 def _operator_value_error(states: list[tuple[StateMetaInfo, Any]], whats: list[str],
@@ -559,20 +477,57 @@ def write_operator_states(spark, parts: list[_OperatorPart], parallelism: int, d
         values: dict[int, list] = {i: [] for i in range(len(metas))}
         for _, (idx, seq, v) in sorted(items, key=lambda x: (x[1][0], x[1][1])):
             values[idx].append(v)
-        states = [(m, values[i]) for i, m in enumerate(metas)]
-        try:
-            data, offsets = operator_state.encode_operator_stream(states, proxy_version)
-        except FStateError:
-            raise
-        except Exception as e:
-            raise _operator_value_error(states, whats, e) from None
-        yield index, handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
+        yield index, _operator_subtask_handle(metas, whats, values, directory, inline_threshold, proxy_version,
+                                              fs_options)
 
     results = dict(all_rdd.partitionBy(parallelism, lambda s: s).mapPartitionsWithIndex(write_subtask).collect())
     for i in range(parallelism):
         if i not in results:
-            data, offsets = operator_state.encode_operator_stream([(m, [] if m.kind != "BROADCAST" else {}) for m in metas],
-                                                     proxy_version)
-            results[i] = handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold,
-                                                                      fs_options))
+            results[i] = _operator_subtask_handle(metas, whats, {}, directory, inline_threshold, proxy_version,
+                                                  fs_options)
     return sorted(results.items())
+
+
+def _operator_subtask_handle(metas: list[StateMetaInfo], whats: list[str], values: dict[int, list], directory: str,
+                             inline_threshold: int, proxy_version: int, fs_options) -> handles.OperatorStreamHandle:
+    """One subtask's operator state stream: ``values`` (by state index) of each state of ``metas``."""
+    states = [(m, values.get(i, [])) for i, m in enumerate(metas)]
+    try:
+        data, offsets = operator_state.encode_operator_stream(states, proxy_version)
+    except FStateError:
+        raise
+    except Exception as e:
+        raise _operator_value_error(states, whats, e) from None
+    return handles.OperatorStreamHandle(offsets, write_stream(directory, data, inline_threshold, fs_options))
+
+
+def write_operator_states_here(parts: list[_OperatorPart], parallelism: int, directory: str, inline_threshold: int,
+                               proxy_version: int = operator_state.CURRENT_VERSION, fs_options=None
+                               ) -> list[tuple[int, handles.OperatorStreamHandle]]:
+    """:func:`write_operator_states` in this process, from Python values or Arrow sources (the embedded
+    engine): elements placed as Spark places them, the same bytes."""
+    from .arrow_frames import frame_rows
+
+    by_subtask: list[dict[int, list]] = [{} for _ in range(parallelism)]
+    for idx, p in enumerate(parts):
+        if p.state.kind == "BROADCAST":
+            if hasattr(p.data, "schema"):
+                items = list(frame_rows(p.data, [p.key_column, p.column]))
+            else:
+                items = list(p.data.items()) if isinstance(p.data, dict) else [tuple(item) for item in p.data]
+            for values in by_subtask:
+                values[idx] = items
+            continue
+        has_subtask = hasattr(p.data, "schema") and "subtask" in p.data.columns
+        if hasattr(p.data, "schema"):
+            rows = frame_rows(p.data, [p.column] + (["subtask"] if has_subtask else []))
+        else:
+            rows = ((v,) for v in p.data)
+        for i, row in enumerate(rows):
+            sub = row[1] if has_subtask else i % parallelism
+            if sub is None or not 0 <= sub < parallelism:
+                raise InvalidArgumentError(f"{p.what}: subtask {sub} is outside 0..{parallelism - 1}")
+            by_subtask[sub].setdefault(idx, []).append(row[0])
+    metas, whats = [p.state for p in parts], [p.what for p in parts]
+    return [(i, _operator_subtask_handle(metas, whats, values, directory, inline_threshold, proxy_version, fs_options))
+            for i, values in enumerate(by_subtask)]

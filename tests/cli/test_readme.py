@@ -141,9 +141,9 @@ CEP_MATCHES = "python: Flink SQL and CEP state #1"
 UPGRADER = "python: Change a SQL query and keep its state #1"
 SIZES = "python: Where is my state #1"
 #: the Python snippets that do not say Spark, each run by a test through run_python_without_spark
-NO_SPARK_TESTS = {ARROW_API, API_ERRORS, RUNTIME, CEP_MATCHES, UPGRADER, SIZES}
+NO_SPARK_TESTS = {ARROW_API, API_ERRORS, RUNTIME, CEP_MATCHES, UPGRADER, SIZES, MODIFIER}
 #: Python snippets that start Spark without saying so, and why
-SPARK_WITHOUT_SAYING = {MODIFIER: "transform_state runs its SQL on Spark (README, Engines: SavepointModifier as modify)"}
+SPARK_WITHOUT_SAYING: dict[str, str] = {}
 PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, *SPARK_WITHOUT_SAYING, *NO_SPARK_TESTS}
 CHANGE_SAMPLES = REPO / "samples" / "sql-change"
 
@@ -245,9 +245,8 @@ def test_sql_writer(spark, tmp_path, monkeypatch):
                     "k1": {"accState": (5, 120, 61, 1, b"\x00"), "distinctAcc_0": {"n1": 1}}}
 
 
-@pytest.mark.spark
-def test_modifier_renames_rescales_and_transforms(spark, tmp_path, monkeypatch):
-    run_python(MODIFIER, tmp_path, monkeypatch)
+def test_modifier_renames_rescales_and_transforms(tmp_path):
+    run_python_without_spark(MODIFIER, tmp_path)  # the transform's SQL on DuckDB
     new = Savepoint.open(str(tmp_path / "fstate-readme" / "modified"), allow_external_paths=True)
     base = Savepoint.open(str(KEYED_SAMPLE))
     uids = {o.uid for o in new.operators}
@@ -494,7 +493,8 @@ def test_the_engine_table_names_every_command():
     for name, when in table.items():
         assert when in ("never", "always") or re.findall(r"`(--[^`]+)`", when), (name, when)
     assert spark_expected("fstate read x --uid u --engine spark") and not spark_expected("fstate read x --uid u")
-    assert spark_expected("fstate bootstrap --spec s --out o") and not spark_expected("fstate --json info x")
+    assert spark_expected("fstate bootstrap --spec s --out o --engine spark") and not spark_expected("fstate --json info x")
+    assert not spark_expected("fstate bootstrap --spec s --out o")
 
 
 @pytest.mark.spark

@@ -63,18 +63,45 @@ def flink():
     harness.require_flink("2.3.0")
 
 
-@pytest.mark.parametrize("max_parallelism,written,restored,backend", [
-    (128, 2, 3, "hashmap"), (4096, 3, 2, "rocksdb")])
-def test_bootstrapped_keyed_and_operator_state_restore(spark, tmp_path, max_parallelism, written, restored, backend):
+def _arrow_frames(rows: list[tuple]):
+    """The two sources of the bootstrap case as the embedded engine's frames, of the Spark types the
+    Spark variant declares (its output must be the same bytes)."""
+    import pyarrow
+
+    from fstate.writers.arrow_frames import table_frame
+
+    keyed_schema = pyarrow.schema([
+        ("key", pyarrow.string()), ("total", pyarrow.int64()), ("events", pyarrow.list_(pyarrow.string())),
+        ("counts", pyarrow.map_(pyarrow.string(), pyarrow.int64())),
+        ("pair", pyarrow.struct([("f0", pyarrow.string()), ("f1", pyarrow.int32())])),
+        ("amount", pyarrow.decimal128(20, 2)), ("day", pyarrow.date32()), ("ts", pyarrow.int64())])
+    keyed_rows = [dict(zip(keyed_schema.names, (r[0], r[1], r[2], list(r[3].items()) if r[3] else None,
+                                                {"f0": r[4][0], "f1": r[4][1]} if r[4] else None,
+                                                r[5].quantize(Decimal("0.01")), r[6], r[7]))) for r in rows]
+    longs_schema = pyarrow.schema([("key", pyarrow.int64()), ("name", pyarrow.string()),
+                                   ("xs", pyarrow.list_(pyarrow.int64()))])
+    longs = [{"key": i, "name": f"v{i}", "xs": [i, -i]} for i in range(150)]
+    return (table_frame(pyarrow.Table.from_pylist(keyed_rows, keyed_schema)),
+            table_frame(pyarrow.Table.from_pylist(longs, longs_schema)))
+
+
+@pytest.mark.parametrize("max_parallelism,written,restored,backend,engine", [
+    (128, 2, 3, "hashmap", "spark"), (4096, 3, 2, "rocksdb", "spark"), (128, 2, 3, "hashmap", "embedded")])
+def test_bootstrapped_keyed_and_operator_state_restore(spark, tmp_path, max_parallelism, written, restored, backend,
+                                                       engine):
     n = 400
     rows = [(f"k-{i}", i * 7, [f"e{i}", "ü"] if i % 3 else None, {"a": i, "b": None} if i % 2 else None,
              (f"t{i}", i) if i % 5 else None, Decimal(i) / 4, dt.date(2024, 1, 1) + dt.timedelta(days=i), 10_000 + i)
             for i in range(n)]
-    df = spark.createDataFrame(rows, "key string, total long, events array<string>, counts map<string,bigint>, "
-                                     "pair struct<f0:string,f1:int>, amount decimal(20,2), day date, ts long")
-    longs = spark.createDataFrame([(i, f"v{i}", [i, -i]) for i in range(150)], "key long, name string, xs array<bigint>")
+    if engine == "spark":
+        df = spark.createDataFrame(rows, "key string, total long, events array<string>, counts map<string,bigint>, "
+                                         "pair struct<f0:string,f1:int>, amount decimal(20,2), day date, ts long")
+        longs = spark.createDataFrame([(i, f"v{i}", [i, -i]) for i in range(150)],
+                                      "key long, name string, xs array<bigint>")
+    else:  # no Spark: the embedded engine writes the same savepoint from Arrow
+        df, longs = _arrow_frames(rows)
     out = str(tmp_path / "sp")
-    (SavepointWriter(max_parallelism, spark)
+    (SavepointWriter(max_parallelism, spark if engine == "spark" else None)
      .with_keyed_state("keyed", df, states={"total": None, "events": None, "counts": None, "pair": "TUPLE<STRING, INT>",
                                             "amount": "DECIMAL", "day": None}, event_timers="ts", parallelism=written)
      .with_keyed_state("by-long", longs, parallelism=written)
@@ -246,6 +273,34 @@ def test_modified_savepoints_restore(spark, tmp_path):
         src, keyed_op("keyed-v2"), {"uid": "added", "kind": "operator", "parallelism": 1,
                                     "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]})
     assert keyed_of(again, "keyed-v2") == original
+
+
+def test_embedded_modify_restores(tmp_path):
+    """Rename, max parallelism and a transform on the embedded engine (no JVM writes it): Flink restores
+    the renamed, re-keyed, transformed state (deep: self-contained, so its restore is cached by its bytes)."""
+    snap, dump = _real("KeyedStateJob")
+    original = keyed_of(dump, "keyed")
+    combined = tmp_path / "combined"
+    m = SavepointModifier(str(snap), engine="embedded")
+    m.rename_uid("keyed", "keyed-v3").set_max_parallelism("keyed-v3", 256)
+    m.transform_state("keyed-v3", "total", sql="SELECT key, total * 2 AS total FROM state")
+    m.remove_operator("window-reduce").remove_operator("window-agg")
+    m.write(str(combined), deep=True)
+    states = [{"name": "total", "kind": "VALUE", "type": "LONG"}, {"name": "events", "kind": "LIST", "type": "STRING"},
+              {"name": "counts", "kind": "MAP", "type": "MAP<STRING, LONG>"},
+              {"name": "sum", "kind": "REDUCING", "type": "LONG"},
+              {"name": "avg", "kind": "AGGREGATING", "type": "TUPLE<LONG, LONG>"}]
+    restored = restore_and_dump({"savepoint": str(combined), "operators": [
+        {"uid": "src", "kind": "operator", "parallelism": 1,
+         "states": [{"name": "offsets", "mode": "SPLIT_DISTRIBUTE", "type": "LONG"}]},
+        {"uid": "keyed-v3", "kind": "keyed", "parallelism": 2, "key_type": "STRING", "timers": True,
+         "states": states, "max_parallelism": 256}]})
+    got = keyed_of(restored, "keyed-v3")
+    assert got["total"] == {k: v * 2 for k, v in original["total"].items()}
+    for s in ("events", "counts", "sum", "avg"):
+        assert got[s] == original[s], s
+    assert [t for t in timers_of(restored, "keyed-v3") if t[0] == "event"] == [
+        t for t in timers_of(dump, "keyed") if t[0] == "event"]
 
 
 # ----------------------------------------------------------------------------- older releases as targets

@@ -1,0 +1,137 @@
+"""``modify --transform`` on the embedded engine: DuckDB runs the transforms over the operator's keyed table.
+
+The keyed table (one ``key`` column, one column per state: ``flatten=False``, as on Spark) and the
+timers table are decoded by the embedded engine (a process pool over the partitions) into local Arrow
+IPC files, which DuckDB scans as often as the query plan needs (a transform and the join that puts its
+result back read the table twice) without holding them in memory. Each transform is the query
+the Spark path runs (rewrite.py ``PlanWriter.transformed``), step for step:
+
+* the view ``state`` is ``SELECT key, STATE FROM`` the table as the transforms before left it;
+* the transform's result (``key`` and ``STATE`` columns) replaces the state's column by a left join on
+  the key (a key the result lacks, or gives a null, drops that state for the key);
+* timers are gathered into one list per key and kind and joined on the key (full outer join).
+
+The result streams (DuckDB's record batch reader) into the keyed writer (writers/keyed_stream.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+import pyarrow
+import pyarrow.dataset
+import pyarrow.ipc
+
+from ..readers import engine, tables
+from ..readers.options import savepoint_source
+from ..readers.planning import build_table
+from ..savepoint.errors import InvalidArgumentError
+from .arrow_frames import ArrowFrame, SqlSession, relation_frame
+
+#: what DuckDB may hold in memory while it runs the transforms (beyond it, its joins spill to disk)
+MEMORY_LIMIT = "1GB"
+
+#: the views a transform's query can read
+VIEWS = {"state": "the state's key and value"}
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _ipc_task(table: tables.Table, partition: tables.Partition, path: str) -> tuple[int, int]:
+    rows = 0
+    with pyarrow.ipc.new_file(path, engine.table_schema(table)) as out:
+        for batch in engine.partition_batches(table, partition):
+            out.write_batch(batch)
+            rows += batch.num_rows
+    return rows, rows
+
+
+class EmbeddedTransform:
+    """The transforms of one operator, as a frame of its new keyed table (see the module doc)."""
+
+    def __init__(self, base, uid_hash: str):
+        self.base = base
+        self.uid_hash = uid_hash
+        self.session = SqlSession()
+        self.connection = self.session.connection
+        self._dir = tempfile.TemporaryDirectory(prefix="fstate-transform-")
+        #: bytes of state the transforms read
+        self.state_bytes = 0
+        # the joins may spill to disk rather than grow past a bound; rows in any order (the writer sorts)
+        escaped = os.path.join(self._dir.name, "duckdb").replace("'", "''")
+        self.connection.execute(f"SET temp_directory = '{escaped}'")
+        self.connection.execute(f"SET memory_limit = '{MEMORY_LIMIT}'")
+        self.connection.execute("SET preserve_insertion_order = false")
+
+    def close(self) -> None:
+        self._dir.cleanup()
+
+    def _table(self, kind: str) -> str:
+        """The operator's ``kind`` table (keyed, timers) as a DuckDB view of that name."""
+        table = build_table(savepoint_source(self.base, self.uid_hash, table=kind, flatten=False))
+        schema = engine.table_schema(table)
+        paths = [os.path.join(self._dir.name, f"{kind}-{index:05d}.arrow") for index in range(len(table.partitions))]
+        for _ in engine.map_partitions(table, _ipc_task, arguments=[(path,) for path in paths]):
+            pass
+        source = pyarrow.dataset.dataset(paths, format="ipc", schema=schema) if paths else schema.empty_table()
+        self.state_bytes += engine.table_bytes(table)
+        name = f"__fstate_{kind}"
+        self.connection.register(name, source)
+        return name
+
+    def _schema(self, view: str) -> pyarrow.Schema:
+        return relation_frame(self.connection.sql(f"SELECT * FROM {_quoted(view)}"), VIEWS, self.connection) \
+            .arrow_schema
+
+    def run(self, transforms: list, timer_kinds: list[str]) -> tuple[ArrowFrame, list[tuple[Any, Any]], dict[str, str]]:
+        """The new keyed table after ``transforms`` (each with ``state`` and ``sql``), with a timers column
+        per kind of ``timer_kinds`` (event, processing); also each transformed state's old and new Spark
+        types (for the type the state is written with) and the timers columns by kind."""
+        from .column_types import column_type
+
+        current = self._table("keyed")
+        types: list[tuple[Any, Any]] = []
+        for index, t in enumerate(transforms):
+            if t.sql is None:
+                raise InvalidArgumentError(f"the transform of '{t.state}' is a Python function of a Spark DataFrame: "
+                                           "it runs on Spark (engine spark), SQL runs on either engine")
+            schema = self._schema(current)
+            state = t.state
+            state_view = f"__fstate_state_{index}"
+            self.connection.execute(f"CREATE VIEW {_quoted(state_view)} AS SELECT key, {_quoted(state)} "
+                                    f"FROM {_quoted(current)}")
+            self.session.frames = {"state": ArrowFrame(pyarrow.schema([schema.field("key"), schema.field(state)]),
+                                                       lambda columns: iter(()))}
+            relation = self.session.relation(self.session.duckdb_sql(t.sql, rename={"state": state_view}))
+            result = f"__fstate_result_{index}"
+            relation.create_view(result)
+            result_schema = self._schema(result)
+            if {"key", state} - set(result_schema.names):
+                raise InvalidArgumentError(f"transform of '{state}' must return columns key and {state}")
+            types.append((column_type(schema.field(state).type),
+                          column_type(result_schema.field(state).type, f"the transform's column '{state}'")))
+            following = f"__fstate_table_{index}"
+            self.connection.execute(
+                f"CREATE VIEW {_quoted(following)} AS SELECT d.* EXCLUDE ({_quoted(state)}), r.{_quoted(state)} "
+                f"FROM {_quoted(current)} d LEFT JOIN (SELECT key, {_quoted(state)} FROM {_quoted(result)}) r "
+                "ON d.key = r.key")
+            current = following
+        timer_columns = {kind: f"__fstate_{kind}_timers" for kind in timer_kinds}
+        if timer_columns:
+            timers = self._table("timers")
+            lists = ", ".join(f"list(timestamp) FILTER (WHERE kind = '{kind}') AS {_quoted(column)}"
+                              for kind, column in timer_columns.items())
+            self.connection.execute(f"CREATE VIEW __fstate_timer_lists AS SELECT key, {lists} FROM {_quoted(timers)} "
+                                    "GROUP BY key")
+            columns = ", ".join(f"m.{_quoted(column)}" for column in timer_columns.values())
+            self.connection.execute(
+                f"CREATE VIEW __fstate_with_timers AS SELECT COALESCE(d.key, m.key) AS key, d.* EXCLUDE (key), "
+                f"{columns} FROM {_quoted(current)} d FULL OUTER JOIN __fstate_timer_lists m ON d.key = m.key")
+            current = "__fstate_with_timers"
+        frame = relation_frame(self.connection.sql(f"SELECT * FROM {_quoted(current)}"), VIEWS, self.connection,
+                               self.state_bytes)
+        return frame, types, timer_columns
