@@ -219,9 +219,9 @@ _PLAIN_KEYS = (str, int, bytes)
 
 def measure_subtask(task: KeyedTask) -> SubtaskMeasure:
     """One decoding pass over one subtask's keyed state (module level: pool workers call it): by
-    the compiled scanner when it reads the state (keys Python can hash; TTL states whose wrappers it
-    decodes, their last accesses recorded as it goes), else entry by entry (TTL values decoded with
-    their timestamps)."""
+    the compiled scanner when it reads the state (canonical and uncompressed heap-native streams,
+    RocksDB snapshots; keys Python can hash; TTL states whose wrappers it decodes, their last
+    accesses recorded as it goes), else entry by entry (TTL values decoded with their timestamps)."""
     with task.source.open() as state:
         ttl = any(ttl_meta.is_ttl_meta(codec.info) for codec in state.codecs)
         if not ttl or state.records_ttl():

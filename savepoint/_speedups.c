@@ -31,8 +31,10 @@
  *   .rows(data, pos, end, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
  *   .table(data, pos, end, key_group, width, flatten, ns_mode, rows)
  *                                              the keyed table's row tuples: {identity: row}
- *   .measure(data, pos, end, key_group, keys[, deadline])
- *                                              each entry's stored bytes into keys[state id]
+ *   .measure(data, pos, end, key_group, keys[, deadline[, native]])
+ *                                              each entry's stored bytes (native: a heap-native key
+ *                                              group, each entry's bytes as the canonical layout
+ *                                              stores it) into keys[state id]
  *                                              ({key: [bytes, entries, elements, key]}); returns each
  *                                              state's [entries, bytes, key bytes, value bytes, elements,
  *                                              TTL timestamps seen, oldest, newest, expired entries,
@@ -264,7 +266,7 @@ get_data(PyObject *data, Py_buffer *view, Py_ssize_t end)
 
 /* one key group of data[pos:end] into sink (its kg set here) */
 static PyObject *
-run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Sink *sink)
+run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Sink *sink, int native)
 {
     Py_buffer view;
     if (get_data(data, &view, end) < 0)
@@ -272,7 +274,8 @@ run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg,
     sink->kg = PyLong_FromLong(kg);
     /* no cycles can form while scanning: spare the collector's passes over the growing rows */
     int gc_was_enabled = PyGC_Disable();
-    int rc = sink->kg == NULL ? -1 : scan(self, view.buf, end, pos, kg, sink);
+    int rc = sink->kg == NULL ? -1
+             : native ? scan_native(self, view.buf, end, pos, kg, sink) : scan(self, view.buf, end, pos, kg, sink);
     if (gc_was_enabled)
         PyGC_Enable();
     Py_CLEAR(sink->kg);
@@ -295,7 +298,7 @@ Scanner_entries(Scanner *self, PyObject *args)
         return NULL;
     }
     Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0, NULL, 0, 0};
-    return run_scan(self, data, pos, end, kg, &sink);
+    return run_scan(self, data, pos, end, kg, &sink, 0);
 }
 
 static PyObject *
@@ -318,7 +321,7 @@ grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, 
         }
     }
     Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode, NULL, NULL, NULL, 0, 0, NULL, 0, 0};
-    return run_scan(self, data, pos, end, kg, &sink);
+    return run_scan(self, data, pos, end, kg, &sink, 0);
 }
 
 static PyObject *
@@ -351,7 +354,9 @@ Scanner_measure(Scanner *self, PyObject *args)
     PyObject *data, *keys, *deadline = Py_None;
     Py_ssize_t pos, end;
     long kg;
-    if (!PyArg_ParseTuple(args, "OnnlO!|O:measure", &data, &pos, &end, &kg, &PyList_Type, &keys, &deadline))
+    int native = 0;
+    if (!PyArg_ParseTuple(args, "OnnlO!|Op:measure", &data, &pos, &end, &kg, &PyList_Type, &keys, &deadline,
+                          &native))
         return NULL;
     if (self->plans == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
@@ -385,7 +390,7 @@ Scanner_measure(Scanner *self, PyObject *args)
     Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, keys, totals, self->plans, 0, 0, ttl, deadline != Py_None, limit};
     ttl_stamps.on = 1;
     ttl_stamps.n = 0;
-    PyObject *done = run_scan(self, data, pos, end, kg, &sink);
+    PyObject *done = run_scan(self, data, pos, end, kg, &sink, native);
     ttl_stamps.on = 0;
     ttl_stamps.n = 0;
     PyObject *out = done == NULL ? NULL : PyList_New(self->nstates);
@@ -406,7 +411,8 @@ Scanner_measure(Scanner *self, PyObject *args)
 
 static PyMethodDef Scanner_methods[] = {
     {"measure", (PyCFunction)Scanner_measure, METH_VARARGS,
-     "measure(data, pos, end, key_group, keys[, deadline]): each entry of one canonical key group into "
+     "measure(data, pos, end, key_group, keys[, deadline[, native]]): each entry of one canonical (native: "
+     "heap-native) key group into "
      "keys[state id] (key -> [bytes, entries, elements, key]); the states' [entries, bytes, key bytes, value "
      "bytes, elements, TTL timestamps, oldest, newest, expired entries, expired bytes, expired elements] "
      "(expired: last access <= deadline, counted when a deadline is given)"},

@@ -208,13 +208,18 @@ class KeyedState:
         TTL timestamps, oldest, newest, expired entries, expired bytes, expired elements] of each
         state there (TTL: the last accesses of the TTL wrappers the scanner decodes, see
         :meth:`records_ttl`; expired: at or before ``deadline``, counted when it is given). None when
-        the compiled scanner cannot read this state (a heap-native stream, ``strict``, not built):
-        measure :meth:`sized_entries` then. A key Python cannot hash (a list, a dict) raises
-        TypeError."""
+        the compiled scanner cannot read this state (``strict``, not built, a compressed heap-native
+        stream or one with a state of types it does not decode): measure :meth:`sized_entries` then.
+        A heap-native key group is measured as the canonical layout stores it (as
+        :meth:`sized_entries` does). A key Python cannot hash (a list, a dict) raises TypeError."""
         if not self.compiled or self.strict:
             return None
         if self.db is not None:
             return self._measured_rocksdb(keys, deadline)
+        if self.layout == HEAP_NATIVE:
+            if self.meta.compressed or not all(_fastpath.measures_native(codec) for codec in self.codecs):
+                return None
+            return self._measured(keys, deadline, native=True)
         if self.decoder != COMPILED:
             return None
         return self._measured(keys, deadline)
@@ -224,10 +229,13 @@ class KeyedState:
         values are TTL wrappers the compiled scanner decodes; opened without timestamped values)."""
         return all(_fastpath.records_ttl(codec) for codec in self.codecs if ttl_meta.is_ttl_meta(codec.info))
 
-    def _measured(self, keys: list[dict], deadline: int | None) -> Iterator[tuple[int, list[list[int]]]]:
+    def _measured(self, keys: list[dict], deadline: int | None, native: bool = False
+                  ) -> Iterator[tuple[int, list[list[int]]]]:
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
-        for kg, data, pos, limit in self.data_regions():
-            yield kg, self._measure_block(scan, kg, data, pos, limit, keys, deadline, f"key group {kg}")
+        regions = ((kg, self.buf, start, end) for kg, start, end in self.checked_regions()) if native else \
+            self.data_regions()
+        for kg, data, pos, limit in regions:
+            yield kg, self._measure_block(scan, kg, data, pos, limit, keys, deadline, f"key group {kg}", native)
 
     def _measured_rocksdb(self, keys: list[dict], deadline: int | None) -> Iterator[tuple[int, list[list[int]]]]:
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
@@ -251,9 +259,9 @@ class KeyedState:
                 pairs.append((kb, vb))
 
     def _measure_block(self, scan, kg: int, data, pos: int, limit: int, keys: list[dict], deadline: int | None,
-                       where: str) -> list[list[int]]:
+                       where: str, native: bool = False) -> list[list[int]]:
         try:
-            return scan.measure(data, pos, limit, kg, keys, deadline)
+            return scan.measure(data, pos, limit, kg, keys, deadline, native)
         except TypeError:
             raise
         except DECODE_ERRORS as e:

@@ -280,9 +280,10 @@ def test_watched_keys_are_measured_wherever_they_rank():
 
 
 @pytest.mark.parametrize("sample", ["keyed-hashmap-savepoint", "keyed-rocksdb-checkpoint", "sql-uids-savepoint",
-                                    "cep-savepoint", "keyed-1.20-savepoint"])
+                                    "cep-savepoint", "keyed-1.20-savepoint", "keyed-hashmap-checkpoint"])
 def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
-    """Canonical streams and RocksDB snapshots are measured by the compiled scanner (Scanner.measure),
+    """Canonical streams, heap-native ones (a hashmap checkpoint: each entry measured as the canonical
+    layout stores it) and RocksDB snapshots are measured by the compiled scanner (Scanner.measure),
     anything else entry by entry: both give the same report; a key Python cannot hash falls back to
     the second."""
     from fstate.readers import sizes_measure
@@ -377,3 +378,31 @@ def test_operator_state_entries_and_bytes_are_the_dumps_and_flinks(sample):
 
     path = SAMPLES / sample
     assert check_operator_state_sizes(path, json.loads((path / "dump.json").read_text(encoding="utf-8"))) >= 10
+
+
+@pytest.mark.parametrize("offset", [0.3, 0.5, 0.8])
+def test_a_damaged_heap_checkpoint_fails_alike_on_both_passes(offset, tmp_path, monkeypatch):
+    """A heap-native stream damaged is one CorruptStateError naming the file and the key group, from the
+    compiled pass as from the Python one (``FSTATE_PURE_PYTHON=1``); its detail may differ (the compiled
+    pass reads no further than the key group's region)."""
+    import shutil
+
+    from fstate.savepoint.errors import CorruptStateError
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(KEYED[2], copy)
+    state_file = max((p for p in copy.rglob("*") if p.is_file() and p.name != "_metadata" and p.suffix != ".json"),
+                     key=lambda p: p.stat().st_size)
+    data = bytearray(state_file.read_bytes())
+    at = int(len(data) * offset)
+    data[at:at + 16] = b"\xff" * 16
+    state_file.write_bytes(bytes(data))
+    messages = []
+    for pure in ("0", "1"):
+        monkeypatch.setenv("FSTATE_PURE_PYTHON", pure)
+        with pytest.raises(CorruptStateError) as raised:
+            state_sizes(str(copy), workers=1)
+        messages.append(str(raised.value))
+    located = [re.search(r"key group \d+", message) for message in messages]
+    assert all(located) and located[0].group() == located[1].group(), messages
+    assert all(state_file.name in message for message in messages), messages

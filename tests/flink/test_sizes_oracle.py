@@ -248,3 +248,21 @@ def test_ttl_state_measured_by_the_compiled_scanner(monkeypatch):
     used.clear()
     assert state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict() == fast
     assert not used
+
+
+@pytest.mark.parametrize("version", ["1.15.4", "1.20.1", "2.3.0"])
+def test_heap_checkpoints_measured_by_the_compiled_scanner(version, monkeypatch):
+    """A hashmap checkpoint's heap-native key groups are measured by the compiled scanner (each entry
+    as the canonical layout stores it): the report of the Python pass (FSTATE_PURE_PYTHON=1), on
+    every layout Flink's releases write."""
+    from fstate.readers import sizes_measure
+
+    harness.require_flink(version)
+    res = harness.generate("KeyedStateJob", version, "hashmap", "checkpoint")
+    used = []
+    compiled = sizes_measure._measure_compiled
+    monkeypatch.setattr(sizes_measure, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
+    fast = state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=[3], at=0).to_dict()
+    assert used and all(result is not None for result in used)
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    assert state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=[3], at=0).to_dict() == fast
