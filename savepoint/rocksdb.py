@@ -70,10 +70,28 @@ class RocksDBSource:
     files: tuple[tuple[str, streams.StreamSource], ...]  # RocksDB file name → its bytes
     #: the snapshot's own OPTIONS files: not read (see the module doc), only checked by verify
     options: tuple[tuple[str, streams.StreamSource], ...] = ()
+    #: bytes of the snapshot's table files (SSTs: what reading it costs), as the handle records them
+    table_bytes: int = 0
 
     @property
     def key_groups(self) -> range:
         return range(self.start_key_group, self.end_key_group + 1)
+
+
+    def key_group_bytes(self, lo: int, hi: int) -> int:
+        """The share of :attr:`table_bytes` of key groups lo..hi (RocksDB keys start with their key
+        group, and a hash spreads keys evenly over key groups)."""
+        count = self.end_key_group - self.start_key_group + 1
+        inside = max(0, min(hi, self.end_key_group) - max(lo, self.start_key_group) + 1)
+        return self.table_bytes * inside // count if count > 0 else 0
+
+    def split(self, target: int) -> list[tuple[int, int]]:
+        """The key-group range in contiguous pieces of about ``target`` bytes of table files each
+        (at least one key group a piece), in key-group order."""
+        count = self.end_key_group - self.start_key_group + 1
+        pieces = max(1, min(count, -(-self.table_bytes // max(1, target))))
+        bounds = [self.start_key_group + count * i // pieces for i in range(pieces + 1)]
+        return [(bounds[i], bounds[i + 1] - 1) for i in range(pieces)]
 
 
 def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callable[[Any], streams.StreamSource], *,
@@ -86,6 +104,7 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
     files = []
     options = []
     seen = set()
+    table_bytes = 0
     for name, sh in handle.shared + handle.private:
         if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
             raise CorruptStateError(f"invalid RocksDB file name {name!r}", label)
@@ -95,6 +114,8 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
         if sh is None:
             raise CorruptStateError(f"RocksDB file {name} has no state handle", label)
         src = stream_source(sh)
+        if is_table_file(name):
+            table_bytes += handles.stream_size(sh)
         if check:
             _check_file(f"RocksDB file {name}", src, label)
         # OPTIONS: read with options of our own (see RocksDBSnapshot._write_options), checked by verify
@@ -102,7 +123,13 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
     meta = stream_source(handle.metadata_state)
     if check:
         _check_file("the meta-data stream", meta, label)
-    return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files), tuple(options))
+    return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files), tuple(options),
+                         table_bytes)
+
+
+def is_table_file(name: str) -> bool:
+    """Whether a RocksDB file is a table file (SST) by its name."""
+    return name.endswith(".sst")
 
 
 def _is_options_file(name: str) -> bool:
