@@ -36,5 +36,12 @@ setup(
             ],
             optional=True,
         ),
+        Extension(
+            "fstate.savepoint._sst",
+            sources=["savepoint/_sst.c"],
+            depends=["savepoint/_sst_codecs.h", "savepoint/_sst_merge.h"],
+            libraries=["dl"],
+            optional=True,
+        ),
     ],
 )
