@@ -349,6 +349,28 @@ class RocksDBSnapshot:
             raise self.read_error(column_family, e) from None
         return it
 
+    def live_tables(self) -> list[tuple[str, str, str]] | None:
+        """(RocksDB name, local path, the file it came from) of every live table file (the
+        MANIFEST's, as RocksDB reports them); None when the database holds entries outside its table
+        files (a write-ahead log with data, blob files), which only RocksDB reads."""
+        self._require_open()
+        sources = dict(self.source.files)
+        for name, src in self.source.files:
+            if name.endswith(".blob") or (name.endswith(".log") and os.path.getsize(os.path.join(self.path, name))):
+                return None
+        try:
+            live = [entry["name"].lstrip("/") for entry in self._db.live_files()]
+        except Exception as e:
+            raise CorruptStateError(f"RocksDB cannot list the snapshot's files ({e})", self.source.label) from None
+        out = []
+        for name in live:
+            src = sources.get(name)
+            if src is None:
+                raise CorruptStateError(f"the MANIFEST names table file {name}, which the snapshot does not hold",
+                                        self.source.label)
+            out.append((name, os.path.join(self.path, name), src.path or src.label or self.source.label))
+        return out
+
     def read_error(self, column_family: str, e: Exception) -> Exception:
         """The error to raise for ``e``, raised by a cursor of ``column_family``."""
         if type(e).__name__ == "DbClosedError" or self._db is None:
