@@ -51,7 +51,7 @@ class NativeTables:
 
     def error(self, e: Exception) -> CorruptStateError:
         """The error of a merger's ``_sst.Corrupt``."""
-        path, problem = e.args[0]
+        path, problem = e.args
         return corrupt(self.origins.get(path, path), problem)
 
 
@@ -79,7 +79,7 @@ def open_tables(db: RocksDBSnapshot) -> NativeTables | None:
         except _sst.Unsupported:
             return None
         except _sst.Corrupt as e:
-            raise corrupt(origin, e.args[0][1]) from None
+            raise corrupt(origin, e.args[1]) from None
         origins[path] = origin
         families.setdefault(table.column_family.decode("utf-8", "surrogateescape"), []).append(table)
     known = set(db.column_families)
