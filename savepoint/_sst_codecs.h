@@ -170,6 +170,8 @@ compression_supported(const char *name, size_t n)
 }
 
 /* ---- Snappy (its raw format: a varint length, then literals and back-references) ------------ */
+#define SLACK 32                  /* bytes past the end a decompressor may scribble on (wide copies) */
+
 static const char *
 snappy_decompress(const uint8_t *src, size_t n, uint8_t **out, size_t *out_len)
 {
@@ -177,7 +179,7 @@ snappy_decompress(const uint8_t *src, size_t n, uint8_t **out, size_t *out_len)
     uint32_t len;
     if (!get_varint32(&p, end, &len))
         return "a Snappy block without its length";
-    uint8_t *dst = malloc(len ? len : 1);
+    uint8_t *dst = malloc((size_t)len + SLACK);
     if (dst == NULL)
         return "out of memory";
     size_t at = 0;
@@ -186,6 +188,12 @@ snappy_decompress(const uint8_t *src, size_t n, uint8_t **out, size_t *out_len)
         size_t length, offset;
         if ((tag & 3) == 0) {
             length = (tag >> 2) + 1;
+            if (length <= 16 && end - p >= 16 && len - at >= length) {   /* short: one wide copy */
+                memcpy(dst + at, p, 16);
+                p += length;
+                at += length;
+                continue;
+            }
             if (length > 60) {
                 size_t extra = length - 60;
                 if ((size_t)(end - p) < extra)
@@ -223,11 +231,14 @@ snappy_decompress(const uint8_t *src, size_t n, uint8_t **out, size_t *out_len)
         }
         if (offset == 0 || offset > at || len - at < length)
             goto bad;
-        if (offset >= length) {
-            memcpy(dst + at, dst + at - offset, length);
+        uint8_t *d = dst + at;
+        const uint8_t *from = d - offset;
+        if (offset >= 8) {        /* 8 bytes at a time, each read before it is overwritten (SLACK) */
+            for (size_t i = 0; i < length; i += 8)
+                memcpy(d + i, from + i, 8);
         } else {
             for (size_t i = 0; i < length; i++)
-                dst[at + i] = dst[at - offset + i];
+                d[i] = from[i];
         }
         at += length;
     }

@@ -55,12 +55,15 @@ typedef struct {
     int prefix;
     Buf key;                       /* the user key being resolved */
     Buf ops;                       /* its merge operands, newest first: (uint32 length, bytes)... */
+    Buf out;                       /* the pairs of a read (kept: the next read reuses its memory) */
 } Merger;
 
 /* the source at the smallest internal key (user key ascending, sequence number descending), or NULL */
 static Source *
 merger_min(Merger *m)
 {
+    if (m->n == 1)
+        return m->src[0].valid ? &m->src[0] : NULL;
     Source *best = NULL;
     for (Py_ssize_t i = 0; i < m->n; i++) {
         Source *s = &m->src[i];
@@ -89,6 +92,23 @@ key_group_of(const uint8_t *k, size_t n, int prefix)
 static int
 emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
 {
+    if (m->ops.n == 0) {           /* a value alone: the common case */
+        size_t need = 8 + m->key.n + base_len;
+        if (m->key.n > UINT32_MAX || base_len > UINT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "a key or value of 4 GiB or more");
+            return -1;
+        }
+        if (buf_reserve(out, need) < 0)
+            return -1;
+        uint8_t *o = out->p + out->n;
+        uint32_t kl = (uint32_t)m->key.n, vl = (uint32_t)base_len;
+        memcpy(o, &kl, 4);
+        memcpy(o + 4, m->key.p, kl);
+        memcpy(o + 4 + kl, &vl, 4);
+        memcpy(o + 8 + kl, base, vl);
+        out->n += need;
+        return 0;
+    }
     size_t total = base ? base_len : 0, count = 0;
     for (size_t at = 0; at < m->ops.n; count++) {
         uint32_t n = le32(m->ops.p + at);
@@ -199,6 +219,7 @@ Merger_dealloc(Merger *m)
     PyMem_Free(m->src);
     free(m->key.p);
     free(m->ops.p);
+    free(m->out.p);
     Py_XDECREF(m->tables);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
@@ -222,12 +243,10 @@ Merger_read(Merger *m, PyObject *arg)
     long last_kg = PyLong_AsLong(arg);
     if (last_kg == -1 && PyErr_Occurred())
         return NULL;
-    Buf out = {0};
-    PyObject *res = NULL;
-    if (merger_read(m, last_kg, &out) == 0)
-        res = PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)out.n);
-    free(out.p);
-    return res;
+    m->out.n = 0;
+    if (merger_read(m, last_kg, &m->out) < 0)
+        return NULL;
+    return PyBytes_FromStringAndSize((const char *)m->out.p, (Py_ssize_t)m->out.n);
 }
 
 static PyMethodDef Merger_methods[] = {
