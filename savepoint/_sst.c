@@ -7,8 +7,7 @@
  *
  * Table(path)                      opens one table file (mmap): footer (format version 2..5),
  *                                  metaindex, properties, index block (binary search index)
- *     .column_family               the column family its properties name
- *     .entries                     its number of entries
+ *     .column_family               the column family its properties name (bytes)
  * Merger((table, ...), prefix)     the tables of one column family, merged by internal key:
  *     .seek(user_key)              every table at its first user key >= user_key
  *     .read(last_key_group) -> bytes
@@ -75,7 +74,6 @@ typedef struct {
     size_t size;
     int checksum, format_version, index_user_key, index_delta;
     PyObject *column_family;
-    long long entries;
     size_t nblocks;
     uint64_t *offset, *length;     /* the data blocks' handles */
     size_t *sep_at;                /* the index's separator keys in sep (nblocks + 1 offsets) */
@@ -227,8 +225,6 @@ parse_properties(Table *t, const Block *b)
             t->index_delta = get_varint64(&v, vend, &x) && x != 0;
         } else if (KEY("rocksdb.num.range-deletions")) {
             range_deletions = get_varint64(&v, vend, &x) ? (long long)x : -1;
-        } else if (KEY("rocksdb.num.entries")) {
-            t->entries = get_varint64(&v, vend, &x) ? (long long)x : -1;
         } else if (KEY("rocksdb.column.family.name")) {
             Py_XSETREF(t->column_family, PyBytes_FromStringAndSize((const char *)v, it.vlen));
             if (t->column_family == NULL)
@@ -413,7 +409,7 @@ table_open(Table *t)
 }
 
 static PyObject *
-Table_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+Table_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kwds))
 {
     PyObject *path;
     if (!PyArg_ParseTuple(args, "U:Table", &path))
@@ -423,7 +419,6 @@ Table_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     Py_INCREF(path);
     t->path = path;
-    t->entries = -1;
     if (table_open(t) < 0) {
         Py_DECREF(t);
         return NULL;
@@ -445,16 +440,10 @@ Table_dealloc(Table *t)
     Py_TYPE(t)->tp_free((PyObject *)t);
 }
 
-static PyObject *Table_cf(Table *t, void *c) { return Py_NewRef(t->column_family); }
-static PyObject *Table_entries(Table *t, void *c) { return PyLong_FromLongLong(t->entries); }
-static PyObject *Table_path(Table *t, void *c) { return Py_NewRef(t->path); }
-static PyObject *Table_blocks(Table *t, void *c) { return PyLong_FromSize_t(t->nblocks); }
+static PyObject *Table_cf(Table *t, void *Py_UNUSED(c)) { return Py_NewRef(t->column_family); }
 
 static PyGetSetDef Table_getset[] = {
     {"column_family", (getter)Table_cf, NULL, "the column family its properties name (bytes)", NULL},
-    {"entries", (getter)Table_entries, NULL, "its number of entries (properties)", NULL},
-    {"path", (getter)Table_path, NULL, "its file", NULL},
-    {"blocks", (getter)Table_blocks, NULL, "its number of data blocks", NULL},
     {NULL},
 };
 

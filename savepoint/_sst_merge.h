@@ -178,7 +178,7 @@ merger_read(Merger *m, long last_kg, Buf *out)
 }
 
 static PyObject *
-Merger_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+Merger_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kwds))
 {
     PyObject *tables;
     int prefix;

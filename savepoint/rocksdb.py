@@ -350,7 +350,8 @@ class RocksDBSnapshot:
         return it
 
     def live_tables(self) -> list[tuple[str, str, str]] | None:
-        """(RocksDB name, local path, the file it came from) of every live table file (the
+        """(RocksDB name, local path, the file it came from: its path, or where its bytes are
+        inline) of every live table file (the
         MANIFEST's, as RocksDB reports them); None when the database holds entries outside its table
         files (a write-ahead log with data, blob files), which only RocksDB reads."""
         self._require_open()
@@ -368,7 +369,8 @@ class RocksDBSnapshot:
             if src is None:
                 raise CorruptStateError(f"the MANIFEST names table file {name}, which the snapshot does not hold",
                                         self.source.label)
-            out.append((name, os.path.join(self.path, name), src.path or src.label or self.source.label))
+            inline = f"{self.source.label} ({src.label})" if src.label else self.source.label
+            out.append((name, os.path.join(self.path, name), src.path or inline))
         return out
 
     def read_error(self, column_family: str, e: Exception) -> Exception:

@@ -42,7 +42,7 @@ class NativeTables:
     """The live table files of one snapshot, opened, by column family."""
 
     families: dict[str, tuple]  # column family → (_sst.Table, ...)
-    origins: dict[str, str]  # a table's local path → the file it came from
+    origins: dict[str, tuple[str, str]]  # a table's local path → (its RocksDB name, the file it came from)
 
     def merger(self, column_family: str, prefix: int):
         """A fresh merger over the column family's tables (None: it has no table file)."""
@@ -52,7 +52,8 @@ class NativeTables:
     def error(self, e: Exception) -> CorruptStateError:
         """The error of a merger's ``_sst.Corrupt``."""
         path, problem = e.args
-        return corrupt(self.origins.get(path, path), problem)
+        name, origin = self.origins.get(path, (path, path))
+        return corrupt(name, origin, problem)
 
 
 def corrupt_types() -> tuple[type, ...]:
@@ -60,8 +61,8 @@ def corrupt_types() -> tuple[type, ...]:
     return (_sst.Corrupt,) if _sst is not None else ()
 
 
-def corrupt(origin: str, problem: str) -> CorruptStateError:
-    return CorruptStateError(f"RocksDB table file: {problem}", origin)
+def corrupt(name: str, origin: str, problem: str) -> CorruptStateError:
+    return CorruptStateError(f"RocksDB table file {name}: {problem}", origin)
 
 
 def open_tables(db: RocksDBSnapshot) -> NativeTables | None:
@@ -73,14 +74,14 @@ def open_tables(db: RocksDBSnapshot) -> NativeTables | None:
         return None
     families: dict[str, list] = {}
     origins = {}
-    for _, path, origin in live:
+    for name, path, origin in live:
         try:
             table = _sst.Table(path)
         except _sst.Unsupported:
             return None
         except _sst.Corrupt as e:
-            raise corrupt(origin, e.args[1]) from None
-        origins[path] = origin
+            raise corrupt(name, origin, e.args[1]) from None
+        origins[path] = (name, origin)
         families.setdefault(table.column_family.decode("utf-8", "surrogateescape"), []).append(table)
     known = set(db.column_families)
     if not set(families) <= known:

@@ -316,3 +316,26 @@ def test_a_damaged_table_is_one_line_naming_the_file(tmp_path):
         error = found.error(e.value)
         assert error.path == str(tmp_path / "damaged" / name)
         assert "does not match its checksum" in str(error) and "\n" not in str(error)
+
+
+def test_fstate_read_of_a_damaged_table_file_is_exit_2_naming_it(tmp_path):
+    from typer.testing import CliRunner
+
+    from fstate.cli.app import app
+
+    sample = next(s for s in sample_dirs() if s.name == "keyed-rocksdb-checkpoint")
+    copy = tmp_path / "sample"
+    shutil.copytree(sample, copy)
+    snapshot = copy / sample_snapshot(sample).relative_to(sample)
+    src, _ = _rocksdb_sources(str(snapshot))[0]
+    name, table = next((name, file_src) for name, file_src in src.files if name.endswith(".sst"))
+    metadata = snapshot / "_metadata"  # the sample's small files are inline in its _metadata
+    data = bytearray(metadata.read_bytes())
+    at = bytes(data).index(table.data) + 100  # inside the table's first data block
+    data[at] ^= 0x10
+    metadata.write_bytes(bytes(data))
+    res = CliRunner().invoke(app, ["read", str(snapshot), "--uid", "keyed"])
+    assert res.exit_code == 2, res.output
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"RocksDB table file {name}: the data block at byte 0 does not match its checksum" \
+        in lines[0] and str(metadata) in lines[0], res.stderr
