@@ -9,7 +9,7 @@
  *                                  metaindex, properties, index block (binary search index)
  *     .column_family               the column family its properties name (bytes)
  * Merger((table, ...), prefix)     the tables of one column family, merged by internal key:
- *     .seek(user_key)              every table at its first user key >= user_key
+ *     .seek(user_key)              every table at its first user key >= user_key (before a read)
  *     .read(last_key_group) -> bytes
  *                                  the visible pairs up to the key group last_key_group (the key's
  *                                  first `prefix` bytes), in key order, each as uint32 key length,

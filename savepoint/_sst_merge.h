@@ -52,32 +52,60 @@ typedef struct {
     PyObject *tables;
     Py_ssize_t n;
     Source *src;
+    Source **heap;                 /* the sources at an entry, a min-heap by internal key (after seek) */
+    Py_ssize_t heaped;
     int prefix;
     Buf key;                       /* the user key being resolved */
     Buf ops;                       /* its merge operands, newest first: (uint32 length, bytes)... */
     Buf out;                       /* the pairs of a read (kept: the next read reuses its memory) */
 } Merger;
 
-/* the source at the smallest internal key (user key ascending, sequence number descending), or NULL */
-static Source *
+/* whether a's entry comes before b's: user key ascending, then sequence number descending */
+static inline int
+before(const Source *a, const Source *b)
+{
+    int c = compare(a->it.key, user_len(a), b->it.key, user_len(b));
+    return c < 0 || (c == 0 && (trailer(a) >> 8) > (trailer(b) >> 8));
+}
+
+static void
+sift_down(Merger *m, Py_ssize_t i)
+{
+    Source **h = m->heap;
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, best = i;
+        if (l < m->heaped && before(h[l], h[best]))
+            best = l;
+        if (r < m->heaped && before(h[r], h[best]))
+            best = r;
+        if (best == i)
+            return;
+        Source *t = h[i];
+        h[i] = h[best];
+        h[best] = t;
+        i = best;
+    }
+}
+
+/* the source at the smallest internal key, or NULL */
+static inline Source *
 merger_min(Merger *m)
 {
-    if (m->n == 1)
-        return m->src[0].valid ? &m->src[0] : NULL;
-    Source *best = NULL;
-    for (Py_ssize_t i = 0; i < m->n; i++) {
-        Source *s = &m->src[i];
-        if (!s->valid)
-            continue;
-        if (best == NULL) {
-            best = s;
-            continue;
-        }
-        int c = compare(s->it.key, user_len(s), best->it.key, user_len(best));
-        if (c < 0 || (c == 0 && (trailer(s) >> 8) > (trailer(best) >> 8)))
-            best = s;
-    }
-    return best;
+    return m->heaped ? m->heap[0] : NULL;
+}
+
+/* the smallest source moved to its next entry, the heap mended */
+static int
+merger_advance(Merger *m)
+{
+    Source *s = m->heap[0];
+    if (source_next(s) < 0)
+        return -1;
+    if (!s->valid)
+        m->heap[0] = m->heap[--m->heaped];
+    if (m->heaped > 1)
+        sift_down(m, 0);
+    return 0;
 }
 
 static inline long
@@ -142,8 +170,8 @@ emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
 static int
 merger_read(Merger *m, long last_kg, Buf *out)
 {
-    Source *s;
-    while ((s = merger_min(m)) != NULL) {
+    Source *s = merger_min(m);
+    while (s != NULL) {
         if (key_group_of(s->it.key, user_len(s), m->prefix) > last_kg)
             return 0;
         m->key.n = m->ops.n = 0;
@@ -168,7 +196,7 @@ merger_read(Merger *m, long last_kg, Buf *out)
                     return fail(Corrupt, s->t->path, "an entry of type %d, which this reader does not read", type);
                 }
             }
-            if (source_next(s) < 0)
+            if (merger_advance(m) < 0)
                 return -1;
         } while ((s = merger_min(m)) != NULL && compare(s->it.key, user_len(s), m->key.p, m->key.n) == 0);
         if (!resolved && m->ops.n && emit(m, out, NULL, 0) < 0)
@@ -195,7 +223,8 @@ Merger_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kwds))
     m->prefix = prefix;
     m->tables = Py_NewRef(tables);
     m->src = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(Source));
-    if (m->src == NULL) {
+    m->heap = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(Source *));
+    if (m->src == NULL || m->heap == NULL) {
         Py_DECREF(m);
         return PyErr_NoMemory();
     }
@@ -217,6 +246,7 @@ Merger_dealloc(Merger *m)
     for (Py_ssize_t i = 0; m->src != NULL && i < m->n; i++)
         iter_free(&m->src[i].it);
     PyMem_Free(m->src);
+    PyMem_Free(m->heap);
     free(m->key.p);
     free(m->ops.p);
     free(m->out.p);
@@ -231,9 +261,15 @@ Merger_seek(Merger *m, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "seek takes bytes");
         return NULL;
     }
-    for (Py_ssize_t i = 0; i < m->n; i++)
+    m->heaped = 0;
+    for (Py_ssize_t i = 0; i < m->n; i++) {
         if (source_seek(&m->src[i], (const uint8_t *)PyBytes_AS_STRING(arg), (size_t)PyBytes_GET_SIZE(arg)) < 0)
             return NULL;
+        if (m->src[i].valid)
+            m->heap[m->heaped++] = &m->src[i];
+    }
+    for (Py_ssize_t i = m->heaped / 2; i-- > 0;)
+        sift_down(m, i);
     Py_RETURN_NONE;
 }
 
