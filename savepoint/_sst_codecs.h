@@ -14,8 +14,28 @@
 enum { CHECKSUM_CRC32C = 1, CHECKSUM_XXH3 = 4 };
 enum { NO_COMPRESSION = 0, SNAPPY = 1, LZ4 = 4, LZ4HC = 5, ZSTD = 7 };
 
-static inline uint32_t le32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline uint64_t le64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+/* fixed-width integers as RocksDB stores them (little-endian), and big-endian for comparing bytes
+ * (each compiles to one load, and a byte swap where needed) */
+static inline uint32_t
+le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t
+le64(const uint8_t *p)
+{
+    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static inline uint64_t
+be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
 
 /* a varint32/64 at *p (< end); 0 when it does not end before end or is too long */
 static inline int
