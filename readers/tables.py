@@ -31,6 +31,9 @@ from . import table_types
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
 SPLIT_BYTES = 32 * 1024 * 1024
+#: the same for a RocksDB snapshot's table files: compressed (Snappy by default), they hold about
+#: twice the entries of as many bytes of a canonical stream
+ROCKSDB_SPLIT_BYTES = SPLIT_BYTES // 2
 
 Column = tuple[str, TypeInfo, bool]  # name, type, nullable
 
@@ -162,7 +165,7 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
                 continue
             # RocksDB keys start with their key group: a large database is read in key-group ranges
             rsrc = op.rocksdb_source(subtask, h)
-            for lo, hi in rsrc.split(SPLIT_BYTES):
+            for lo, hi in rsrc.split(ROCKSDB_SPLIT_BYTES):
                 kgs = tuple(sorted(kg for kg in key_groups if lo <= kg <= hi)) if key_groups is not None else None
                 if kgs == ():
                     continue

@@ -19,7 +19,7 @@ OPTIONS = {"path": str(sample_snapshot(ROCKS)), "uid": "keyed"}
 
 
 def _table(monkeypatch, split_bytes: int, **extra):
-    monkeypatch.setattr(tables, "SPLIT_BYTES", split_bytes)
+    monkeypatch.setattr(tables, "ROCKSDB_SPLIT_BYTES", split_bytes)
     return build_table({**OPTIONS, **extra})
 
 
@@ -56,7 +56,7 @@ def test_key_filter_is_kept_within_each_range(monkeypatch):
     keys = sorted({row[0] for row in whole.rows()})[:3]
     split = build_table({**OPTIONS}, keys=keys)
     assert sorted(split.rows()) == sorted(build_table({**OPTIONS}, keys=keys).rows())
-    monkeypatch.setattr(tables, "SPLIT_BYTES", 4096)
+    monkeypatch.setattr(tables, "ROCKSDB_SPLIT_BYTES", 4096)
     narrow = build_table({**OPTIONS}, keys=keys)
     assert len(narrow.partitions) <= len(keys)  # only the ranges holding a wanted key group
     assert list(narrow.rows()) == list(split.rows()) and len(list(narrow.rows())) >= len(keys)
