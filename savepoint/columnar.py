@@ -1,7 +1,8 @@
 """Keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``), in every
 layout: canonical key groups (:func:`keyed_batches`), the heap backend's native key groups
-(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`, the pairs pulled
-from rocksdict's iterators in C).
+(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`: the pairs read from
+the table files in C by :mod:`.rocksdb_native`, or pulled from rocksdict's iterators in C when that
+reader cannot read the snapshot).
 
 The compiled decoder reads the key groups straight into Arrow buffers (validity bitmaps, offsets
 and data; lists, maps and structs as child arrays) and makes no Python object per row or value.

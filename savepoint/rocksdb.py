@@ -24,7 +24,9 @@ exactly as the canonical savepoint layout stores it, so the canonical per-state 
 * value = the value (VALUE/REDUCING/AGGREGATING), elements joined by ``,`` (LIST, RocksDB's
   string-append merge operator), ``bool isNull`` + value (MAP).
 
-The temporary directory is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
+The columnar decoder reads the live table files of an opened snapshot in C instead
+(:mod:`.rocksdb_native`, rocksdict staying the reference and the fallback). The temporary directory
+is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
 Nothing here imports Spark; ``rocksdict`` is imported only when a database is opened.
 """
 
