@@ -166,7 +166,7 @@ block_next(BlockIter *it, int values_delta, const char **problem)
         it->key = k;
         it->kcap = cap;
     }
-    memcpy(it->key + shared, p, fresh);
+    copy_bytes(it->key + shared, p, fresh);
     it->klen = klen;
     p += fresh;
     if (values_delta) {            /* the value's length is that of the handle it encodes */
@@ -512,9 +512,15 @@ compare(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
         if (x != y)
             return x < y ? -1 : 1;
     }
-    for (; i < n; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i] ? -1 : 1;
+    if (i < n && n >= 8) {        /* the last 8 bytes (their first ones are known equal) */
+        uint64_t x = be64(a + n - 8), y = be64(b + n - 8);
+        if (x != y)
+            return x < y ? -1 : 1;
+    } else {
+        for (; i < n; i++)
+            if (a[i] != b[i])
+                return a[i] < b[i] ? -1 : 1;
+    }
     return alen < blen ? -1 : alen > blen;
 }
 

@@ -31,7 +31,7 @@ buf_put(Buf *b, const void *p, size_t n)
 {
     if (buf_reserve(b, n) < 0)
         return -1;
-    memcpy(b->p + b->n, p, n);
+    copy_bytes(b->p + b->n, p, n);
     b->n += n;
     return 0;
 }
@@ -131,9 +131,9 @@ emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
         uint8_t *o = out->p + out->n;
         uint32_t kl = (uint32_t)m->key.n, vl = (uint32_t)base_len;
         memcpy(o, &kl, 4);
-        memcpy(o + 4, m->key.p, kl);
+        copy_bytes(o + 4, m->key.p, kl);
         memcpy(o + 4 + kl, &vl, 4);
-        memcpy(o + 8 + kl, base, vl);
+        copy_bytes(o + 8 + kl, base, vl);
         out->n += need;
         return 0;
     }
