@@ -89,8 +89,11 @@ class RocksDBSource:
 
     def split(self, target: int) -> list[tuple[int, int]]:
         """The key-group range in contiguous pieces of about ``target`` bytes of table files each
-        (at least one key group a piece), in key-group order."""
+        (at least one key group a piece), in key-group order. Every piece opens the whole database:
+        with a remote file (copied to this machine for each opening) the range stays whole."""
         count = self.end_key_group - self.start_key_group + 1
+        if any(src.path is not None and is_remote(src.path) for _, src in self.files):
+            return [(self.start_key_group, self.end_key_group)]
         pieces = max(1, min(count, -(-self.table_bytes // max(1, target))))
         bounds = [self.start_key_group + count * i // pieces for i in range(pieces + 1)]
         return [(bounds[i], bounds[i + 1] - 1) for i in range(pieces)]

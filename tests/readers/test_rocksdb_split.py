@@ -68,3 +68,15 @@ def test_the_pool_reads_key_group_ranges(monkeypatch):
     monkeypatch.setattr(pool, "SMALL_BYTES", 0)
     assert engine.workers_for(split, 2) == 2
     assert engine.read_table(split, workers=2).equals(engine.read_table(whole, workers=1))
+
+
+def test_remote_files_are_not_split():
+    """Each piece opens the whole database: remote files would be downloaded once a piece."""
+    from fstate.savepoint import rocksdb
+
+    def source(path):
+        files = (("000010.sst", streams.StreamSource(path, label="sst")),)
+        return rocksdb.RocksDBSource("s", 0, 127, streams.StreamSource(None, data=b""), files, table_bytes=100 << 20)
+
+    assert len(source("/local/000010.sst").split(1 << 20)) == 100
+    assert source("s3://bucket/shared/000010.sst").split(1 << 20) == [(0, 127)]
