@@ -248,7 +248,12 @@ def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, 
     present = set(db.column_families)
     families = [(sid, codecs[sid].info.name) for sid in sorted(found.state_ids) if codecs[sid].info.name in present]
     prefix = key_group_prefix_size(max_parallelism)
-    tables = rocksdb_native.open_tables(db)
+    keys = None  # the user keys of the runs, [first, end): only the tables holding some are read
+    if runs:
+        after = runs[-1][1] + 1
+        keys = (rocksdb.key_group_prefix_bytes(runs[0][0], prefix),
+                rocksdb.key_group_prefix_bytes(after, prefix) if after < 1 << (8 * prefix) else None)
+    tables = rocksdb_native.open_tables(db, keys)
     if tables is not None:  # the table files read in C (rocksdb_native.py); else rocksdict's iterators
         return _packed_batches(found.decoder(source), found.shape(names), db, tables, families, runs, prefix,
                                max_rows)

@@ -354,28 +354,29 @@ class RocksDBSnapshot:
             raise self.read_error(column_family, e) from None
         return it
 
-    def live_tables(self) -> list[tuple[str, str, str]] | None:
-        """(RocksDB name, local path, the file it came from: its path, or where its bytes are
-        inline) of every live table file (the
-        MANIFEST's, as RocksDB reports them); None when the database holds entries outside its table
-        files (a write-ahead log with data, blob files), which only RocksDB reads."""
+    def live_tables(self) -> list[LiveTable] | None:
+        """Every live table file (the MANIFEST's, as RocksDB reports them); None when the database
+        holds entries outside its table files (a write-ahead log with data, blob files), which only
+        RocksDB reads."""
         self._require_open()
         sources = dict(self.source.files)
         for name, src in self.source.files:
             if name.endswith(".blob") or (name.endswith(".log") and os.path.getsize(os.path.join(self.path, name))):
                 return None
         try:
-            live = [entry["name"].lstrip("/") for entry in self._db.live_files()]
+            live = self._db.live_files()
         except Exception as e:
             raise CorruptStateError(f"RocksDB cannot list the snapshot's files ({e})", self.source.label) from None
         out = []
-        for name in live:
+        for entry in live:
+            name = entry["name"].lstrip("/")
             src = sources.get(name)
             if src is None:
                 raise CorruptStateError(f"the MANIFEST names table file {name}, which the snapshot does not hold",
                                         self.source.label)
             inline = f"{self.source.label} ({src.label})" if src.label else self.source.label
-            out.append((name, os.path.join(self.path, name), src.path or inline))
+            out.append(LiveTable(name, os.path.join(self.path, name), src.path or inline, entry["start_key"],
+                                 entry["end_key"]))
         return out
 
     def read_error(self, column_family: str, e: Exception) -> Exception:
@@ -400,6 +401,17 @@ class RocksDBSnapshot:
             raise
         except Exception as e:
             raise self.read_error(column_family, e) from None
+
+
+@dataclass(frozen=True)
+class LiveTable:
+    """A live table file of an open snapshot."""
+
+    name: str  # its RocksDB name
+    path: str  # in the snapshot's temporary directory
+    origin: str  # the file it came from: its path, or where its bytes are inline
+    smallest: bytes  # its first and last user keys (the MANIFEST's)
+    largest: bytes
 
 
 def _escape_option(s: str) -> str:

@@ -65,8 +65,10 @@ def corrupt(name: str, origin: str, problem: str) -> CorruptStateError:
     return CorruptStateError(f"RocksDB table file {name}: {problem}", origin)
 
 
-def open_tables(db: RocksDBSnapshot) -> NativeTables | None:
-    """The snapshot's live tables opened by the C reader, or None (see the module doc)."""
+def open_tables(db: RocksDBSnapshot, keys: tuple[bytes, bytes | None] | None = None) -> NativeTables | None:
+    """The snapshot's live tables opened by the C reader, or None (see the module doc). ``keys``:
+    only the tables holding user keys in [first, end) (end None: no end) are opened; the others
+    cannot change a key of that range."""
     if not available():
         return None
     live = db.live_tables()
@@ -74,14 +76,16 @@ def open_tables(db: RocksDBSnapshot) -> NativeTables | None:
         return None
     families: dict[str, list] = {}
     origins = {}
-    for name, path, origin in live:
+    for entry in live:
+        if keys is not None and (entry.largest < keys[0] or (keys[1] is not None and entry.smallest >= keys[1])):
+            continue
         try:
-            table = _sst.Table(path)
+            table = _sst.Table(entry.path)
         except _sst.Unsupported:
             return None
         except _sst.Corrupt as e:
-            raise corrupt(name, origin, e.args[1]) from None
-        origins[path] = (name, origin)
+            raise corrupt(entry.name, entry.origin, e.args[1]) from None
+        origins[entry.path] = (entry.name, entry.origin)
         families.setdefault(table.column_family.decode("utf-8", "surrogateescape"), []).append(table)
     known = set(db.column_families)
     if not set(families) <= known:

@@ -157,6 +157,28 @@ def test_two_byte_key_group_prefixes_and_no_compaction(tmp_path):
         assert assert_same_as_rocksdict(db, prefix=2) > 500
 
 
+def test_only_the_tables_of_a_key_range_are_opened(tmp_path):
+    path = tmp_path / "db"
+    db = rocksdict.Rdict(str(path), _options("snappy", "xxh3", 5))
+    for band in (0, 50, 100):  # a table each, of key groups band..band+9
+        for i in range(200):
+            db[bytes([band + i % 10]) + i.to_bytes(2, "big")] = bytes([i % 7]) * (i % 5)
+        db.flush()
+    db.close()
+    del db
+    gc.collect()
+    files = tuple((n, streams.StreamSource(str(path / n), label=n)) for n in sorted(os.listdir(path))
+                  if n.endswith(".sst") or n.startswith("MANIFEST-") or n == "CURRENT")
+    src = rocksdb.RocksDBSource("bands", 0, 127, streams.StreamSource(None, data=b""), files)
+    with rocksdb.open_snapshot(src) as snapshot:
+        want = [pair for pair in snapshot.items("default") if 50 <= pair[0][0] < 60]
+        found = rocksdb_native.open_tables(snapshot, (bytes([50]), bytes([60])))
+        assert len(found.families["default"]) == 1
+        assert native_pairs(found, "default", 1, bytes([50]), 59) == want and len(want) == 200
+        assert len(rocksdb_native.open_tables(snapshot, (bytes([55]), None)).families["default"]) == 2
+        assert len(rocksdb_native.open_tables(snapshot).families["default"]) == 3
+
+
 @pytest.mark.parametrize("compression,checksum,format_version", [
     ("zlib", "crc32c", 5),   # a compression Flink does not use by default: RocksDB reads it
     ("bz2", "crc32c", 5),
