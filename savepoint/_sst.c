@@ -5,7 +5,7 @@
  * this module only for tables it reads completely, and tests/savepoint/test_sst.py compares both
  * on generated databases and every sample.
  *
- * Table(path)                      opens one table file (mmap): footer (format version 2..5),
+ * Table(path)                      opens one table file (mmap): footer (format version 2..6),
  *                                  metaindex, properties, index block (binary search index)
  *     .column_family               the column family its properties name (bytes)
  * Merger((table, ...), prefix)     the tables of one column family, merged by internal key:
@@ -35,6 +35,7 @@
 
 #define TRAILER 5                  /* a block's compression type byte and checksum */
 #define FOOTER 53                  /* format version 1+ */
+#define LAST_FORMAT 6
 #define MAGIC 0x88e241b785f4cff7ull
 
 static PyObject *Unsupported, *Corrupt;
@@ -73,6 +74,7 @@ typedef struct {
     uint8_t *map;
     size_t size;
     int checksum, format_version, index_user_key, index_delta;
+    uint32_t base_checksum;        /* format version 6+: what every block's checksum is offset by */
     PyObject *column_family;
     size_t nblocks;
     uint64_t *offset, *length;     /* the data blocks' handles */
@@ -88,7 +90,7 @@ read_block(Table *t, uint64_t offset, uint64_t size, Block *out, const char *wha
         return fail(Corrupt, t->path, "the %s block at byte %llu (%llu bytes) is outside the file of %zu bytes",
                     what, (unsigned long long)offset, (unsigned long long)size, t->size);
     const uint8_t *b = t->map + offset;
-    if (!checksum_ok(t->checksum, b, (size_t)size, le32(b + size + 1)))
+    if (!checksum_ok(t->checksum, b, (size_t)size, le32(b + size + 1), t->base_checksum, offset))
         return fail(Corrupt, t->path, "the %s block at byte %llu does not match its checksum", what,
                     (unsigned long long)offset);
     int type = b[size];
@@ -359,15 +361,30 @@ table_open(Table *t)
     }
     t->format_version = (int)le32(f + FOOTER - 12);
     t->checksum = f[0];
-    if (t->format_version < 2 || t->format_version > 5)
+    if (t->format_version < 2 || t->format_version > LAST_FORMAT)
         return fail(Unsupported, t->path, "table format version %d", t->format_version);
     if (!checksum_supported(t->checksum))
         return fail(Unsupported, t->path, "checksum type %d", t->checksum);
-    const uint8_t *p = f + 1, *end = f + FOOTER - 12;
-    uint64_t meta_off, meta_len, index_off, index_len;
-    if (!get_varint64(&p, end, &meta_off) || !get_varint64(&p, end, &meta_len) || !get_varint64(&p, end, &index_off)
-        || !get_varint64(&p, end, &index_len))
-        return fail(Corrupt, t->path, "a footer whose block handles do not decode");
+    uint64_t meta_off, meta_len, index_off = 0, index_len = 0;
+    int index_found = 0;
+    if (t->format_version >= 6) {  /* the metaindex block right before the footer; the index's handle in it */
+        static const uint8_t extended[4] = {0x3e, 0x00, 0x7a, 0x00};
+        if (memcmp(f + 1, extended, 4) != 0)
+            return fail(Corrupt, t->path, "a footer of format version %d without its extended magic number",
+                        t->format_version);
+        t->base_checksum = le32(f + 9);
+        meta_len = le32(f + 13);
+        if (meta_len + TRAILER > t->size - FOOTER)
+            return fail(Corrupt, t->path, "a metaindex block of %llu bytes in a file of %zu",
+                        (unsigned long long)meta_len, t->size);
+        meta_off = t->size - FOOTER - TRAILER - meta_len;
+    } else {
+        const uint8_t *p = f + 1, *end = f + FOOTER - 12;
+        if (!get_varint64(&p, end, &meta_off) || !get_varint64(&p, end, &meta_len) || !get_varint64(&p, end, &index_off)
+            || !get_varint64(&p, end, &index_len))
+            return fail(Corrupt, t->path, "a footer whose block handles do not decode");
+        index_found = 1;
+    }
     Block meta = {0}, props = {0}, index = {0};
     if (read_block(t, meta_off, meta_len, &meta, "metaindex") < 0)
         return -1;
@@ -387,6 +404,14 @@ table_open(Table *t)
             rc = read_block(t, off, len, &props, "properties") < 0 ? -2 : 1;
         } else if (it.klen == 24 && memcmp(it.key, "rocksdb.compression_dict", 24) == 0) {
             rc = -3;
+        } else if (t->format_version >= 6 && it.klen == 13 && memcmp(it.key, "rocksdb.index", 13) == 0) {
+            const uint8_t *v = it.val, *vend = it.val + it.vlen;
+            if (!get_varint64(&v, vend, &index_off) || !get_varint64(&v, vend, &index_len)) {
+                problem = "the index handle does not decode";
+                rc = -1;
+                break;
+            }
+            index_found = 1;
         }
     }
     free(it.key);
@@ -398,6 +423,10 @@ table_open(Table *t)
     if (rc == -3 || !found) {
         block_free(&props);
         return fail(Unsupported, t->path, rc == -3 ? "a compression dictionary" : "no properties block");
+    }
+    if (!index_found) {
+        block_free(&props);
+        return fail(Corrupt, t->path, "a metaindex block without the index's handle");
     }
     rc = parse_properties(t, &props);
     block_free(&props);

@@ -187,14 +187,19 @@ checksum_supported(int type)
     return type == CHECKSUM_CRC32C || (type == CHECKSUM_XXH3 && libs.xxh3 != NULL);
 }
 
-/* whether the block's stored checksum (over its bytes and its compression type byte) matches */
+/* whether the block's stored checksum (over its bytes and its compression type byte) matches; from
+ * table format version 6 on, a file's checksums are offset by a value of the file and the block's
+ * offset (base: the footer's, 0 before) */
 static int
-checksum_ok(int type, const uint8_t *block, size_t n, uint32_t stored)
+checksum_ok(int type, const uint8_t *block, size_t n, uint32_t stored, uint32_t base, uint64_t offset)
 {
+    uint32_t v;
     if (type == CHECKSUM_CRC32C)
-        return crc_masked(crc32c(block, n + 1)) == stored;
-    uint32_t v = (uint32_t)libs.xxh3(block, n);
-    return (v ^ ((uint32_t)block[n] * 0x6b9083d9u)) == stored;
+        v = crc_masked(crc32c(block, n + 1));
+    else
+        v = (uint32_t)libs.xxh3(block, n) ^ ((uint32_t)block[n] * 0x6b9083d9u);
+    uint32_t modifier = base ? base ^ (uint32_t)((uint32_t)offset + (uint32_t)(offset >> 32)) : 0;
+    return (uint32_t)(v + modifier) == stored;
 }
 
 /* the name RocksDB writes in rocksdb.compression → whether its blocks can be decompressed here */

@@ -1,6 +1,6 @@
 """The C reader of RocksDB's table files (savepoint/_sst.c, rocksdb_native.py) against rocksdict, the
 reference: databases generated with every compression, checksum and table format version RocksDB's
-Flink releases write (puts, overwrites, deletions, several flushes and levels), every RocksDB sample
+Flink releases write, and RocksDB 9's format 6 (puts, overwrites, deletions, several flushes and levels), every RocksDB sample
 and every RocksDB snapshot of the Flink oracle (merge operands of list state, incremental
 generations), and damaged table files (an error naming the file or the fallback, never other pairs)."""
 
@@ -143,10 +143,11 @@ def test_generated_databases(tmp_path, compression, checksum):
         assert assert_same_as_rocksdict(db) > 500
 
 
-@pytest.mark.parametrize("format_version", [2, 3, 4])
+@pytest.mark.parametrize("format_version", [2, 3, 4, 6])  # Flink 1.x's frocksdb: 4; 6: RocksDB 9's default
 @pytest.mark.parametrize("index_interval", [1, 3])
-def test_older_table_formats_and_index_restarts(tmp_path, format_version, index_interval):
-    src = generate(tmp_path / "db", _options("snappy", "crc32c", format_version, index_interval), seed=format_version)
+def test_table_formats_and_index_restarts(tmp_path, format_version, index_interval):
+    checksum = "xxh3" if format_version == 6 else "crc32c"
+    src = generate(tmp_path / "db", _options("snappy", checksum, format_version, index_interval), seed=format_version)
     with rocksdb.open_snapshot(src) as db:
         assert assert_same_as_rocksdict(db) > 500
 
@@ -183,7 +184,7 @@ def test_only_the_tables_of_a_key_range_are_opened(tmp_path):
     ("zlib", "crc32c", 5),   # a compression Flink does not use by default: RocksDB reads it
     ("bz2", "crc32c", 5),
     ("snappy", "xxhash", 5),  # a checksum the C reader does not compute
-    ("snappy", "xxh3", 6),   # a newer table format
+    ("snappy", "xxhash64", 6),
 ])
 def test_what_the_c_reader_does_not_read_falls_back(tmp_path, compression, checksum, format_version):
     src = generate(tmp_path / "db", _options(compression, checksum, format_version), flushes=2)
@@ -313,8 +314,9 @@ def _damaged_copy(src: rocksdb.RocksDBSource, target: Path, name: str, at: int, 
     return rocksdb.RocksDBSource(str(target), src.start_key_group, src.end_key_group, src.metadata, tuple(files))
 
 
-def test_damaged_table_files_never_give_other_pairs(tmp_path):
-    src = generate(tmp_path / "db", _options("snappy", "xxh3", 5), flushes=2, families=1)
+@pytest.mark.parametrize("format_version", [5, 6])
+def test_damaged_table_files_never_give_other_pairs(tmp_path, format_version):
+    src = generate(tmp_path / "db", _options("snappy", "xxh3", format_version), flushes=2, families=1)
     with rocksdb.open_snapshot(src) as db:
         clean = {family: list(db.items(family)) for family in db.column_families}
     ssts = [(name, file_src) for name, file_src in src.files if name.endswith(".sst")]
@@ -383,3 +385,43 @@ def test_fstate_read_of_a_damaged_table_file_is_exit_2_naming_it(tmp_path):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and f"RocksDB table file {name}: the data block at byte 0 does not match its checksum" \
         in lines[0] and str(metadata) in lines[0], res.stderr
+
+
+@pytest.mark.parametrize("format_version,checksum", [(5, "xxh3"), (6, "xxh3"), (4, "crc32c")])
+def test_the_c_reader_alone_on_damaged_files(tmp_path, format_version, checksum):
+    """Each table file damaged in one bit and read by the C reader alone (no RocksDB opening it
+    first): an error, or exactly the pairs of the undamaged file (a bit nothing reads: padding)."""
+    from fstate.savepoint import _sst
+
+    src = generate(tmp_path / "db", _options("snappy", checksum, format_version), flushes=2, families=1)
+    rng = random.Random(format_version)
+    outcomes = {"error": 0, "unsupported": 0, "same": 0}
+    for name, file_src in src.files:
+        if not name.endswith(".sst"):
+            continue
+        clean = Path(file_src.path).read_bytes()
+
+        def pairs(path):
+            merger = _sst.Merger((_sst.Table(str(path)),), 1)
+            merger.seek(b"")
+            return merger.read(BIG)
+
+        want = pairs(file_src.path)
+        damaged = tmp_path / f"damaged-{name}"
+        for trial in range(150):
+            at = rng.randrange(len(clean)) if trial % 3 else rng.randrange(len(clean) - 80, len(clean))
+            data = bytearray(clean)
+            data[at] ^= 1 << rng.randrange(8)
+            damaged.write_bytes(bytes(data))
+            try:
+                got = pairs(damaged)
+            except _sst.Corrupt as e:
+                assert e.args[0] == str(damaged) and "\n" not in e.args[1]
+                outcomes["error"] += 1
+                continue
+            except _sst.Unsupported:
+                outcomes["unsupported"] += 1
+                continue
+            assert got == want, (name, at)
+            outcomes["same"] += 1
+    assert outcomes["error"] > 200, outcomes
