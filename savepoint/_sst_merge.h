@@ -58,6 +58,7 @@ typedef struct {
     Buf key;                       /* the user key being resolved */
     Buf ops;                       /* its merge operands, newest first: (uint32 length, bytes)... */
     Buf out;                       /* the pairs of a read (kept: the next read reuses its memory) */
+    Buf at;                        /* scratch: the operands' offsets in ops */
 } Merger;
 
 /* whether a's entry comes before b's: user key ascending, then sequence number descending */
@@ -149,12 +150,10 @@ emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
     if (base != NULL)
         buf_put(out, base, base_len);
     /* the operands oldest first: the offsets of the newest-first list, walked backwards */
-    size_t *at = PyMem_Malloc((count ? count : 1) * sizeof(size_t));
-    if (at == NULL) {
-        PyErr_NoMemory();
+    m->at.n = 0;
+    if (buf_reserve(&m->at, count * sizeof(size_t)) < 0)
         return -1;
-    }
-    size_t i = 0;
+    size_t *at = (size_t *)m->at.p, i = 0;
     for (size_t pos = 0; pos < m->ops.n; pos += 4 + le32(m->ops.p + pos))
         at[i++] = pos;
     for (size_t j = count; j-- > 0;) {
@@ -162,7 +161,6 @@ emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
             buf_put(out, ",", 1);
         buf_put(out, m->ops.p + at[j] + 4, le32(m->ops.p + at[j]));
     }
-    PyMem_Free(at);
     return 0;
 }
 
@@ -250,6 +248,7 @@ Merger_dealloc(Merger *m)
     free(m->key.p);
     free(m->ops.p);
     free(m->out.p);
+    free(m->at.p);
     Py_XDECREF(m->tables);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
