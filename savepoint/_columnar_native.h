@@ -425,11 +425,14 @@ packed_read(Decoder *self, Packed *c)
     return 0;
 }
 
-/* the pairs of the buffers ((state id, bytes), ...) in state id order, key group by key group, each
- * buffer's pairs of a key group in turn (rocksdb.iter_entries' order) */
+/* the pairs of the buffers ((state id, bytes, start), ...) in state id order, from their starts, key
+ * group by key group, each buffer's pairs of a key group in turn (rocksdb.iter_entries' order). It
+ * stops after a key group that brings the batch to max_rows rows: *positions = the buffers' offsets
+ * of their first pairs not read (a new tuple), else None (every pair read). */
 static int
-pairs_packed(Decoder *self, PyObject *parts)
+pairs_packed(Decoder *self, PyObject *parts, Py_ssize_t max_rows, PyObject **positions)
 {
+    *positions = NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(parts);
     Packed *cs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Packed));
     if (cs == NULL) {
@@ -438,20 +441,25 @@ pairs_packed(Decoder *self, PyObject *parts)
     }
     int rc = 0;
     for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-        Py_ssize_t sid;
+        Py_ssize_t sid, start;
         PyObject *data;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(parts, i), "nO!:packed", &sid, &PyBytes_Type, &data)) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(parts, i), "nO!n:packed", &sid, &PyBytes_Type, &data, &start)) {
             rc = -1;
         } else if (sid < 0 || sid >= self->nstates || self->plans[sid].column < 0) {
             PyErr_Format(PyExc_ValueError, "pairs of state %zd, which has no column", sid);
+            rc = -1;
+        } else if (start < 0 || start > PyBytes_GET_SIZE(data)) {
+            PyErr_SetString(PyExc_ValueError, "a start past the packed pairs");
             rc = -1;
         } else {
             cs[i].plan = &self->plans[sid];
             cs[i].p = (const uint8_t *)PyBytes_AS_STRING(data);
             cs[i].n = PyBytes_GET_SIZE(data);
+            cs[i].pos = start;
             rc = packed_read(self, &cs[i]);
         }
     }
+    int more = 0;
     while (rc == 0) {
         long kg = -1;
         for (Py_ssize_t i = 0; i < n; i++)
@@ -467,6 +475,25 @@ pairs_packed(Decoder *self, PyObject *parts)
                     rc = packed_read(self, c);
             }
         }
+        if (rc == 0 && self->rows >= max_rows) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                more |= cs[i].at;
+            break;
+        }
+    }
+    if (rc == 0 && more) {
+        *positions = PyTuple_New(n);
+        for (Py_ssize_t i = 0; *positions != NULL && i < n; i++) {
+            /* the pair at hand is not read yet: its offset */
+            Py_ssize_t at = cs[i].at ? (Py_ssize_t)(cs[i].k - 4 - cs[i].p) : cs[i].n;
+            PyObject *o = PyLong_FromSsize_t(at);
+            if (o == NULL)
+                Py_CLEAR(*positions);
+            else
+                PyTuple_SET_ITEM(*positions, i, o);
+        }
+        if (*positions == NULL)
+            rc = -1;
     }
     PyMem_Free(cs);
     return rc;

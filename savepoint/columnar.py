@@ -439,7 +439,8 @@ def _packed_batches(decoder, shape: _Shape, db, tables, families, runs, prefix: 
                     ) -> Iterator[pyarrow.RecordBatch]:
     """The batches of the (state id, column family) ``families`` over the key-group ``runs``, read from
     the table files in C (``rocksdb_native``): per run, one merger a family at the run's first key
-    group, read in windows of key groups holding about :data:`WINDOW_BYTES` of table files each."""
+    group, read in windows of key groups holding about :data:`WINDOW_BYTES` of table files each; a
+    batch ends after the key group that brings it to ``max_rows`` rows, as with rocksdict's cursors."""
     from . import rocksdb_native
     from .rocksdb import key_group_prefix_bytes
 
@@ -455,9 +456,13 @@ def _packed_batches(decoder, shape: _Shape, db, tables, families, runs, prefix: 
                 merger.seek(key_group_prefix_bytes(lo, prefix))
             for start in range(lo, hi + 1, step):
                 last = min(hi, start + step - 1)
-                decoder.add_packed(tuple((sid, merger.read(last)) for sid, merger in mergers))
-                if decoder.rows >= max_rows:
-                    yield shape.batch(decoder.flush())
+                parts = tuple((sid, merger.read(last), 0) for sid, merger in mergers)
+                while parts is not None:
+                    positions = decoder.add_packed(parts, max_rows)
+                    if decoder.rows >= max_rows:
+                        yield shape.batch(decoder.flush())
+                    parts = None if positions is None else tuple(
+                        (sid, data, at) for (sid, data, _), at in zip(parts, positions))
         except rocksdb_native.corrupt_types() as e:
             raise tables.error(e) from None
     if decoder.rows:
