@@ -232,7 +232,8 @@ class StateTable(Convertible):
         with spark_errors():
             frame = self.state.spark.read.format(FORMAT).options(**options).load()
         if self.keys is not None:
-            # the data source reads only these keys' key groups (its key push-down), Spark keeps their rows
+            # Spark keeps these keys' rows (the data source reads only their key groups where Spark's
+            # push-down is safe: datasource.key_push_down_is_safe)
             if not self._scalar_key():
                 raise InvalidArgumentError(f"keys= on Spark needs a scalar 'key' column; {self.name} has "
                                            f"{', '.join(self.columns)} (the embedded engine takes them)")

@@ -8,7 +8,8 @@ their own state files and decode. The options (``path``, ``uid``, ``table``, ``s
 
 Getting the data source on a SparkSession:
 
-* ``fstate.readers.register(spark)`` - one line, any session; it also switches on the session's
+* ``fstate.readers.register(spark)`` - one line, any session; on a Spark whose push-down planning is
+  kept to one scan (:func:`key_push_down_is_safe`: not Spark 4.0-4.3) it also switches on the session's
   Python data source filter push-down, so that ``key = …`` and ``key IN (…)`` on keyed tables read
   only the key groups holding those keys;
 * fstate's own helpers (``get_spark``, ``SavepointReader``, ``register_views``, ``diff``, the CLI)
@@ -132,9 +133,33 @@ def _arrow_schema(table: tables.Table):
         return None
 
 
+#: the Spark class that, up to Spark 4.3 at least, keeps a Python data source's planned read (the reader
+#: after ``pushFilters``, its partitions) for every scan of the relation, not for the one scan it was
+#: planned for (``setReadInfo``)
+_SHARED_READ_INFO = ("org.apache.spark.sql.execution.datasources.v2.python.PythonDataSourceV2", "setReadInfo")
+
+
+def key_push_down_is_safe(spark) -> bool:
+    """Whether this Spark keeps what a data source's filter push-down planned to the one scan the filters
+    came from. Spark 4.0-4.3 keep it on the DataFrame's relation, which every scan of that DataFrame
+    shares: with ``df.where("key = 'k-7'")`` and ``df`` in one query (a union, a self-join), both sides
+    would read k-7's key groups only, a silent wrong result. On such a Spark (or when it cannot be told,
+    as on Spark Connect) fstate offers Spark no filters to push, and Spark filters every row itself."""
+    try:
+        class_name, method = _SHARED_READ_INFO
+        methods = spark._jvm.java.lang.Class.forName(class_name).getDeclaredMethods()
+        return all(m.getName() != method for m in methods)
+    except Exception:  # no JVM in this process (Spark Connect) or another layout: the safe side
+        return False
+
+
 def register(spark) -> None:
     """Make ``spark.read.format("flink-savepoint")`` available on ``spark`` (any SparkSession; calling
-    it again is harmless), with key push-down: this switches on the session's Python data source
-    filter push-down (``spark.sql.python.filterPushdown.enabled``), which that reader needs."""
-    spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
-    spark.dataSource.register(KeyPushdownSavepointDataSource)
+    it again is harmless). Where it is safe (:func:`key_push_down_is_safe`), with key push-down: this
+    switches on the session's Python data source filter push-down
+    (``spark.sql.python.filterPushdown.enabled``), which that reader needs."""
+    if key_push_down_is_safe(spark):
+        spark.conf.set(FILTER_PUSHDOWN_CONF, "true")
+        spark.dataSource.register(KeyPushdownSavepointDataSource)
+    else:
+        spark.dataSource.register(SavepointDataSource)

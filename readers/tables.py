@@ -31,6 +31,9 @@ from . import table_types
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
 SPLIT_BYTES = 32 * 1024 * 1024
+#: the same for a RocksDB snapshot's table files: compressed (Snappy by default), they hold about
+#: twice the entries of as many bytes of a canonical stream
+ROCKSDB_SPLIT_BYTES = SPLIT_BYTES // 2
 
 Column = tuple[str, TypeInfo, bool]  # name, type, nullable
 
@@ -192,11 +195,14 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
             # RocksDB files: one partition per subtask, opened by the executor that reads it
             if key_groups is not None and not any(h.start_key_group <= kg <= h.end_key_group for kg in key_groups):
                 continue
+            # RocksDB keys start with their key group: a large database is read in key-group ranges
             rsrc = op.rocksdb_source(subtask, h)
-            kgs = tuple(sorted(key_groups)) if key_groups is not None else None
-            parts.append(Partition(kind, rsrc.metadata, subtask, rsrc, op.max_parallelism, states,
-                                   (h.start_key_group, h.end_key_group), None, op.savepoint.allow_external_paths,
-                                   shape=shape, key_group_filter=kgs))
+            for lo, hi in rsrc.split(ROCKSDB_SPLIT_BYTES):
+                kgs = tuple(sorted(kg for kg in key_groups if lo <= kg <= hi)) if key_groups is not None else None
+                if kgs == ():
+                    continue
+                parts.append(Partition(kind, rsrc.metadata, subtask, rsrc, op.max_parallelism, states, (lo, hi),
+                                       None, op.savepoint.allow_external_paths, shape=shape, key_group_filter=kgs))
             continue
         src = op.savepoint.stream_source(h.delegate)
         # every subtask's header must describe the states as the first one does (a damaged header)
@@ -462,7 +468,7 @@ def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
     meta_of = ttl_meta.with_timestamped_states if p.shape.ttl_timestamps else None
     if isinstance(p.handle, rocksdb.RocksDBSource):
         source = keyed_state.KeyedStateSource(p.subtask, p.max_parallelism, rocksdb=p.handle)
-        with source.open(key_groups=p.key_group_filter, meta_of=meta_of) as state:
+        with source.open(key_groups=_rocksdb_key_groups(p), meta_of=meta_of) as state:
             yield state
         return
     source = keyed_state.KeyedStateSource(p.subtask, p.max_parallelism, stream=p.source, handle=p.handle,
@@ -473,6 +479,17 @@ def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
     with source.open(key_groups=kg_range, meta_of=meta_of) as state:
         _check_header(p, state.meta)
         yield state
+
+
+def _rocksdb_key_groups(p: Partition) -> tuple[int, ...] | range | None:
+    """The key groups a RocksDB partition reads: its filter, within its piece of the subtask's range."""
+    handle = p.handle
+    lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
+    if p.key_group_filter is not None:
+        return tuple(kg for kg in p.key_group_filter if lo <= kg <= hi)
+    if (lo, hi) == (handle.start_key_group, handle.end_key_group):
+        return None
+    return range(lo, hi + 1)
 
 
 def _state_ids(p: Partition, meta: keyed.KeyedBackendMeta) -> list[int]:
