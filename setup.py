@@ -6,8 +6,11 @@ compiler is available the build skips it and fstate runs the plain Python decode
 reference (set FSTATE_PURE_PYTHON=1 to force them). ``fstate.savepoint._columnar``
 (savepoint/_columnar.c) decodes the same layout straight into Arrow buffers (savepoint/columnar.py);
 it is optional in the same way. Both include savepoint/_wire.h (what they share about Flink's
-bytes), so a change there rebuilds both. ``fstate.savepoint._encoding`` (savepoint/_encoding.c) is the
-keyed writer's compiled encoder (savepoint/pair_encoding.py), optional in the same way.
+bytes), so a change there rebuilds both. ``fstate.savepoint._sst`` (savepoint/_sst.c) reads RocksDB's
+table files for the columnar decoder (savepoint/rocksdb_native.py; LZ4, ZSTD and XXH3 from the
+system's libraries when present); without it rocksdict reads them. ``fstate.savepoint._encoding``
+(savepoint/_encoding.c) is the keyed writer's compiled encoder (savepoint/pair_encoding.py), optional
+in the same way.
 """
 
 from setuptools import Extension, setup
@@ -35,6 +38,13 @@ setup(
                 "savepoint/_columnar_rows.h",
                 "savepoint/_columnar_native.h",
             ],
+            optional=True,
+        ),
+        Extension(
+            "fstate.savepoint._sst",
+            sources=["savepoint/_sst.c"],
+            depends=["savepoint/_sst_codecs.h", "savepoint/_sst_merge.h"],
+            libraries=["dl"],
             optional=True,
         ),
         Extension(

@@ -63,11 +63,11 @@ print(n, time.perf_counter() - t)
 ONE_CORE_SIZES = """
 import sys, time, os
 from fstate.savepoint.loader import Savepoint
-from fstate.readers.sizes import _Task, measure_subtask
+from fstate.readers.sizes_measure import KeyedTask, measure_subtask
 os.sched_setaffinity(0, {0})
 op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0
 for source in op.keyed_states():
-    n += sum(m.sizes.entries for m in measure_subtask(_Task(source, 10, 0, None, {})).states.values())
+    n += sum(m.sizes.entries for m in measure_subtask(KeyedTask(source, 10, 0, None, {})).states.values())
 print(n, time.perf_counter() - t)
 """
 

@@ -272,7 +272,8 @@ def _sql_name(sql: dict | None) -> str:
 def _show_sizes(output: "TableOutput", data: dict) -> None:
     operators = data["operators"]
     out.print(f"[bold]{data['path']}[/]: {human_bytes(data['handle_bytes'])} of state in its handles, "
-              f"{human_bytes(data['keyed_bytes'])} of keyed entries")
+              f"{human_bytes(data['keyed_bytes'])} of keyed entries, "
+              f"{human_bytes(data['operator_state_bytes'])} of operator state elements and entries")
     holding = [op for op in operators if op["handle_bytes"] or op["states"]]
     largest = max((op["handle_bytes"] for op in holding), default=0)
     output.table(("operator", "sql", "par", "max par", "state (handles)", "", "keyed entries", "entries"),
@@ -292,8 +293,16 @@ def _show_sizes(output: "TableOutput", data: dict) -> None:
             rows.append((op["uid"] or op["uid_hash"], s["name"], s["kind"], human_bytes(s["bytes"]),
                          _bar(s["bytes"], largest), f"{s['entries']:,}", f"{s['keys']:,}", f"{s['elements']:,}",
                          expired))
-    output.table(("operator", "state", "kind", "bytes", "", "entries", "keys", "elements", "expired"), rows,
-                 title="Keyed states (bytes of their entries)")
+    listed = [(op["uid"] or op["uid_hash"], s) for op in operators for s in op["operator_states"]]
+    if rows or not listed:
+        output.table(("operator", "state", "kind", "bytes", "", "entries", "keys", "elements", "expired"), rows,
+                     title="Keyed states (bytes of their entries)")
+    if listed:
+        largest = max(s["bytes"] for _, s in listed)
+        output.table(("operator", "state", "kind", "bytes", "", "entries", "per subtask"),
+                     [(name, s["name"], s["kind"], human_bytes(s["bytes"]), _bar(s["bytes"], largest),
+                       f"{s['entries']:,}", _per_subtask(s["subtask_bytes"])) for name, s in listed],
+                     title="Operator states (bytes of their list elements and broadcast entries)")
     for op in keyed:
         name = op["uid"] or op["uid_hash"]
         skews = [("subtasks", op["subtask_skew"]), ("key groups", op["key_group_skew"])]
@@ -318,6 +327,12 @@ def _show_sizes(output: "TableOutput", data: dict) -> None:
                              [(k["key"], str(k["key_group"]), human_bytes(k["bytes"]), f"{k['entries']:,}",
                                f"{k['elements']:,}", _bar(k[measure], most)) for k in items],
                              title=f"{name}/{s['name']}: largest keys by {measure}")
+
+
+def _per_subtask(values: list[int], shown: int = 8) -> str:
+    """The first ``shown`` subtasks' bytes (and how many more there are)."""
+    text = ", ".join(human_bytes(value) for value in values[:shown])
+    return text + (f", … ({len(values) - shown} more)" if len(values) > shown else "")
 
 
 def _show_growth(output: "TableOutput", data: dict) -> None:

@@ -1,4 +1,5 @@
-"""``fstate sizes``: where the state of a savepoint is (no Spark)."""
+"""``fstate sizes``: where the state of a savepoint is, measured in this process (and its pool) or a
+Spark task a piece (``--engine``, chosen as ``read`` chooses: :func:`.options.engine_for`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import typer
 
 from ..savepoint.errors import InvalidArgumentError
 from .console import progress, user_errors
-from .options import ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, FS_CONFIG, FS_OPTION, JSON, PLAN, apply_fs_options, output
+from .options import (ALLOW_EXTERNAL, CHECKPOINT_BASE_DIR, CONF, ENGINE, FS_CONFIG, FS_OPTION, JSON, MASTER, PLAN,
+                      apply_fs_options, engine_for, output, parse_conf, start_spark)
 
 
 def sizes(
@@ -40,13 +42,16 @@ def sizes(
     checkpoint_base_dir: Optional[str] = CHECKPOINT_BASE_DIR,
     fs_option: Optional[list[str]] = FS_OPTION,
     fs_config: Optional[str] = FS_CONFIG,
+    engine: str = ENGINE,
+    master: Optional[str] = MASTER,
+    conf: Optional[list[str]] = CONF,
 ) -> None:
     """Where the state is: bytes and entries per operator, state, subtask and key group, the largest
     keys, skew, a rescale preview and expired TTL state; with NEW, what grew."""
     with user_errors():
         shown = output(context, json_alias)
         apply_fs_options(fs_option, fs_config)
-        from ..readers.sizes import state_sizes
+        from ..readers.sizes import chosen_operators, state_bytes, state_sizes
         from ..readers.sizes_growth import state_growth
         from ..readers.sizes_stats import parse_duration_ms, parse_parallelisms
         from ..savepoint.loader import Savepoint
@@ -58,12 +63,17 @@ def sizes(
         parallelisms = parse_parallelisms(parallelism) if parallelism else []
         ttl_ms = parse_duration_ms(ttl) if ttl else None
         at_ms = parse_time_ms(at) if at else None
+        snapshots = [opened(path)] + ([opened(new)] if new is not None else [])
+        conf_map = parse_conf(conf)
+        chosen = engine_for(engine, master, conf_map, None,
+                            lambda: sum(state_bytes(chosen_operators(s, operator)) for s in snapshots))
+        on = {"engine": chosen, "spark": start_spark(master, conf_map) if chosen == "spark" else None}
         with progress("measuring state"):
             if new is not None:
-                report = state_growth(opened(path), opened(new), top=top, plan=plan, operators=operator)
+                report = state_growth(*snapshots, top=top, plan=plan, operators=operator, **on)
             else:
-                report = state_sizes(opened(path), top=top, parallelisms=parallelisms, at=at_ms, ttl_ms=ttl_ms,
-                                     plan=plan, operators=operator)
+                report = state_sizes(snapshots[0], top=top, parallelisms=parallelisms, at=at_ms, ttl_ms=ttl_ms,
+                                     plan=plan, operators=operator, **on)
         if html:
             _write_html(html, report.to_html())
             shown.message(f"wrote {html}")

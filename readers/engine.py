@@ -20,6 +20,7 @@ import pyarrow
 
 from ..savepoint import handles
 from ..savepoint import pool
+from ..savepoint import rocksdb
 from . import arrow_schema
 from . import tables
 
@@ -94,7 +95,11 @@ def _as_schema(batches: Iterator[pyarrow.RecordBatch], schema: pyarrow.Schema,
 
 
 def partition_bytes(partition: tables.Partition) -> int:
-    """Bytes of state the partition reads (for progress and the engine choice)."""
+    """Bytes of state the partition reads (for progress and the engine choice): a RocksDB partition's
+    share of its database's table files."""
+    if isinstance(partition.handle, rocksdb.RocksDBSource):
+        lo, hi = partition.key_groups or (partition.handle.start_key_group, partition.handle.end_key_group)
+        return partition.handle.key_group_bytes(lo, hi)
     if partition.span is not None:
         return max(0, partition.span[1] - partition.span[0])
     if partition.source is not None and partition.source.length is not None:

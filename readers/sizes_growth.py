@@ -60,22 +60,30 @@ def _ordered(rows: list[Growth]) -> list[Growth]:
 
 
 def state_growth(old: str, new: str, *, top: int = DEFAULT_TOP, plan: str | None = None,
-           operators: Iterable[str] | None = None, workers: int | None = None) -> GrowthReport:
+                 operators: Iterable[str] | None = None, workers: int | None = None, engine: str = "auto",
+                 spark=None) -> GrowthReport:
     """What grew from the snapshot ``old`` to ``new`` (operators by uid hash, states by name, the
-    ``top`` largest keys of each state of ``new``)."""
+    ``top`` largest keys of each state of ``new``); each measured on the ``engine`` (see
+    :func:`.sizes.state_sizes`)."""
     operators = None if operators is None else list(operators)
-    after = state_sizes(new, top=top, plan=plan, operators=operators, workers=workers)
+    on = {"workers": workers, "engine": engine, "spark": spark}
+    after = state_sizes(new, top=top, plan=plan, operators=operators, **on)
     watch = {(op.uid_hash, state.name): {hashable(item.key) for item in state.top_by_bytes}
              for op in after.operators for state in op.states}
-    before = state_sizes(old, top=top, plan=plan, operators=operators, workers=workers, watch=watch)
+    before = state_sizes(old, top=top, plan=plan, operators=operators, watch=watch, **on)
     old_ops = {op.uid_hash: op for op in before.operators}
     new_ops = {op.uid_hash: op for op in after.operators}
     op_rows, state_rows, key_rows = [], [], []
     for uid_hash in sorted(old_ops.keys() | new_ops.keys()):
         a, b = old_ops.get(uid_hash), new_ops.get(uid_hash)
         name = (b or a).display_name
-        op_rows.append(Growth(name, None, None, _op_bytes(a), _op_bytes(b),
-                              sum(a.key_group_entries) if a else 0, sum(b.key_group_entries) if b else 0))
+        op_rows.append(Growth(name, None, None, _op_bytes(a), _op_bytes(b), _op_entries(a), _op_entries(b)))
+        old_listed = {s.name: s for s in a.operator_states} if a else {}
+        new_listed = {s.name: s for s in b.operator_states} if b else {}
+        for state in sorted(old_listed.keys() | new_listed.keys()):  # list, union and broadcast states
+            sa, sb = old_listed.get(state), new_listed.get(state)
+            state_rows.append(Growth(name, state, None, sa.bytes if sa else 0, sb.bytes if sb else 0,
+                                     sa.entries if sa else 0, sb.entries if sb else 0))
         old_states = {s.name: s for s in a.states} if a else {}
         new_states = {s.name: s for s in b.states} if b else {}
         for state in sorted(old_states.keys() | new_states.keys()):
@@ -92,5 +100,9 @@ def state_growth(old: str, new: str, *, top: int = DEFAULT_TOP, plan: str | None
 
 def _op_bytes(op) -> int:
     """An operator's state bytes: its keyed state's entries (canonical bytes, the same whatever the
-    layout or backend) and its operator state's handles."""
-    return op.keyed_bytes + sum(op.handle_operator_bytes) if op is not None else 0
+    layout or backend) and its operator state's elements and entries (as serialized)."""
+    return op.keyed_bytes + op.operator_state_bytes if op is not None else 0
+
+
+def _op_entries(op) -> int:
+    return sum(op.key_group_entries) + sum(s.entries for s in op.operator_states) if op is not None else 0

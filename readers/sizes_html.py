@@ -189,6 +189,24 @@ def _operator_section(index: int, op: dict) -> str:
     return "".join(out)
 
 
+def _operator_states(operators: list[dict]) -> str:
+    """List, union and broadcast states: their bytes and entries, and per subtask (a column chart)."""
+    listed = [(i, n, op, state) for i, op in enumerate(operators) for n, state in enumerate(op["operator_states"])]
+    if not listed:
+        return ""
+    largest = max(state["bytes"] for *_, state in listed)
+    rows = []
+    for i, n, op, state in listed:
+        path = f"operators.{i}.operator_states.{n}"
+        chart = (_columns(state["subtask_bytes"], f"{path}.subtask_bytes", width=160, height=40)
+                 if len(state["subtask_bytes"]) > 1 else "")
+        rows.append(f"<td>{_esc(op['uid'] or op['uid_hash'])}</td><td>{_esc(state['name'])}</td>"
+                    f"<td>{_esc(state['kind'])}</td>" + _num(state["bytes"], f"{path}.bytes", True)
+                    + _bar(state["bytes"], largest) + _num(state["entries"], f"{path}.entries") + f"<td>{chart}</td>")
+    return "<h2>Operator states</h2>" + _table(("operator", "state", "kind", "bytes", "", "entries",
+                                               "bytes per subtask"), rows)
+
+
 def _page(title: str, data: dict, body: str) -> str:
     # the embedded JSON may hold any key text: '</' must not end the script element
     embedded = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
@@ -203,7 +221,8 @@ def render(data: dict) -> str:
     operators = data["operators"]
     head = (f"<h1>State sizes: {_esc(data['path'])}</h1><table><tr><td>state bytes (handles)</td>"
             + _num(data["handle_bytes"], "handle_bytes", True) + "</tr><tr><td>keyed state bytes (entries)</td>"
-            + _num(data["keyed_bytes"], "keyed_bytes", True) + "</tr></table>")
+            + _num(data["keyed_bytes"], "keyed_bytes", True) + "</tr><tr><td>operator state bytes (elements, entries)"
+            "</td>" + _num(data["operator_state_bytes"], "operator_state_bytes", True) + "</tr></table>")
     largest = max((op["keyed_bytes"] + sum(op["handle_operator_bytes"]) for op in operators), default=0)
     rows = [f"<td>{_esc(op['uid'] or op['uid_hash'])}</td><td>{_esc((op.get('sql') or {}).get('kind') or '')}</td>"
             + _num(op["keyed_bytes"], f"operators.{i}.keyed_bytes", True)
@@ -214,6 +233,7 @@ def render(data: dict) -> str:
     body = [head, "<h2>State by operator</h2>", _treemap(operators),
             _table(("operator", "sql", "keyed bytes", "entries", "all state (handles)", ""),
                    rows)]
+    body.append(_operator_states(operators))
     body.extend(_operator_section(i, op) for i, op in enumerate(operators) if op["states"])
     return _page(f"fstate sizes {data['path']}", data, "".join(body))
 

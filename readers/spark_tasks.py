@@ -7,6 +7,9 @@ columnar decoder and writes its part file with the same Arrow writers as the emb
 Arrow → Spark rows → Spark's writers). DataFrames (``fstate sql``, the ``flink-savepoint`` data source)
 go through Spark's rows as before. The directory must be one every executor and the driver see (a local
 path in ``local[*]``, a shared file system on a cluster), as for Spark's own writers.
+
+Other per-piece work runs the same way (:func:`map_tasks`): ``fstate sizes`` measures a piece of keyed
+state, or a subtask's operator state, a task each, and merges the partial results on the driver.
 """
 
 from __future__ import annotations
@@ -28,37 +31,49 @@ def map_partitions(spark, table: tables.Table, task: Callable, progress: engine.
     partitions = list(table.partitions)
     if not partitions:
         return []
-    light = engine.shippable(table)
     arguments = arguments or [()] * len(partitions)
-    items = list(zip(range(len(partitions)), partitions, arguments))
+    sizes = [engine.partition_bytes(partition) for partition in partitions] if progress is not None else None
+    results = map_tasks(spark, f"fstate: {table.name}", task, [(partition, *extra) for partition, extra
+                                                                in zip(partitions, arguments)],
+                        shared=(engine.shippable(table),), progress=progress, sizes=sizes)
+    if progress is not None:
+        progress(sum(rows for _, rows in results), 0)
+    return [result for result, _ in results]
+
+
+def map_tasks(spark, description: str, task: Callable, items: list[tuple], shared: tuple = (),
+              progress: engine.Progress | None = None, sizes: list[int] | None = None) -> list:
+    """``task(*shared, *items[i])`` for every item, one Spark task each (``task`` a module-level function,
+    the items and results picklable); the results in item order. fstate errors raised in a task are noted
+    for the driver (:func:`..savepoint.errors.carried_to_driver`: ``spark_errors`` raises them again).
+    ``progress`` (with the items' ``sizes`` in bytes) hears of the bytes of the tasks as they complete."""
+    if not items:
+        return []
+    indexed = list(enumerate(items))
     context = spark.sparkContext
     group = f"fstate-{uuid.uuid4().hex}"
-    context.setJobGroup(group, f"fstate: {table.name}", interruptOnCancel=True)
+    context.setJobGroup(group, description, interruptOnCancel=True)
 
-    def run(rows_of_slice):
+    def run(slice_items):
         with carried_to_driver():
-            for index, partition, extra in rows_of_slice:
-                result, rows = task(light, partition, *extra)
-                yield index, result, rows
+            for index, item in slice_items:
+                yield index, task(*shared, *item)
 
     done = threading.Event()
     watcher = None
-    if progress is not None:
-        sizes = [engine.partition_bytes(partition) for partition in partitions]
+    if progress is not None and sizes:
         watcher = threading.Thread(target=_watch, args=(context, group, sizes, progress, done), daemon=True,
                                    name="fstate-spark-progress")
         watcher.start()
     try:
-        results = context.parallelize(items, len(items)).mapPartitions(run).collect()
+        results = context.parallelize(indexed, len(indexed)).mapPartitions(run).collect()
     finally:
         done.set()
         if watcher is not None:
             watcher.join()
         context.setLocalProperty("spark.jobGroup.id", None)
     results.sort(key=lambda item: item[0])
-    if progress is not None:
-        progress(sum(rows for _, _, rows in results), 0)
-    return [result for _, result, _ in results]
+    return [result for _, result in results]
 
 
 def _watch(context, group: str, sizes: list[int], progress: engine.Progress, done: threading.Event) -> None:

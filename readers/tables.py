@@ -31,6 +31,9 @@ from . import table_types
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
 SPLIT_BYTES = 32 * 1024 * 1024
+#: the same for a RocksDB snapshot's table files: compressed (Snappy by default), they hold about
+#: twice the entries of as many bytes of a canonical stream
+ROCKSDB_SPLIT_BYTES = SPLIT_BYTES // 2
 
 Column = tuple[str, TypeInfo, bool]  # name, type, nullable
 
@@ -136,10 +139,42 @@ def _operator_header(op: OperatorView) -> tuple | None:
 def _check_header(p: Partition, meta) -> None:
     """A subtask whose header describes a state with other types than the table's (a damaged
     header) is an error, not rows of another type."""
-    reference = p.header
+    check_header(p.header, meta, p.source.label)
+
+
+def check_header(reference: tuple | None, meta, label: str | None) -> None:
+    """``meta`` (a subtask's stream header) agrees with the operator's ``reference`` signature."""
     mismatch = reference and verify_structure.signature_mismatch(reference, meta)
     if mismatch:
-        raise CorruptStateError(mismatch, p.source.label)
+        raise CorruptStateError(mismatch, label)
+
+
+@dataclass(frozen=True)
+class OperatorStream:
+    """One subtask's operator-state stream (picklable, holds nothing open): :meth:`read` it where it is
+    measured or decoded."""
+
+    subtask: int
+    source: streams.StreamSource
+    handle: handles.OperatorStreamHandle
+    #: the operator's header signature every subtask's stream must agree with
+    header: tuple | None
+
+    def read(self) -> tuple[bytes, operator_state.OperatorBackendMeta]:
+        """The stream's bytes and its header (checked against the operator's)."""
+        buf = streams.read_source(self.source)  # the source carries its file-system options to the executor
+        label = self.source.label
+        meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(self.handle, len(buf)))
+        check_header(self.header, meta, label)
+        return buf, meta
+
+
+def operator_streams(op: OperatorView) -> list[OperatorStream]:
+    """Where an operator's operator state (list, union, broadcast) lives: a stream per subtask."""
+    check_bounds(op)
+    header = _operator_header(op)
+    return [OperatorStream(subtask, op.savepoint.stream_source(h.delegate), h, header)
+            for subtask, h in op.operator_handles() if h.delegate is not None]
 
 
 def _keyed_meta(op: OperatorView) -> keyed.KeyedBackendMeta:
@@ -160,11 +195,14 @@ def _key_partitions(op: OperatorView, kind: str, states: tuple[str, ...], key_gr
             # RocksDB files: one partition per subtask, opened by the executor that reads it
             if key_groups is not None and not any(h.start_key_group <= kg <= h.end_key_group for kg in key_groups):
                 continue
+            # RocksDB keys start with their key group: a large database is read in key-group ranges
             rsrc = op.rocksdb_source(subtask, h)
-            kgs = tuple(sorted(key_groups)) if key_groups is not None else None
-            parts.append(Partition(kind, rsrc.metadata, subtask, rsrc, op.max_parallelism, states,
-                                   (h.start_key_group, h.end_key_group), None, op.savepoint.allow_external_paths,
-                                   shape=shape, key_group_filter=kgs))
+            for lo, hi in rsrc.split(ROCKSDB_SPLIT_BYTES):
+                kgs = tuple(sorted(kg for kg in key_groups if lo <= kg <= hi)) if key_groups is not None else None
+                if kgs == ():
+                    continue
+                parts.append(Partition(kind, rsrc.metadata, subtask, rsrc, op.max_parallelism, states, (lo, hi),
+                                       None, op.savepoint.allow_external_paths, shape=shape, key_group_filter=kgs))
             continue
         src = op.savepoint.stream_source(h.delegate)
         # every subtask's header must describe the states as the first one does (a damaged header)
@@ -369,10 +407,6 @@ def _key_groups_for(key_type: TypeInfo, keys: list[Any] | None, max_parallelism:
 # reading a partition (on an executor)
 
 
-def _load(p: Partition) -> bytes:
-    return streams.read_source(p.source)  # the source carries its file-system options to the executor
-
-
 class _Rows(decoders.TableDecoder):
     """Rows already at hand (operator state) behind the decoders' interface."""
 
@@ -404,9 +438,7 @@ def open_partition(p: Partition, key_filter: frozenset | None = None) -> Iterato
     rows, or Arrow batches), whichever decoder makes them."""
     label = p.source.label
     if p.kind in ("list", "broadcast"):
-        buf = _load(p)
-        meta = operator_state.read_operator_proxy(buf, label, operator_state.header_end(p.handle, len(buf)))
-        _check_header(p, meta)
+        buf, meta = OperatorStream(p.subtask, p.source, p.handle, p.header).read()
         if p.kind == "list":
             rows = ((p.subtask, i, v) for i, v in enumerate(
                 operator_state.read_list_state(buf, p.handle, meta, p.state_names[0], label)))
@@ -436,7 +468,7 @@ def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
     meta_of = ttl_meta.with_timestamped_states if p.shape.ttl_timestamps else None
     if isinstance(p.handle, rocksdb.RocksDBSource):
         source = keyed_state.KeyedStateSource(p.subtask, p.max_parallelism, rocksdb=p.handle)
-        with source.open(key_groups=p.key_group_filter, meta_of=meta_of) as state:
+        with source.open(key_groups=_rocksdb_key_groups(p), meta_of=meta_of) as state:
             yield state
         return
     source = keyed_state.KeyedStateSource(p.subtask, p.max_parallelism, stream=p.source, handle=p.handle,
@@ -447,6 +479,17 @@ def _open_keyed(p: Partition) -> Iterator[keyed_state.KeyedState]:
     with source.open(key_groups=kg_range, meta_of=meta_of) as state:
         _check_header(p, state.meta)
         yield state
+
+
+def _rocksdb_key_groups(p: Partition) -> tuple[int, ...] | range | None:
+    """The key groups a RocksDB partition reads: its filter, within its piece of the subtask's range."""
+    handle = p.handle
+    lo, hi = p.key_groups or (handle.start_key_group, handle.end_key_group)
+    if p.key_group_filter is not None:
+        return tuple(kg for kg in p.key_group_filter if lo <= kg <= hi)
+    if (lo, hi) == (handle.start_key_group, handle.end_key_group):
+        return None
+    return range(lo, hi + 1)
 
 
 def _state_ids(p: Partition, meta: keyed.KeyedBackendMeta) -> list[int]:

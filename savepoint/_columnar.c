@@ -24,6 +24,10 @@
  *     iterators, one per state: ((state id, cursor), ...) in state id order; they stop after the key
  *     group that brings the batch to max_rows rows (more: call again after the flush). A cursor call
  *     that raises leaves its exception, and .failed_cursor its index.
+ *   .add_packed(((state id, bytes, start), ...), max_rows) -> positions or None    RocksDB pairs read
+ *     from the table files (_sst.c), packed one buffer a state: uint32 key length, key, uint32 value
+ *     length, value; they stop after the key group that brings the batch to max_rows rows (positions:
+ *     each buffer's offset to start from after the flush)
  *   .flush() -> (rows, key column, namespace column, [(state column, take or None), ...])
  *     a column: (length, null count, validity bytes or None, (buffers...), (children...));
  *     take: (int32 indices bytes, validity bytes or None) giving the state row of each row (None: the
@@ -426,6 +430,22 @@ Decoder_add_pairs_from(Decoder *self, PyObject *args)
 }
 
 static PyObject *
+Decoder_add_packed(Decoder *self, PyObject *args)
+{
+    PyObject *parts, *positions;
+    Py_ssize_t max_rows;
+    if (!PyArg_ParseTuple(args, "O!n:add_packed", &PyTuple_Type, &parts, &max_rows))
+        return NULL;
+    if (!ready(self))
+        return NULL;
+    if (pairs_packed(self, parts, max_rows, &positions) < 0) {
+        reset_columns(self);   /* the batch in progress is dropped */
+        return NULL;
+    }
+    return positions != NULL ? positions : Py_NewRef(Py_None);
+}
+
+static PyObject *
 Decoder_flush(Decoder *self, PyObject *Py_UNUSED(ignored))
 {
     if (!ready(self))
@@ -480,6 +500,10 @@ static PyMethodDef Decoder_methods[] = {
     {"add_native", (PyCFunction)Decoder_add_native, METH_VARARGS,
      "add_native(data, start, end, key_group, blocks, continues) -> rows: heap-native state blocks filling "
      "data[start:end] (continues: of the key group last added)"},
+    {"add_packed", (PyCFunction)Decoder_add_packed, METH_VARARGS,
+     "add_packed(((state id, bytes, start), ...), max_rows) -> positions or None: RocksDB pairs packed by "
+     "_sst.Merger.read, one buffer a state in state id order, key group by key group; stops after the key group "
+     "that reaches max_rows rows (positions: where to start again)"},
     {"add_pairs_from", (PyCFunction)Decoder_add_pairs_from, METH_VARARGS,
      "add_pairs_from(cursors, last_key_group, max_rows) -> more: RocksDB pairs up to last_key_group pulled from "
      "((state id, cursor), ...), key group by key group; stops after the key group that reaches max_rows rows "
@@ -521,7 +545,7 @@ PyInit__columnar(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 3) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -386,4 +386,117 @@ pairs_from(Decoder *self, PyObject *cursors, long last_kg, Py_ssize_t max_rows, 
     return rc;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* RocksDB: pairs read from the table files in C (_sst.c's Merger.read), packed in one buffer per
+ * column family: uint32 key length, key, uint32 value length, value (native byte order) */
+
+typedef struct {
+    Plan *plan;
+    const uint8_t *p;
+    Py_ssize_t pos, n;
+    const uint8_t *k, *v;
+    Py_ssize_t klen, vlen;
+    long kg;
+    int at;                               /* k, v hold a pair */
+} Packed;
+
+static int
+packed_read(Decoder *self, Packed *c)
+{
+    c->at = 0;
+    if (c->pos == c->n)
+        return 0;
+    uint32_t klen, vlen;
+    if (c->n - c->pos < 4 || (memcpy(&klen, c->p + c->pos, 4), c->n - c->pos - 4 < (Py_ssize_t)klen + 4)
+        || (memcpy(&vlen, c->p + c->pos + 4 + klen, 4), c->n - c->pos - 8 - (Py_ssize_t)klen < (Py_ssize_t)vlen)) {
+        PyErr_SetString(PyExc_ValueError, "a packed pair buffer that ends inside a pair");
+        return -1;
+    }
+    c->k = c->p + c->pos + 4;
+    c->klen = klen;
+    c->v = c->k + klen + 4;
+    c->vlen = vlen;
+    c->pos += 8 + (Py_ssize_t)klen + (Py_ssize_t)vlen;
+    c->kg = pair_key_group(c->k, c->klen, self->prefix);
+    if (c->klen < self->prefix)
+        return raise_corrupt(self, "key group %ld: cannot decode the state bytes (a key shorter than its "
+                             "key-group prefix)", c->kg);
+    c->at = 1;
+    return 0;
+}
+
+/* the pairs of the buffers ((state id, bytes, start), ...) in state id order, from their starts, key
+ * group by key group, each buffer's pairs of a key group in turn (rocksdb.iter_entries' order). It
+ * stops after a key group that brings the batch to max_rows rows: *positions = the buffers' offsets
+ * of their first pairs not read (a new tuple), else None (every pair read). */
+static int
+pairs_packed(Decoder *self, PyObject *parts, Py_ssize_t max_rows, PyObject **positions)
+{
+    *positions = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(parts);
+    Packed *cs = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Packed));
+    if (cs == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+        Py_ssize_t sid, start;
+        PyObject *data;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(parts, i), "nO!n:packed", &sid, &PyBytes_Type, &data, &start)) {
+            rc = -1;
+        } else if (sid < 0 || sid >= self->nstates || self->plans[sid].column < 0) {
+            PyErr_Format(PyExc_ValueError, "pairs of state %zd, which has no column", sid);
+            rc = -1;
+        } else if (start < 0 || start > PyBytes_GET_SIZE(data)) {
+            PyErr_SetString(PyExc_ValueError, "a start past the packed pairs");
+            rc = -1;
+        } else {
+            cs[i].plan = &self->plans[sid];
+            cs[i].p = (const uint8_t *)PyBytes_AS_STRING(data);
+            cs[i].n = PyBytes_GET_SIZE(data);
+            cs[i].pos = start;
+            rc = packed_read(self, &cs[i]);
+        }
+    }
+    int more = 0;
+    while (rc == 0) {
+        long kg = -1;
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (cs[i].at && (kg < 0 || cs[i].kg < kg))
+                kg = cs[i].kg;
+        if (kg < 0 || (rc = start_key_group(self)) < 0)
+            break;
+        for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
+            Packed *c = &cs[i];
+            while (rc == 0 && c->at && c->kg == kg) {
+                rc = entry(self, c->plan, c->k, c->klen, c->v, c->vlen, kg);
+                if (rc == 0)
+                    rc = packed_read(self, c);
+            }
+        }
+        if (rc == 0 && self->rows >= max_rows) {
+            for (Py_ssize_t i = 0; i < n; i++)
+                more |= cs[i].at;
+            break;
+        }
+    }
+    if (rc == 0 && more) {
+        *positions = PyTuple_New(n);
+        for (Py_ssize_t i = 0; *positions != NULL && i < n; i++) {
+            /* the pair at hand is not read yet: its offset */
+            Py_ssize_t at = cs[i].at ? (Py_ssize_t)(cs[i].k - 4 - cs[i].p) : cs[i].n;
+            PyObject *o = PyLong_FromSsize_t(at);
+            if (o == NULL)
+                Py_CLEAR(*positions);
+            else
+                PyTuple_SET_ITEM(*positions, i, o);
+        }
+        if (*positions == NULL)
+            rc = -1;
+    }
+    PyMem_Free(cs);
+    return rc;
+}
+
 #endif

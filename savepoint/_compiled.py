@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-ABI = 5  # the interface version of _speedups.c this package speaks
+ABI = 6  # the interface version of _speedups.c this package speaks
 
 try:
     from . import _speedups as speedups

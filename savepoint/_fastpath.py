@@ -206,6 +206,28 @@ def _plan(codec, wanted: bool, source: str | None, column: int, column_kind: int
     return ScanPlan(VALUE, k, n, v, ambiguous=ambiguous, column=column, column_kind=column_kind)
 
 
+def measures_native(codec) -> bool:
+    """Whether the C scanner's ``measure(native=True)`` reads this state's heap-native entries: its
+    namespace, key and whole value (a list serializer's elements, a map serializer's entries) are of
+    the types it decodes itself."""
+    if codec.native is None:
+        return False
+    plan = _plan(codec, True, None, -1, C_PLAIN)
+    if plan.mode == LIST:
+        return codec.shape.form == keyed_codecs.LIST
+    if plan.mode == MAP:
+        return RAW not in (plan.value, plan.user_key)
+    return plan.mode == TIMER or (plan.mode == VALUE and plan.value != RAW)
+
+
+def records_ttl(codec) -> bool:
+    """Whether the C scanner's ``measure()`` records every last-access timestamp of this TTL state: its
+    value (list element, map value) is a TTL wrapper the scanner decodes itself (one timestamp each)."""
+    plan = _plan(codec, True, None, -1, C_PLAIN)
+    spec = plan.value
+    return plan.mode in (VALUE, LIST, MAP) and type(spec) is tuple and spec[0] == TTL
+
+
 def scanner(meta, codecs, max_parallelism: int, states: set[int] | None, source: str | None,
             state_ids: list[int] | None = None):
     """A C scanner for these states (``state_ids``: the row columns, for :func:`canonical_rows`),

@@ -31,9 +31,15 @@
  *   .rows(data, pos, end, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
  *   .table(data, pos, end, key_group, width, flatten, ns_mode, rows)
  *                                              the keyed table's row tuples: {identity: row}
- *   .measure(data, pos, end, key_group, keys)  each entry's stored bytes into keys[state id]
+ *   .measure(data, pos, end, key_group, keys[, deadline[, native]])
+ *                                              each entry's stored bytes (native: a heap-native key
+ *                                              group, each entry's bytes as the canonical layout
+ *                                              stores it) into keys[state id]
  *                                              ({key: [bytes, entries, elements, key]}); returns each
- *                                              state's [entries, bytes, key bytes, value bytes, elements]
+ *                                              state's [entries, bytes, key bytes, value bytes, elements,
+ *                                              TTL timestamps seen, oldest, newest, expired entries,
+ *                                              expired bytes, expired list elements] (the TTL wrappers'
+ *                                              last accesses; expired: <= deadline, when given)
  * read_flink_string(buf, pos) -> (str | None, new pos)
  * java_string_hash(s) -> int                 Java's String.hashCode of s (types/hashing.hash_string)
  * key_group(java_hash, max_parallelism) -> int   Flink's key group of a hash (hashing.key_group_for_hash)
@@ -260,7 +266,7 @@ get_data(PyObject *data, Py_buffer *view, Py_ssize_t end)
 
 /* one key group of data[pos:end] into sink (its kg set here) */
 static PyObject *
-run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Sink *sink)
+run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Sink *sink, int native)
 {
     Py_buffer view;
     if (get_data(data, &view, end) < 0)
@@ -268,7 +274,8 @@ run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg,
     sink->kg = PyLong_FromLong(kg);
     /* no cycles can form while scanning: spare the collector's passes over the growing rows */
     int gc_was_enabled = PyGC_Disable();
-    int rc = sink->kg == NULL ? -1 : scan(self, view.buf, end, pos, kg, sink);
+    int rc = sink->kg == NULL ? -1
+             : native ? scan_native(self, view.buf, end, pos, kg, sink) : scan(self, view.buf, end, pos, kg, sink);
     if (gc_was_enabled)
         PyGC_Enable();
     Py_CLEAR(sink->kg);
@@ -290,8 +297,8 @@ Scanner_entries(Scanner *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
         return NULL;
     }
-    Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0};
-    return run_scan(self, data, pos, end, kg, &sink);
+    Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0, NULL, 0, 0};
+    return run_scan(self, data, pos, end, kg, &sink, 0);
 }
 
 static PyObject *
@@ -313,8 +320,8 @@ grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, 
             return NULL;
         }
     }
-    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode, NULL, NULL, NULL, 0, 0};
-    return run_scan(self, data, pos, end, kg, &sink);
+    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode, NULL, NULL, NULL, 0, 0, NULL, 0, 0};
+    return run_scan(self, data, pos, end, kg, &sink, 0);
 }
 
 static PyObject *
@@ -344,10 +351,12 @@ Scanner_table(Scanner *self, PyObject *args)
 static PyObject *
 Scanner_measure(Scanner *self, PyObject *args)
 {
-    PyObject *data, *keys;
+    PyObject *data, *keys, *deadline = Py_None;
     Py_ssize_t pos, end;
     long kg;
-    if (!PyArg_ParseTuple(args, "OnnlO!:measure", &data, &pos, &end, &kg, &PyList_Type, &keys))
+    int native = 0;
+    if (!PyArg_ParseTuple(args, "OnnlO!|Op:measure", &data, &pos, &end, &kg, &PyList_Type, &keys, &deadline,
+                          &native))
         return NULL;
     if (self->plans == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
@@ -364,29 +373,49 @@ Scanner_measure(Scanner *self, PyObject *args)
             return NULL;
         }
     }
-    long long *totals = PyMem_Calloc((size_t)(self->nstates ? self->nstates : 1) * 5, sizeof(long long));
-    if (totals == NULL)
+    long long limit = 0;
+    if (deadline != Py_None) {
+        limit = PyLong_AsLongLong(deadline);
+        if (limit == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    size_t states = (size_t)(self->nstates ? self->nstates : 1);
+    long long *totals = PyMem_Calloc(states * TOTALS, sizeof(long long));
+    long long *ttl = PyMem_Calloc(states * TTL_FIELDS, sizeof(long long));
+    if (totals == NULL || ttl == NULL) {
+        PyMem_Free(totals);
+        PyMem_Free(ttl);
         return PyErr_NoMemory();
-    Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, keys, totals, self->plans, 0, 0};
-    PyObject *done = run_scan(self, data, pos, end, kg, &sink);
+    }
+    Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, keys, totals, self->plans, 0, 0, ttl, deadline != Py_None, limit};
+    ttl_stamps.on = 1;
+    ttl_stamps.n = 0;
+    PyObject *done = run_scan(self, data, pos, end, kg, &sink, native);
+    ttl_stamps.on = 0;
+    ttl_stamps.n = 0;
     PyObject *out = done == NULL ? NULL : PyList_New(self->nstates);
     Py_XDECREF(done);
     for (Py_ssize_t i = 0; out != NULL && i < self->nstates; i++) {
-        long long *t = totals + 5 * i;
-        PyObject *row = Py_BuildValue("[LLLLL]", t[0], t[1], t[2], t[3], t[4]);
+        long long *t = totals + TOTALS * i, *x = ttl + TTL_FIELDS * i;
+        PyObject *row = Py_BuildValue("[LLLLLLLLLLL]", t[0], t[1], t[2], t[3], t[4], x[0], x[1], x[2], x[3], x[4],
+                                      x[5]);
         if (row == NULL)
             Py_CLEAR(out);
         else
             PyList_SET_ITEM(out, i, row);
     }
     PyMem_Free(totals);
+    PyMem_Free(ttl);
     return out;
 }
 
 static PyMethodDef Scanner_methods[] = {
     {"measure", (PyCFunction)Scanner_measure, METH_VARARGS,
-     "measure(data, pos, end, key_group, keys): each entry of one canonical key group into keys[state id] "
-     "(key -> [bytes, entries, elements, key]); the states' [entries, bytes, key bytes, value bytes, elements]"},
+     "measure(data, pos, end, key_group, keys[, deadline[, native]]): each entry of one canonical (native: "
+     "heap-native) key group into "
+     "keys[state id] (key -> [bytes, entries, elements, key]); the states' [entries, bytes, key bytes, value "
+     "bytes, elements, TTL timestamps, oldest, newest, expired entries, expired bytes, expired elements] "
+     "(expired: last access <= deadline, counted when a deadline is given)"},
     {"entries", (PyCFunction)Scanner_entries, METH_VARARGS,
      "entries(data, pos, end, key_group, out): append the entries of one canonical key group to out"},
     {"rows", (PyCFunction)Scanner_rows, METH_VARARGS,
@@ -467,7 +496,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 5) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

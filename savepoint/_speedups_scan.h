@@ -301,4 +301,197 @@ scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg,
     }
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* measure() of one key group of the heap-native layout (keyed.native_key_group is the reference):
+ * the key group, then each state's block (state id, entry count, per entry the namespace, key and
+ * whole value), measured as the canonical layout stores it (keyed_state._native_sized): one entry
+ * per map entry, none for an empty list or map or a null value; key bytes: the key-group prefix,
+ * key, namespace (their lengths when both vary) and a map entry's user key; value bytes: a list's
+ * elements with their delimiters, a map value with its null flag. Only states whose types this
+ * module decodes (Python checks: _fastpath.measures_native); uncompressed streams. */
+
+/* an i32 count of n items (at least one byte each, slack of them none) at p: read_count's checks */
+static int
+native_count(const uint8_t *d, Py_ssize_t limit, Py_ssize_t *pp, Py_ssize_t slack, const char *what, Py_ssize_t *n)
+{
+    Py_ssize_t p = *pp;
+    if (p < 0 || p + 4 > limit)
+        return err_struct(4, p, limit), -1;
+    int32_t count = (int32_t)be32(d + p);
+    p += 4;
+    if (count < 0 || (Py_ssize_t)count > limit - p + slack) {
+        PyErr_Format(PyExc_ValueError, "invalid %s %d", what, (int)count);
+        return -1;
+    }
+    *pp = p;
+    *n = count;
+    return 0;
+}
+
+static int
+native_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *d, Py_ssize_t limit, Py_ssize_t *pp)
+{
+    Py_ssize_t p = *pp, start = p;
+    PyObject *key = NULL, *ns = NULL, *value = NULL;
+    if (plan->mode == M_TIMER) {
+        if (p + 8 > limit)
+            return err_struct(8, p, limit), -1;
+        p += 8;
+        key = decode(&plan->key, d, limit, &p);
+        if (key == NULL)
+            return -1;
+        ns = decode(&plan->ns, d, limit, &p);
+        if (ns == NULL)
+            return drop_entry(NULL, key, NULL, NULL);
+        *pp = p;
+        sink->klen = self->prefix + (p - start);
+        sink->vlen = 0;
+        return measure_entry(sink, plan, Py_NewRef(Py_None), key, ns, Py_NewRef(Py_None));
+    }
+    ns = decode(&plan->ns, d, limit, &p);
+    if (ns == NULL)
+        return -1;
+    Py_ssize_t ns_bytes = p - start, key_start = p;
+    key = decode(&plan->key, d, limit, &p);
+    if (key == NULL)
+        return drop_entry(NULL, NULL, ns, NULL);
+    Py_ssize_t key_bytes = p - key_start;
+    Py_ssize_t base = self->prefix + key_bytes + ns_bytes +
+                      (plan->ambiguous ? var_len_size(key_bytes) + var_len_size(ns_bytes) : 0);
+    Py_ssize_t n, value_start = p;
+    switch (plan->mode) {
+    case M_VALUE:
+        value = decode(&plan->val, d, limit, &p);
+        if (value == NULL)
+            goto fail;
+        *pp = p;
+        if (value == Py_None) {  /* nothing stored for a null value */
+            ttl_stamps.n = 0;
+            drop_entry(NULL, key, ns, value);
+            return 0;
+        }
+        sink->klen = base;
+        sink->vlen = p - value_start;
+        return measure_entry(sink, plan, Py_NewRef(Py_None), key, ns, value);
+    case M_LIST:
+        if (native_count(d, limit, &p, 1, "list size", &n) < 0)
+            goto fail;
+        value = PyList_New(0);
+        if (value == NULL)
+            goto fail;
+        value_start = p;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *v = decode(&plan->val, d, limit, &p);
+            if (v == NULL)
+                goto fail;
+            int rc = PyList_Append(value, v);
+            Py_DECREF(v);
+            if (rc < 0)
+                goto fail;
+        }
+        *pp = p;
+        if (n == 0) {
+            drop_entry(NULL, key, ns, value);
+            return 0;
+        }
+        sink->klen = base;
+        sink->vlen = (p - value_start) + (n - 1);  /* the canonical layout's delimiters */
+        return measure_entry(sink, plan, Py_NewRef(Py_None), key, ns, value);
+    case M_MAP:
+        if (native_count(d, limit, &p, 0, "map size", &n) < 0)
+            goto fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t uk_start = p;
+            PyObject *uk = decode(&plan->ukey, d, limit, &p);
+            if (uk == NULL)
+                goto fail;
+            Py_ssize_t uk_bytes = p - uk_start;
+            if (p >= limit) {
+                Py_DECREF(uk);
+                err_index("map value null flag");
+                goto fail;
+            }
+            PyObject *uv;
+            Py_ssize_t uv_bytes = 1;
+            if (d[p]) {
+                p += 1;
+                uv = Py_NewRef(Py_None);
+            } else {
+                Py_ssize_t uv_start = ++p;
+                uv = decode(&plan->val, d, limit, &p);
+                if (uv == NULL) {
+                    Py_DECREF(uk);
+                    goto fail;
+                }
+                uv_bytes += p - uv_start;
+            }
+            PyObject *item = PyTuple_Pack(2, uk, uv);
+            Py_DECREF(uk);
+            Py_DECREF(uv);
+            if (item == NULL)
+                goto fail;
+            sink->klen = base + uk_bytes;
+            sink->vlen = uv_bytes;
+            if (measure_entry(sink, plan, Py_NewRef(Py_None), Py_NewRef(key), Py_NewRef(ns), item) < 0)
+                goto fail;
+        }
+        *pp = p;
+        drop_entry(NULL, key, ns, NULL);
+        return 0;
+    default:
+        PyErr_Format(PyExc_SystemError, "fstate._speedups: plan mode %d has no heap-native measure", plan->mode);
+        goto fail;
+    }
+
+fail:
+    return drop_entry(NULL, key, ns, value);
+}
+
+static int
+scan_native(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg, Sink *sink)
+{
+    if (pos < 0 || pos + 4 > limit)
+        return err_struct(4, pos, limit), -1;
+    long stored = (long)(int32_t)be32(d + pos);
+    if (stored != kg)
+        return corrupt(self, "key group %ld: the block starts with key group %ld", kg, stored);
+    pos += 4;
+    unsigned char *seen = PyMem_Calloc((size_t)(self->nstates ? self->nstates : 1), 1);
+    if (seen == NULL)
+        return PyErr_NoMemory(), -1;
+    int rc = 0;
+    for (Py_ssize_t block = 0; block < self->nstates && rc == 0; block++) {
+        if (pos + 6 > limit) {
+            rc = (err_struct(pos + 2 > limit ? 2 : 4, pos + 2 > limit ? pos : pos + 2, limit), -1);
+            break;
+        }
+        Py_ssize_t sid = be16(d + pos);
+        int32_t count = (int32_t)be32(d + pos + 2);
+        pos += 6;
+        if (sid >= self->nstates) {
+            rc = corrupt(self, "key group %ld: state id %zd but the backend has %zd states", kg, sid, self->nstates);
+            break;
+        }
+        if (seen[sid]) {
+            rc = corrupt(self, "key group %ld: a second block of state id %zd", kg, sid);
+            break;
+        }
+        seen[sid] = 1;
+        if (count < 0 || (Py_ssize_t)count > limit - pos) {
+            rc = corrupt(self, "key group %ld: invalid entry count %d", kg, (int)count);
+            break;
+        }
+        Plan *plan = &self->plans[sid];
+        for (int32_t i = 0; i < count && rc == 0; i++)
+            rc = native_entry(self, plan, sink, d, limit, &pos);
+    }
+    PyMem_Free(seen);
+    if (rc < 0)
+        return -1;
+    if (pos != limit)
+        return corrupt(self, "key group %ld: its data ends at byte %zd, the next key group starts at byte %zd", kg,
+                       pos, limit);
+    return 0;
+}
+
 #endif

@@ -22,7 +22,15 @@ typedef struct {
     long long *totals;  /* measure(): per state id, entries, bytes, key bytes, value bytes, elements */
     Plan *plans;        /* measure(): the scanner's plans (a plan's index is its state id) */
     Py_ssize_t klen, vlen;  /* the stored lengths of the entry being decoded */
+    /* measure(): per state id, its TTL timestamps: stamps seen, oldest, newest, expired entries, bytes
+     * and list elements (expired: last access <= deadline, when has_deadline) */
+    long long *ttl;
+    int has_deadline;
+    long long deadline;
 } Sink;
+
+#define TOTALS 5
+#define TTL_FIELDS 6
 
 /* obj.name(arg), its result dropped; -1 when it raised */
 static int
@@ -163,12 +171,32 @@ measure_entry(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *
             goto fail;
         elements = n;
     }
-    long long *t = sink->totals + 5 * s;
+    long long *t = sink->totals + TOTALS * s;
     t[0] += 1;
     t[1] += size;
     t[2] += sink->klen;
     t[3] += sink->vlen;
     t[4] += elements;
+    if (ttl_stamps.n) {  /* readers/sizes_measure._count_ttl: expired when all its timestamps are */
+        long long *x = sink->ttl + TTL_FIELDS * s, expired = 0;
+        for (Py_ssize_t i = 0; i < ttl_stamps.n; i++) {
+            long long stamp = ttl_stamps.stamps[i];
+            if (x[0] == 0 || stamp < x[1])
+                x[1] = stamp;
+            if (x[0] == 0 || stamp > x[2])
+                x[2] = stamp;
+            x[0] += 1;
+            if (sink->has_deadline && stamp <= sink->deadline)
+                expired++;
+        }
+        if (plan->column_kind == C_LIST)
+            x[5] += expired;
+        if (sink->has_deadline && expired == ttl_stamps.n) {
+            x[3] += 1;
+            x[4] += size;
+        }
+        ttl_stamps.n = 0;
+    }
     PyObject *keys = PyList_GET_ITEM(sink->measure, s);
     PyObject *acc = PyDict_GetItemWithError(keys, key);
     if (acc == NULL) {

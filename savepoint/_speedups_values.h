@@ -138,6 +138,36 @@ decode_string(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* TTL timestamps: while measure() runs, every TTL wrapper decoded records its last-access timestamp
+ * (the entry being decoded: its value's, its list elements', its map value's), and measure_entry
+ * takes them (the GIL serialises every scan, and measure() switches this on only for its scan) */
+
+typedef struct {
+    int on;
+    long long *stamps;
+    Py_ssize_t n, cap;
+} TtlStamps;
+
+static TtlStamps ttl_stamps = {0, NULL, 0, 0};
+
+static int
+record_stamp(long long stamp)
+{
+    if (ttl_stamps.n == ttl_stamps.cap) {
+        Py_ssize_t cap = ttl_stamps.cap ? 2 * ttl_stamps.cap : 64;
+        long long *grown = PyMem_Realloc(ttl_stamps.stamps, (size_t)cap * sizeof(long long));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        ttl_stamps.stamps = grown;
+        ttl_stamps.cap = cap;
+    }
+    ttl_stamps.stamps[ttl_stamps.n++] = stamp;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* values */
 
 static PyObject *
@@ -243,6 +273,8 @@ decode(const TNode *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos)
             return v;
         }
     case T_TTL: {
+        if (ttl_stamps.on && pos >= 0 && pos + 8 <= len && record_stamp((long long)(int64_t)be64(b + pos)) < 0)
+            return NULL;
         pos += 8;
         PyObject *v = decode(&t->kids[0], b, len, &pos);
         if (v != NULL)

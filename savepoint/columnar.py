@@ -1,7 +1,8 @@
 """Keyed state as Arrow record batches, decoded in C (``fstate.savepoint._columnar``), in every
 layout: canonical key groups (:func:`keyed_batches`), the heap backend's native key groups
-(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`, the pairs pulled
-from rocksdict's iterators in C).
+(:func:`native_batches`) and RocksDB column families (:func:`rocksdb_batches`: the pairs read from
+the table files in C by :mod:`.rocksdb_native`, or pulled from rocksdict's iterators in C when that
+reader cannot read the snapshot).
 
 The compiled decoder reads the key groups straight into Arrow buffers (validity bitmaps, offsets
 and data; lists, maps and structs as child arrays) and makes no Python object per row or value.
@@ -48,7 +49,7 @@ from .types import (NullableType, Scalar, TimeWindowType, TtlType,
                     TupleType, TypeInfo, PreOrderTypeVisitor, visit)
 from .types.roles import as_opaque, as_timer
 
-ABI = 3  # the interface version of _columnar.c this module speaks
+ABI = 4  # the interface version of _columnar.c this module speaks
 
 try:
     from . import _columnar
@@ -241,12 +242,22 @@ def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, 
     rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
     order: key group, state id, key)."""
     from . import rocksdb
+    from . import rocksdb_native
 
     runs = rocksdb.key_group_runs(key_groups, db.source.start_key_group, db.source.end_key_group)
     present = set(db.column_families)
     families = [(sid, codecs[sid].info.name) for sid in sorted(found.state_ids) if codecs[sid].info.name in present]
-    return _pair_batches(found.decoder(source), found.shape(names), db, families, runs,
-                         key_group_prefix_size(max_parallelism), max_rows)
+    prefix = key_group_prefix_size(max_parallelism)
+    keys = None  # the user keys of the runs, [first, end): only the tables holding some are read
+    if runs:
+        after = runs[-1][1] + 1
+        keys = (rocksdb.key_group_prefix_bytes(runs[0][0], prefix),
+                rocksdb.key_group_prefix_bytes(after, prefix) if after < 1 << (8 * prefix) else None)
+    tables = rocksdb_native.open_tables(db, keys)
+    if tables is not None:  # the table files read in C (rocksdb_native.py); else rocksdict's iterators
+        return _packed_batches(found.decoder(source), found.shape(names), db, tables, families, runs, prefix,
+                               max_rows)
+    return _pair_batches(found.decoder(source), found.shape(names), db, families, runs, prefix, max_rows)
 
 
 # -- the same, planned and read in one call (tests and benches): None when not covered ----------
@@ -419,6 +430,43 @@ def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, 
 
 
 _I32 = struct.Struct(">i")
+
+#: bytes of table files whose pairs the C table reader hands the decoder at a time (a key-group window)
+WINDOW_BYTES = 8 << 20
+
+
+def _packed_batches(decoder, shape: _Shape, db, tables, families, runs, prefix: int, max_rows: int
+                    ) -> Iterator[pyarrow.RecordBatch]:
+    """The batches of the (state id, column family) ``families`` over the key-group ``runs``, read from
+    the table files in C (``rocksdb_native``): per run, one merger a family at the run's first key
+    group, read in windows of key groups holding about :data:`WINDOW_BYTES` of table files each; a
+    batch ends after the key group that brings it to ``max_rows`` rows, as with rocksdict's cursors."""
+    from . import rocksdb_native
+    from .rocksdb import key_group_prefix_bytes
+
+    for lo, hi in runs:
+        mergers = [(sid, tables.merger(name, prefix)) for sid, name in families]
+        mergers = [(sid, merger) for sid, merger in mergers if merger is not None]
+        if not mergers:
+            continue
+        size = db.source.key_group_bytes(lo, hi)
+        step = max(1, (hi - lo + 1) * WINDOW_BYTES // size) if size else hi - lo + 1
+        try:
+            for _, merger in mergers:
+                merger.seek(key_group_prefix_bytes(lo, prefix))
+            for start in range(lo, hi + 1, step):
+                last = min(hi, start + step - 1)
+                parts = tuple((sid, merger.read(last), 0) for sid, merger in mergers)
+                while parts is not None:
+                    positions = decoder.add_packed(parts, max_rows)
+                    if decoder.rows >= max_rows:
+                        yield shape.batch(decoder.flush())
+                    parts = None if positions is None else tuple(
+                        (sid, data, at) for (sid, data, _), at in zip(parts, positions))
+        except rocksdb_native.corrupt_types() as e:
+            raise tables.error(e) from None
+    if decoder.rows:
+        yield shape.batch(decoder.flush())
 
 
 def _pair_batches(decoder, shape: _Shape, db, families, runs, prefix: int, max_rows: int

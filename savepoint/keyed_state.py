@@ -49,6 +49,7 @@ from . import handles
 from . import keyed
 from . import rocksdb
 from . import streams
+from . import ttl_meta
 from . import verify_structure
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
 from .io import FileIO
@@ -197,29 +198,46 @@ class KeyedState:
             return self._canonical_sized(states)
         return self._native_sized(states)
 
-    def measured_key_groups(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]] | None:
+    def measured_key_groups(self, keys: list[dict], deadline: int | None = None
+                            ) -> Iterator[tuple[int, list[list[int]]]] | None:
         """The compiled scanner measuring every entry as :meth:`sized_entries` does, without handing
         them over one by one: per key group of a stream (in order), or per state and key group of a
         RocksDB snapshot (its pairs framed as a canonical key group), each entry's bytes, entry and
         elements (a list's elements, a map entry) added to its key's ``keys[state id][key]`` =
-        [bytes, entries, elements, key], with the [entries, bytes, key bytes, value bytes, elements]
-        of each state there. None when the compiled scanner cannot read this state (a heap-native
-        stream, ``strict``, not built): measure :meth:`sized_entries` then. A key Python cannot hash
-        (a list, a dict) raises TypeError."""
+        [bytes, entries, elements, key], with the [entries, bytes, key bytes, value bytes, elements,
+        TTL timestamps, oldest, newest, expired entries, expired bytes, expired elements] of each
+        state there (TTL: the last accesses of the TTL wrappers the scanner decodes, see
+        :meth:`records_ttl`; expired: at or before ``deadline``, counted when it is given). None when
+        the compiled scanner cannot read this state (``strict``, not built, a compressed heap-native
+        stream or one with a state of types it does not decode): measure :meth:`sized_entries` then.
+        A heap-native key group is measured as the canonical layout stores it (as
+        :meth:`sized_entries` does). A key Python cannot hash (a list, a dict) raises TypeError."""
         if not self.compiled or self.strict:
             return None
         if self.db is not None:
-            return self._measured_rocksdb(keys)
+            return self._measured_rocksdb(keys, deadline)
+        if self.layout == HEAP_NATIVE:
+            if self.meta.compressed or not all(_fastpath.measures_native(codec) for codec in self.codecs):
+                return None
+            return self._measured(keys, deadline, native=True)
         if self.decoder != COMPILED:
             return None
-        return self._measured(keys)
+        return self._measured(keys, deadline)
 
-    def _measured(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]]:
+    def records_ttl(self) -> bool:
+        """Whether :meth:`measured_key_groups` records every TTL state's timestamps (each TTL state's
+        values are TTL wrappers the compiled scanner decodes; opened without timestamped values)."""
+        return all(_fastpath.records_ttl(codec) for codec in self.codecs if ttl_meta.is_ttl_meta(codec.info))
+
+    def _measured(self, keys: list[dict], deadline: int | None, native: bool = False
+                  ) -> Iterator[tuple[int, list[list[int]]]]:
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
-        for kg, data, pos, limit in self.data_regions():
-            yield kg, self._measure_block(scan, kg, data, pos, limit, keys, f"key group {kg}")
+        regions = ((kg, self.buf, start, end) for kg, start, end in self.checked_regions()) if native else \
+            self.data_regions()
+        for kg, data, pos, limit in regions:
+            yield kg, self._measure_block(scan, kg, data, pos, limit, keys, deadline, f"key group {kg}", native)
 
-    def _measured_rocksdb(self, keys: list[dict]) -> Iterator[tuple[int, list[list[int]]]]:
+    def _measured_rocksdb(self, keys: list[dict], deadline: int | None) -> Iterator[tuple[int, list[list[int]]]]:
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
         prefix = keyed.key_group_prefix_size(self.max_parallelism)
         runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
@@ -234,16 +252,16 @@ class KeyedState:
                                               ((None, b"", b""),)):
                 if kg != current and pairs:
                     block = keyed.encode_key_group(current, {sid: pairs})
-                    yield current, self._measure_block(scan, current, block, 0, len(block), keys,
+                    yield current, self._measure_block(scan, current, block, 0, len(block), keys, deadline,
                                                        f"state '{name}', key group {current}")
                     pairs = []
                 current = kg
                 pairs.append((kb, vb))
 
-    def _measure_block(self, scan, kg: int, data, pos: int, limit: int, keys: list[dict], where: str
-                       ) -> list[list[int]]:
+    def _measure_block(self, scan, kg: int, data, pos: int, limit: int, keys: list[dict], deadline: int | None,
+                       where: str, native: bool = False) -> list[list[int]]:
         try:
-            return scan.measure(data, pos, limit, kg, keys)
+            return scan.measure(data, pos, limit, kg, keys, deadline, native)
         except TypeError:
             raise
         except DECODE_ERRORS as e:

@@ -109,11 +109,17 @@ def compressed_region(buf: bytes, offsets, all_offsets, name: str,
 
 def decode_compressed_elements(data: bytes, starts: list[int], bounds: list[int], decode, name: str,
                                source: str | None = None) -> list[Any]:
+    """The elements (see :func:`sized_compressed_elements`)."""
+    return [value for value, _ in sized_compressed_elements(data, starts, bounds, decode, name, source)]
+
+
+def sized_compressed_elements(data: bytes, starts: list[int], bounds: list[int], decode, name: str,
+                              source: str | None = None) -> list[tuple[Any, int]]:
     """The elements of a list state of a compressed stream (see :func:`compressed_region`), decoded one
     after the other. Each starts where the one before ended, inside the chunk its offset names (1.19+:
     at that chunk's start; 1.18, whose offsets are where the stream stood when the element was
     written: anywhere in it, up to its end when the element before filled it); the last ends exactly
-    where the state's region does."""
+    where the state's region does. Each with its bytes (decompressed)."""
     chunk_ends = dict(zip(bounds, bounds[1:] + [len(data)]))
     out = []
     pos = starts[0]
@@ -122,8 +128,9 @@ def decode_compressed_elements(data: bytes, starts: list[int], bounds: list[int]
         if not start <= pos <= end:
             raise CorruptStateError(f"operator state '{name}': element {i} starts at byte {pos} of the decompressed "
                                     f"stream, outside the chunk its offset names (bytes {start}-{end})", source)
-        value, pos = decode(data, pos)
-        out.append(value)
+        value, end = decode(data, pos)
+        out.append((value, end - pos))
+        pos = end
     region_end = _region_end(bounds, starts[-1], len(data))
     if pos != region_end:
         raise CorruptStateError(f"operator state '{name}': its {len(starts)} elements end at byte {pos} of the "
@@ -136,6 +143,13 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
     """The elements of list/union state ``name`` held by this subtask, in list order. Strict: each
     element decodes to exactly the bytes up to the next element's (or state's) offset; in a
     compressed stream, see :func:`decode_compressed_elements`."""
+    return [value for value, _ in sized_list_state(buf, handle, meta, name, source)]
+
+
+def sized_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
+                     source: str | None = None) -> list[tuple[Any, int]]:
+    """:func:`read_list_state`'s elements, each with its serialized bytes (decompressed; an element
+    fstate cannot decode: its region's bytes)."""
     info = meta.state(name)
     offsets_entry = handle.states.get(name)
     if info is None:
@@ -151,7 +165,7 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
         stream_len = len(base_buf)
         if elem.fully_decodable:
             try:
-                return decode_compressed_elements(base_buf, offsets, all_offsets, elem.decoder(), name, source)
+                return sized_compressed_elements(base_buf, offsets, all_offsets, elem.decoder(), name, source)
             except DECODE_ERRORS as e:
                 raise CorruptStateError(f"operator state '{name}' ({elem.name}): cannot decode an element: {e}",
                                         source) from None
@@ -167,7 +181,8 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
             raise CorruptStateError(f"operator state '{name}': element offset {o} outside the stream "
                                     f"of {stream_len} bytes", source)
     if not elem.fully_decodable:
-        return [bytes(base_buf[o:_region_end(all_offsets, o, stream_len)]) for o in offsets]
+        regions = [bytes(base_buf[o:_region_end(all_offsets, o, stream_len)]) for o in offsets]
+        return [(region, len(region)) for region in regions]
     dec = elem.decoder()
     out = []
     try:
@@ -177,7 +192,7 @@ def read_list_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBack
             if end != expected:
                 raise CorruptStateError(f"operator state '{name}': the element at byte {o} decodes to byte {end}, "
                                         f"the next region starts at byte {expected}", source)
-            out.append(v)
+            out.append((v, end - o))
     except DECODE_ERRORS as e:
         raise CorruptStateError(f"operator state '{name}' ({elem.name}): cannot decode an element: {e}",
                                 source) from None
@@ -188,6 +203,14 @@ def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: Operato
                          source: str | None = None) -> Iterator[tuple[Any, Any]]:
     """The (key, value) entries of broadcast state ``name``. Strict: the entries end exactly where
     the state's region ends."""
+    entries = sized_broadcast_state(buf, handle, meta, name, source)
+    return ((key, value) for key, value, _ in entries)
+
+
+def sized_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: OperatorBackendMeta, name: str,
+                          source: str | None = None) -> Iterator[tuple[Any, Any, int]]:
+    """:func:`read_broadcast_state`'s entries, each with its key's and value's serialized bytes
+    (decompressed)."""
     info = meta.state(name)
     if info is None:
         raise UnknownStateError(f"no broadcast state named '{name}' in this stream", source)
@@ -222,11 +245,12 @@ def read_broadcast_state(buf: bytes, handle: OperatorStreamHandle, meta: Operato
             p = pos + 4
             region_end = _region_end(bounds, pos, len(data))
             for _ in range(n):
+                start = p
                 k, p = dk(data, p)
                 v, p = dv(data, p)
                 if p > region_end:
                     break
-                yield k, v
+                yield k, v, p - start
             if p != region_end:
                 raise CorruptStateError(f"broadcast state '{name}': {n} entries end at byte {p}, its region at "
                                         f"byte {region_end}", source)

@@ -24,7 +24,9 @@ exactly as the canonical savepoint layout stores it, so the canonical per-state 
 * value = the value (VALUE/REDUCING/AGGREGATING), elements joined by ``,`` (LIST, RocksDB's
   string-append merge operator), ``bool isNull`` + value (MAP).
 
-The temporary directory is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
+The columnar decoder reads the live table files of an opened snapshot in C instead
+(:mod:`.rocksdb_native`, rocksdict staying the reference and the fallback). The temporary directory
+is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
 Nothing here imports Spark; ``rocksdict`` is imported only when a database is opened.
 """
 
@@ -70,10 +72,31 @@ class RocksDBSource:
     files: tuple[tuple[str, streams.StreamSource], ...]  # RocksDB file name → its bytes
     #: the snapshot's own OPTIONS files: not read (see the module doc), only checked by verify
     options: tuple[tuple[str, streams.StreamSource], ...] = ()
+    #: bytes of the snapshot's table files (SSTs: what reading it costs), as the handle records them
+    table_bytes: int = 0
 
     @property
     def key_groups(self) -> range:
         return range(self.start_key_group, self.end_key_group + 1)
+
+
+    def key_group_bytes(self, lo: int, hi: int) -> int:
+        """The share of :attr:`table_bytes` of key groups lo..hi (RocksDB keys start with their key
+        group, and a hash spreads keys evenly over key groups)."""
+        count = self.end_key_group - self.start_key_group + 1
+        inside = max(0, min(hi, self.end_key_group) - max(lo, self.start_key_group) + 1)
+        return self.table_bytes * inside // count if count > 0 else 0
+
+    def split(self, target: int) -> list[tuple[int, int]]:
+        """The key-group range in contiguous pieces of about ``target`` bytes of table files each
+        (at least one key group a piece), in key-group order. Every piece opens the whole database:
+        with a remote file (copied to this machine for each opening) the range stays whole."""
+        count = self.end_key_group - self.start_key_group + 1
+        if any(src.path is not None and is_remote(src.path) for _, src in self.files):
+            return [(self.start_key_group, self.end_key_group)]
+        pieces = max(1, min(count, -(-self.table_bytes // max(1, target))))
+        bounds = [self.start_key_group + count * i // pieces for i in range(pieces + 1)]
+        return [(bounds[i], bounds[i + 1] - 1) for i in range(pieces)]
 
 
 def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callable[[Any], streams.StreamSource], *,
@@ -86,6 +109,7 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
     files = []
     options = []
     seen = set()
+    table_bytes = 0
     for name, sh in handle.shared + handle.private:
         if not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
             raise CorruptStateError(f"invalid RocksDB file name {name!r}", label)
@@ -95,6 +119,8 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
         if sh is None:
             raise CorruptStateError(f"RocksDB file {name} has no state handle", label)
         src = stream_source(sh)
+        if is_table_file(name):
+            table_bytes += handles.stream_size(sh)
         if check:
             _check_file(f"RocksDB file {name}", src, label)
         # OPTIONS: read with options of our own (see RocksDBSnapshot._write_options), checked by verify
@@ -102,7 +128,13 @@ def rocksdb_source(handle: handles.IncrementalKeyedHandle, stream_source: Callab
     meta = stream_source(handle.metadata_state)
     if check:
         _check_file("the meta-data stream", meta, label)
-    return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files), tuple(options))
+    return RocksDBSource(label, handle.start_key_group, handle.end_key_group, meta, tuple(files), tuple(options),
+                         table_bytes)
+
+
+def is_table_file(name: str) -> bool:
+    """Whether a RocksDB file is a table file (SST) by its name."""
+    return name.endswith(".sst")
 
 
 def _is_options_file(name: str) -> bool:
@@ -322,6 +354,31 @@ class RocksDBSnapshot:
             raise self.read_error(column_family, e) from None
         return it
 
+    def live_tables(self) -> list[LiveTable] | None:
+        """Every live table file (the MANIFEST's, as RocksDB reports them); None when the database
+        holds entries outside its table files (a write-ahead log with data, blob files), which only
+        RocksDB reads."""
+        self._require_open()
+        sources = dict(self.source.files)
+        for name, src in self.source.files:
+            if name.endswith(".blob") or (name.endswith(".log") and os.path.getsize(os.path.join(self.path, name))):
+                return None
+        try:
+            live = self._db.live_files()
+        except Exception as e:
+            raise CorruptStateError(f"RocksDB cannot list the snapshot's files ({e})", self.source.label) from None
+        out = []
+        for entry in live:
+            name = entry["name"].lstrip("/")
+            src = sources.get(name)
+            if src is None:
+                raise CorruptStateError(f"the MANIFEST names table file {name}, which the snapshot does not hold",
+                                        self.source.label)
+            inline = f"{self.source.label} ({src.label})" if src.label else self.source.label
+            out.append(LiveTable(name, os.path.join(self.path, name), src.path or inline, entry["start_key"],
+                                 entry["end_key"]))
+        return out
+
     def read_error(self, column_family: str, e: Exception) -> Exception:
         """The error to raise for ``e``, raised by a cursor of ``column_family``."""
         if type(e).__name__ == "DbClosedError" or self._db is None:
@@ -344,6 +401,17 @@ class RocksDBSnapshot:
             raise
         except Exception as e:
             raise self.read_error(column_family, e) from None
+
+
+@dataclass(frozen=True)
+class LiveTable:
+    """A live table file of an open snapshot."""
+
+    name: str  # its RocksDB name
+    path: str  # in the snapshot's temporary directory
+    origin: str  # the file it came from: its path, or where its bytes are inline
+    smallest: bytes  # its first and last user keys (the MANIFEST's)
+    largest: bytes
 
 
 def _escape_option(s: str) -> str:

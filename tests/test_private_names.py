@@ -67,6 +67,8 @@ def _defined_here(tree: ast.AST) -> set[str]:
 THIRD_PARTY = {
     ("SparkContext", "_gateway"): "whether a JVM is running (pyspark has no public test for it)",
     ("SparkContext", "_ensure_initialized"): "start the JVM with fstate's options before a session exists",
+    ("spark", "_jvm"): "ask the JVM whether Spark shares a push-down's planned read between scans "
+                       "(datasource.key_push_down_is_safe; no public API tells)",
 }
 
 

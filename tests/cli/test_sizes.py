@@ -124,6 +124,18 @@ def test_growth_between_two_snapshots():
     rows = grown.to_dict()["operators"]
     assert [g["growth"] for g in rows] == sorted((g["growth"] for g in rows), reverse=True)
     assert {g["operator"] for g in rows} >= {op.display_name for op in grown.new.operators}
+    # operator state: its list, union and broadcast states grow as their decoded bytes and entries
+    old, new = SAMPLES / "operator-state-hashmap-checkpoint", SAMPLES / "operator-state-rocksdb-savepoint"
+    grown = state_growth(str(old), str(new))
+    before, after = state_sizes(str(old)), state_sizes(str(new))
+    states = {(g.operator, g.state): g for g in grown.states}
+    listed = [(op.display_name, s) for op in after.operators for s in op.operator_states]
+    assert len(listed) >= 10
+    for name, state in listed:
+        (was,) = [s for s in before.operator(name).operator_states if s.name == state.name]
+        assert (states[name, state.name].old_bytes, states[name, state.name].new_entries) == (was.bytes, state.entries)
+    assert {g.operator: g.new_bytes for g in grown.operators} == {op.display_name: op.operator_state_bytes
+                                                                  for op in after.operators}
 
 
 def test_terminal_tables_with_bars():
@@ -134,6 +146,10 @@ def test_terminal_tables_with_bars():
     assert "window-agg" not in text
     result = _invoke("sizes", str(KEYED[2]), str(KEYED[0]), "--operator", "keyed")
     assert result.exit_code == 0 and "states by growth" in result.stdout
+    result = _invoke("sizes", str(SAMPLES / "operator-state-rocksdb-savepoint"))
+    assert result.exit_code == 0, result.output
+    assert "Operator states" in result.stdout and "Keyed states" not in result.stdout
+    assert all(word in result.stdout for word in ("union-marks", "UNION", "BROADCAST", "SPLIT_DISTRIBUTE", "█"))
 
 
 @pytest.mark.parametrize("args,message", [
@@ -178,8 +194,9 @@ def _same_number(shown: str, value) -> bool:
     return float(shown) == float(value)
 
 
-@pytest.mark.parametrize("args", [[str(KEYED[3]), "-p", "1..8", "-n", "3"], [str(KEYED[2]), str(KEYED[0])]],
-                         ids=["sizes", "growth"])
+@pytest.mark.parametrize("args", [[str(KEYED[3]), "-p", "1..8", "-n", "3"], [str(KEYED[2]), str(KEYED[0])],
+                                  [str(SAMPLES / "operator-state-hashmap-savepoint")]],
+                         ids=["sizes", "growth", "operator-state"])
 def test_html_page_in_headless_chromium(args, tmp_path):
     page = tmp_path / "report.html"
     result = _invoke("sizes", *args, "--html", str(page))
@@ -195,6 +212,11 @@ def test_html_page_in_headless_chromium(args, tmp_path):
     assert numbers.checked == str(len(numbers.found))  # the page's script checked every number
     for path, shown in numbers.found:
         assert _same_number(shown, _at(report, path)), path
+    if "operator-state" in args[0]:  # every list, union and broadcast state's bytes and entries shown
+        shown = {path for path, _ in numbers.found}
+        assert {f"operators.{i}.operator_states.{n}.{what}" for i, op in enumerate(report["operators"])
+                for n in range(len(op["operator_states"])) for what in ("bytes", "entries")} <= shown
+        assert sum(len(op["operator_states"]) for op in report["operators"]) >= 10
     if "-p" in args:
         (keyed,) = [op for op in report["operators"] if op["uid"] == "keyed"]
         shown = {path for path, _ in numbers.found}
@@ -258,26 +280,27 @@ def test_watched_keys_are_measured_wherever_they_rank():
 
 
 @pytest.mark.parametrize("sample", ["keyed-hashmap-savepoint", "keyed-rocksdb-checkpoint", "sql-uids-savepoint",
-                                    "cep-savepoint", "keyed-1.20-savepoint"])
+                                    "cep-savepoint", "keyed-1.20-savepoint", "keyed-hashmap-checkpoint"])
 def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
-    """Canonical streams and RocksDB snapshots are measured by the compiled scanner (Scanner.measure),
+    """Canonical streams, heap-native ones (a hashmap checkpoint: each entry measured as the canonical
+    layout stores it) and RocksDB snapshots are measured by the compiled scanner (Scanner.measure),
     anything else entry by entry: both give the same report; a key Python cannot hash falls back to
     the second."""
-    from fstate.readers import sizes
+    from fstate.readers import sizes_measure
     from fstate.savepoint import _fastpath
 
     if not _fastpath.available():
         pytest.skip("the compiled scanner is not built")
     used = []
-    compiled = sizes._measure_compiled
-    monkeypatch.setattr(sizes, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
+    compiled = sizes_measure._measure_compiled
+    monkeypatch.setattr(sizes_measure, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
     fast = state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict()
     assert any(result is not None for result in used)
 
     def unhashable(self, keys):
         raise TypeError("unhashable type: 'list'")
 
-    monkeypatch.setattr(sizes.KeyedStateSource, "open", _opening_with(unhashable))
+    monkeypatch.setattr(sizes_measure.KeyedStateSource, "open", _opening_with(unhashable))
     assert state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict() == fast
 
 
@@ -306,3 +329,80 @@ def test_large_streams_are_measured_in_spans(sample, monkeypatch):
     view = Savepoint.open(str(SAMPLES / sample)).operator("keyed")
     assert len(tables.keyed_sources(view)) > 3 * 5  # the three subtasks' streams in spans
     assert state_sizes(str(SAMPLES / sample), top=3, parallelisms=[4], at=0).to_dict() == whole
+
+
+@pytest.mark.spark
+def test_spark_measures_a_piece_a_task_and_gives_the_same_report(spark, monkeypatch, tmp_path):
+    """--engine spark: a Spark task a piece (spans of key groups here, RocksDB snapshots, a subtask's
+    operator state), each a partial result merged on the driver: the very same JSON as the embedded
+    engine on hashmap and RocksDB savepoints, a checkpoint, TTL state and operator state; a state file
+    damaged is, inside a Spark task too, one line naming it, exit 2."""
+    import shutil
+
+    from fstate.readers import spark_tasks
+
+    monkeypatch.setattr(tables, "SPLIT_BYTES", 4096)
+    tasks = []
+    map_tasks = spark_tasks.map_tasks
+    monkeypatch.setattr(spark_tasks, "map_tasks", lambda *a, **k: tasks.append(len(a[3])) or map_tasks(*a, **k))
+    cases = [(KEYED[0], ()), (KEYED[1], ()), (KEYED[2], ()), (TTL_SAMPLE, ("--ttl", "1h")),
+             (SAMPLES / "operator-state-hashmap-savepoint", ())]
+    for path, extra in cases:
+        args = (str(path), "-n", "4", "-p", "2..5", "--at", "1795460978400", *extra)
+        embedded = _json(*args, "--engine", "embedded")
+        assert not tasks
+        assert _json(*args, "--engine", "spark") == embedded, path
+        assert tasks.pop() > 2 and any(op["states"] or op["operator_states"] for op in embedded["operators"])
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(KEYED[0], copy)
+    state_file = max((p for p in copy.rglob("*") if p.is_file() and p.name != "_metadata" and p.suffix != ".json"),
+                     key=lambda p: p.stat().st_size)
+    data = bytearray(state_file.read_bytes())
+    data[len(data) // 2:len(data) // 2 + 64] = b"\xff" * 64
+    state_file.write_bytes(bytes(data))
+    lines = []
+    for engine_name in ("embedded", "spark"):
+        result = _invoke("sizes", str(copy), "--engine", engine_name)
+        assert result.exit_code == 2, result.output
+        lines.append(result.stderr.strip().splitlines())
+    assert tasks and lines[0] == lines[1] and len(lines[1]) == 1 and lines[1][0].startswith("error:")
+    assert state_file.name in lines[1][0], lines
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("operator-state-*")))
+def test_operator_state_entries_and_bytes_are_the_dumps_and_flinks(sample):
+    """List, union and broadcast states: per state and subtask, the job's dump's elements / entries and
+    the bytes Flink's offsets give them (tests/sizes_compare.py)."""
+    from tests.sizes_compare import check_operator_state_sizes
+
+    path = SAMPLES / sample
+    assert check_operator_state_sizes(path, json.loads((path / "dump.json").read_text(encoding="utf-8"))) >= 10
+
+
+@pytest.mark.parametrize("offset", [0.3, 0.5, 0.8])
+def test_a_damaged_heap_checkpoint_fails_alike_on_both_passes(offset, tmp_path, monkeypatch):
+    """A heap-native stream damaged is one CorruptStateError naming the file and the key group, from the
+    compiled pass as from the Python one (``FSTATE_PURE_PYTHON=1``); its detail may differ (the compiled
+    pass reads no further than the key group's region)."""
+    import shutil
+
+    from fstate.savepoint.errors import CorruptStateError
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(KEYED[2], copy)
+    state_file = max((p for p in copy.rglob("*") if p.is_file() and p.name != "_metadata" and p.suffix != ".json"),
+                     key=lambda p: p.stat().st_size)
+    data = bytearray(state_file.read_bytes())
+    at = int(len(data) * offset)
+    data[at:at + 16] = b"\xff" * 16
+    state_file.write_bytes(bytes(data))
+    messages = []
+    for pure in ("0", "1"):
+        monkeypatch.setenv("FSTATE_PURE_PYTHON", pure)
+        with pytest.raises(CorruptStateError) as raised:
+            state_sizes(str(copy), workers=1)
+        messages.append(str(raised.value))
+    located = [re.search(r"key group \d+", message) for message in messages]
+    assert all(located) and located[0].group() == located[1].group(), messages
+    assert all(state_file.name in message for message in messages), messages

@@ -106,9 +106,10 @@ class Expected:
         return sorted(keys, key=lambda k: (-k[measure], k["key"]))[:TOP]
 
 
-def _check(snapshot_dir, dump: dict, operators=KEYED_OPERATORS) -> dict:
+def _check(snapshot_dir, dump: dict, operators=KEYED_OPERATORS, **options) -> dict:
+    """{uid: (expected, measured)}; ``options``: state_sizes's (the engine)."""
     savepoint = Savepoint.open(str(snapshot_dir))
-    report = state_sizes(savepoint, top=TOP, parallelisms=range(1, 9))
+    report = state_sizes(savepoint, top=TOP, parallelisms=range(1, 9), **options)
     found = {}
     for uid in operators:
         dump_op = next(o for o in dump["operators"] if o["uid"] == uid)
@@ -186,3 +187,82 @@ def test_ttl_state_sizes_and_expiry():
     for state in nothing.states:
         if state.ttl is not None:
             assert (state.ttl.expired_entries, state.ttl.expired_bytes, state.ttl.expired_elements) == (0, 0, 0)
+
+
+@pytest.mark.spark
+def test_spark_sizes_equal_the_dump(spark):
+    """On Spark, a task a piece (every subtask's RocksDB snapshot of the 10 000 keys' incremental
+    checkpoint), the partial results merged on the driver equal the dump, and each operator's report
+    is the very JSON the embedded engine gives."""
+    harness.require_flink(VERSION)
+    backend, snapshot, args = VARIANTS["rocksdb incremental 10000 keys"]
+    res = harness.generate("KeyedStateJob", VERSION, backend, snapshot, extra_args=args)
+    at = 1_800_000_000_000
+    found = _check(res.snapshot_dir, res.dump, at=at, engine="spark", spark=spark)
+    embedded = state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=range(1, 9), at=at, engine="embedded")
+    assert [measured.to_dict() for _, measured in found.values()] == [embedded.operator(uid).to_dict() for uid in found]
+
+
+OPERATOR_STATE_RUNS = {
+    "OperatorStateJob rocksdb checkpoint": ("OperatorStateJob", "rocksdb", "checkpoint"),
+    "OperatorStateJob hashmap savepoint": ("OperatorStateJob", "hashmap", "savepoint"),
+    "BroadcastJob hashmap savepoint": ("BroadcastJob", "hashmap", "savepoint"),
+}
+
+
+@pytest.mark.parametrize("run", OPERATOR_STATE_RUNS)
+def test_operator_state_sizes_equal_the_dump(run):
+    """List, union and broadcast states per subtask: the dump's elements / entries and Flink's bytes
+    (tests/sizes_compare.py; the samples' runs are checked by tests/cli/test_sizes.py)."""
+    from tests.sizes_compare import check_operator_state_sizes
+
+    harness.require_flink(VERSION)
+    job, backend, snapshot = OPERATOR_STATE_RUNS[run]
+    res = harness.generate(job, VERSION, backend, snapshot)
+    assert check_operator_state_sizes(res.snapshot_dir, res.dump) >= (2 if job == "BroadcastJob" else 10)
+
+
+def test_ttl_state_measured_by_the_compiled_scanner(monkeypatch):
+    """TtlStateJob's value, list and map TTL states are measured by the compiled scanner, which records
+    each TTL wrapper's last access as it decodes it: at a time some have expired and some not, the
+    very report the entry-by-entry pass (TtlValue decoded in Python) gives."""
+    from fstate.readers import sizes_measure
+    from fstate.savepoint.keyed_state import KeyedState
+
+    harness.require_flink(VERSION)
+    res = harness.generate("TtlStateJob", VERSION, "hashmap", "savepoint")
+    path, day = str(res.snapshot_dir), 24 * 3600 * 1000
+    stamps = sorted(s for op in state_sizes(path, ttl_ms=day, operators=["ttl"]).operators for state in op.states
+                    if state.ttl is not None for s in (state.ttl.oldest_access, state.ttl.newest_access))
+    at = (stamps[0] + stamps[-1]) // 2 + day  # between the oldest and the newest access
+    used = []
+    compiled = sizes_measure._measure_compiled
+    monkeypatch.setattr(sizes_measure, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
+    fast = state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict()
+    assert used and all(result is not None for result in used)
+    expired = [s["ttl"] for s in fast["operators"][0]["states"] if s["ttl"] is not None]
+    assert {s["name"] for s in fast["operators"][0]["states"] if s["ttl"]} == {"last", "counts", "events"}
+    assert 0 < sum(t["expired_entries"] for t in expired) < sum(s["entries"] for s in fast["operators"][0]["states"]
+                                                                if s["ttl"] is not None)
+    monkeypatch.setattr(KeyedState, "records_ttl", lambda self: False)
+    used.clear()
+    assert state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict() == fast
+    assert not used
+
+
+@pytest.mark.parametrize("version", ["1.15.4", "1.20.1", "2.3.0"])
+def test_heap_checkpoints_measured_by_the_compiled_scanner(version, monkeypatch):
+    """A hashmap checkpoint's heap-native key groups are measured by the compiled scanner (each entry
+    as the canonical layout stores it): the report of the Python pass (FSTATE_PURE_PYTHON=1), on
+    every layout Flink's releases write."""
+    from fstate.readers import sizes_measure
+
+    harness.require_flink(version)
+    res = harness.generate("KeyedStateJob", version, "hashmap", "checkpoint")
+    used = []
+    compiled = sizes_measure._measure_compiled
+    monkeypatch.setattr(sizes_measure, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
+    fast = state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=[3], at=0).to_dict()
+    assert used and all(result is not None for result in used)
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    assert state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=[3], at=0).to_dict() == fast

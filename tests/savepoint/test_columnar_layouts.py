@@ -221,6 +221,9 @@ class FakeSnapshot:
     read_error = rocksdb.RocksDBSnapshot.read_error
     items = rocksdb.RocksDBSnapshot.items
 
+    def live_tables(self):
+        return None  # no table files: the decoder reads the cursors (rocksdict's path)
+
 
 def _families(meta, mp, values):
     encoders = [keyed.PairEncoder(meta, sid, mp) for sid in range(len(meta.states))]

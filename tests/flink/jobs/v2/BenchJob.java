@@ -1,10 +1,12 @@
 import java.io.File;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.CheckpointListener;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.state.ValueState;
@@ -21,10 +23,15 @@ import org.apache.flink.util.Collector;
 
 /**
  * Benchmark job for bench/read_keyed.py: keyed state of N keys "key-i" (String key,
- * ValueState<Long> count, ListState<String> recent with 3 elements), hashmap backend,
- * parallelism 2, max parallelism 128.
+ * ValueState<Long> count, ListState<String> recent with 3 elements), parallelism 2, max parallelism 128.
  *
  *   generate --records N --out DIR   build the state, stop with a canonical savepoint into DIR
+ *            [--backend rocksdb]     the RocksDB backend (default: hashmap)
+ *            [--snapshot native]     stop with a NATIVE-format savepoint instead
+ *            [--snapshot checkpoint] incremental checkpoints every --interval (default 2 s), kept on
+ *                                    cancellation: wait for the second checkpoint to complete on every
+ *                                    subtask after the last record was processed (so it started after
+ *                                    it), cancel, and report that checkpoint
  *   restore  --savepoint PATH        start from PATH; report the time from job submission until
  *                                    every subtask has restored its state and opened its function
  * Prints one JSON line to stdout.
@@ -35,6 +42,8 @@ public class BenchJob {
     static final AtomicInteger OPENED = new AtomicInteger();
     static volatile long records;
     static volatile boolean emit;
+    /** the last checkpoint each subtask heard complete */
+    static final Map<Integer, Long> COMPLETED = new ConcurrentHashMap<>();
 
     public static void main(String[] args) throws Exception {
         Map<String, String> a = new HashMap<>();
@@ -43,7 +52,13 @@ public class BenchJob {
         Configuration conf = new Configuration();
         File work = new File(a.getOrDefault("out", a.getOrDefault("work", System.getProperty("java.io.tmpdir"))));
         Map<String, String> m = new HashMap<>();
-        m.put("state.backend.type", "hashmap");
+        String snapshot = a.getOrDefault("snapshot", "canonical");
+        m.put("state.backend.type", a.getOrDefault("backend", "hashmap"));
+        if (snapshot.equals("checkpoint")) {
+            m.put("execution.checkpointing.incremental", "true");
+            m.put("execution.checkpointing.interval", a.getOrDefault("interval", "2 s"));
+            m.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+        }
         m.put("execution.checkpointing.storage", "filesystem");
         m.put("execution.checkpointing.dir", new File(work, "checkpoints").toURI().toString());
         m.put("restart-strategy.type", "none");
@@ -67,8 +82,18 @@ public class BenchJob {
         if (mode.equals("generate")) {
             while (PROCESSED.get() < records) Thread.sleep(50);
             long t1 = System.nanoTime();
-            String path = client.stopWithSavepoint(false, new File(work, "savepoint").toURI().toString(),
-                                                   SavepointFormatType.CANONICAL).get();
+            String path;
+            if (snapshot.equals("checkpoint")) {
+                long seen = COMPLETED.values().stream().mapToLong(Long::longValue).max().orElse(0);
+                while (COMPLETED.size() < P || COMPLETED.values().stream().anyMatch(c -> c < seen + 2)) Thread.sleep(50);
+                long id = COMPLETED.values().stream().mapToLong(Long::longValue).min().getAsLong();
+                client.cancel().get();
+                path = new File(work, "checkpoints/" + client.getJobID() + "/chk-" + id).toURI().toString();
+            } else {
+                path = client.stopWithSavepoint(false, new File(work, "savepoint").toURI().toString(),
+                                                snapshot.equals("native") ? SavepointFormatType.NATIVE
+                                                                          : SavepointFormatType.CANONICAL).get();
+            }
             long t2 = System.nanoTime();
             System.out.println("{\"savepoint\": \"" + path + "\", \"process_s\": " + (t1 - t0) / 1e9
                                + ", \"savepoint_s\": " + (t2 - t1) / 1e9 + "}");
@@ -105,7 +130,7 @@ public class BenchJob {
         }
     }
 
-    static class Fn extends KeyedProcessFunction<String, String, String> {
+    static class Fn extends KeyedProcessFunction<String, String, String> implements CheckpointListener {
         transient ValueState<Long> count;
         transient ListState<String> recent;
 
@@ -124,6 +149,11 @@ public class BenchJob {
             recent.add("b" + i);
             recent.add("c" + i);
             PROCESSED.incrementAndGet();
+        }
+
+        @Override
+        public void notifyCheckpointComplete(long checkpointId) {
+            COMPLETED.merge(getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), checkpointId, Math::max);
         }
     }
 }

@@ -1,0 +1,140 @@
+"""RocksDB read benchmark: the same job's state as a hashmap savepoint, a RocksDB NATIVE savepoint and
+a RocksDB incremental checkpoint, read by fstate in one run (issue 26).
+
+    python bench/read_rocksdb.py [--records 1000000] [--work DIR] [--repeat 3]
+
+Makes (or reuses) the three snapshots of BenchJob with real Flink 2.3 (N keys: String key,
+ValueState<Long>, ListState<String> of 3 elements; parallelism 2), then measures for each:
+
+* the decoder on one core: every entry into Arrow batches (`decoders.new_decoder(...).batches`), the
+  process pinned to core 0: for RocksDB, the C table reader (savepoint/_sst.c) and, for comparison,
+  rocksdict's iterators (``FSTATE_ROCKSDB_NATIVE=0``);
+* `fstate read … --out parquet` with the embedded engine (the whole pipeline; RocksDB partitions sized
+  by their SST files and split in key-group ranges), with its peak memory;
+
+each the best of ``--repeat`` runs, the snapshots taking turns (a shared machine's load comes and goes),
+and prints entries per second, the ratios RocksDB / hashmap of the same job, and the load averages at
+the start and the end (compare ratios from one run). An entry is one (key, state) value: 2 per key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from read_keyed import _load, _timed, run_java  # noqa: E402
+
+SNAPSHOTS = {  # name → BenchJob generate arguments
+    "hashmap savepoint": [],
+    "rocksdb native savepoint": ["--backend", "rocksdb", "--snapshot", "native"],
+    "rocksdb incremental checkpoint": ["--backend", "rocksdb", "--snapshot", "checkpoint"],
+}
+
+DECODE = (
+    "import sys, time, os; from fstate.savepoint.loader import Savepoint\n"
+    "from fstate.savepoint.decoders import new_decoder\n"
+    "os.sched_setaffinity(0, {0})\n"
+    "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0\n"
+    "for source in op.keyed_states():\n"
+    "    with source.open() as state:\n"
+    "        ids = [i for i, _ in state.meta.value_states]\n"
+    "        names = ['key'] + [state.meta.states[i].name for i in ids]\n"
+    "        n += sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))\n"
+    "print(n, time.perf_counter() - t)")
+
+
+def generate(work: Path, records: int, name: str, args: list[str]) -> str:
+    """The snapshot's directory (made once, then reused)."""
+    out = work / name.replace(" ", "-")
+    marker = out / "generated.json"
+    if not marker.exists():
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        print(f"generating {name} of {records:,} keys with Flink 2.3 …", flush=True)
+        marker.write_text(json.dumps(run_java(["generate", "--records", str(records), "--out", str(out), *args],
+                                              out / "generate.log")))
+    return json.loads(marker.read_text())["savepoint"].replace("file:", "")
+
+
+def state_bytes(snapshot: str) -> int:
+    """Bytes of the files the snapshot's _metadata names (a checkpoint's shared files too)."""
+    from fstate.savepoint.loader import Savepoint
+
+    op = Savepoint.open(snapshot).operator("bench-keyed")
+    total = 0
+    for source in op.keyed_states():
+        if source.rocksdb is not None:
+            total += source.rocksdb.table_bytes
+        else:
+            total += source.stream.length or os.path.getsize(source.stream.path)
+    return total
+
+
+def decode(snapshot: str, env: dict) -> tuple[float, int]:
+    res = subprocess.run([sys.executable, "-c", DECODE, snapshot], capture_output=True, text=True, env=env,
+                         check=True)
+    rows, seconds = res.stdout.split()
+    return float(seconds), int(rows)
+
+
+def read(snapshot: str, out: Path, env: dict) -> tuple[float, int]:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = ["fstate", "read", snapshot, "--uid", "bench-keyed", "--out", str(out), "--engine", "embedded"]
+    saved = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(env)
+    try:
+        return _timed(cmd)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--work", default=str(Path(__file__).resolve().parent.parent / ".cache" / "bench"))
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the best counts")
+    a = ap.parse_args()
+    work = Path(a.work) / f"rocksdb-{a.records}"
+    entries = 2 * a.records
+    snapshots = {name: generate(work, a.records, name, args) for name, args in SNAPSHOTS.items()}
+    native = dict(os.environ, FSTATE_ROCKSDB_NATIVE="1")
+    reference = dict(os.environ, FSTATE_ROCKSDB_NATIVE="0")
+
+    load_start = os.getloadavg()
+    results: dict[str, tuple] = {}
+    for _ in range(a.repeat):
+        for name, snapshot in snapshots.items():
+            ways = ([("", native)] if name.startswith("hashmap")
+                    else [(" (C reader)", native), (" (rocksdict)", reference)])
+            for how, env in ways:
+                decode_s, rows = decode(snapshot, env)
+                read_s, peak = read(snapshot, work / "parquet", env)
+                best = results.get(name + how)
+                if best is not None:
+                    decode_s, read_s, peak = min(decode_s, best[0]), min(read_s, best[1]), max(peak, best[2])
+                results[name + how] = (decode_s, read_s, peak, rows)
+    load_end = os.getloadavg()
+
+    print(f"\nN = {a.records:,} keys, {entries:,} entries, {os.cpu_count()} cores, best of {a.repeat} runs")
+    print(f"  load averages at start {_load(load_start)}, at end {_load(load_end)}")
+    for name, snapshot in snapshots.items():
+        print(f"  {name}: {state_bytes(snapshot) / 1e6:.1f} MB of state files")
+    base_decode, base_read = results["hashmap savepoint"][:2]
+    for name, (decode_s, read_s, peak, rows) in results.items():
+        print(f"  {name:<45} decoder, one core {entries / decode_s:>12,.0f} entries/s ({decode_s:6.2f} s, "
+              f"{rows:,} rows, ×{base_decode / decode_s:.2f} hashmap)")
+        print(f"  {'':<45} read --out parquet {entries / read_s:>12,.0f} entries/s ({read_s:6.2f} s, "
+              f"×{base_read / read_s:.2f} hashmap, peak {peak / 2**20:,.0f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

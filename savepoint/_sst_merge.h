@@ -1,0 +1,331 @@
+/* _sst.c: the Merger (one column family's tables merged as RocksDB reads them) and the module. */
+
+#ifndef FSTATE_SST_MERGE_H
+#define FSTATE_SST_MERGE_H
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} Buf;
+
+static int
+buf_reserve(Buf *b, size_t more)
+{
+    if (b->cap - b->n >= more)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->n < more)
+        cap *= 2;
+    uint8_t *p = realloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int
+buf_put(Buf *b, const void *p, size_t n)
+{
+    if (buf_reserve(b, n) < 0)
+        return -1;
+    copy_bytes(b->p + b->n, p, n);
+    b->n += n;
+    return 0;
+}
+
+static inline int
+buf_len(Buf *b, size_t n)
+{
+    if (n > UINT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "a key or value of 4 GiB or more");
+        return -1;
+    }
+    uint32_t v = (uint32_t)n;
+    return buf_put(b, &v, 4);
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *tables;
+    Py_ssize_t n;
+    Source *src;
+    Source **heap;                 /* the sources at an entry, a min-heap by internal key (after seek) */
+    Py_ssize_t heaped;
+    int prefix;
+    Buf key;                       /* the user key being resolved */
+    Buf ops;                       /* its merge operands, newest first: (uint32 length, bytes)... */
+    Buf out;                       /* the pairs of a read (kept: the next read reuses its memory) */
+    Buf at;                        /* scratch: the operands' offsets in ops */
+} Merger;
+
+/* whether a's entry comes before b's: user key ascending, then sequence number descending */
+static inline int
+before(const Source *a, const Source *b)
+{
+    int c = compare(a->it.key, user_len(a), b->it.key, user_len(b));
+    return c < 0 || (c == 0 && (trailer(a) >> 8) > (trailer(b) >> 8));
+}
+
+static void
+sift_down(Merger *m, Py_ssize_t i)
+{
+    Source **h = m->heap;
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, best = i;
+        if (l < m->heaped && before(h[l], h[best]))
+            best = l;
+        if (r < m->heaped && before(h[r], h[best]))
+            best = r;
+        if (best == i)
+            return;
+        Source *t = h[i];
+        h[i] = h[best];
+        h[best] = t;
+        i = best;
+    }
+}
+
+/* the source at the smallest internal key, or NULL */
+static inline Source *
+merger_min(Merger *m)
+{
+    return m->heaped ? m->heap[0] : NULL;
+}
+
+/* the smallest source moved to its next entry, the heap mended */
+static int
+merger_advance(Merger *m)
+{
+    Source *s = m->heap[0];
+    if (source_next(s) < 0)
+        return -1;
+    if (!s->valid)
+        m->heap[0] = m->heap[--m->heaped];
+    if (m->heaped > 1)
+        sift_down(m, 0);
+    return 0;
+}
+
+static inline long
+key_group_of(const uint8_t *k, size_t n, int prefix)
+{
+    if (n >= (size_t)prefix)
+        return prefix == 1 ? (long)k[0] : ((long)k[0] << 8) | k[1];
+    return n ? (long)k[0] << 8 : 0;
+}
+
+/* the pair of the resolved key: the value `base` (NULL: none) followed by the operands */
+static int
+emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
+{
+    if (m->ops.n == 0) {           /* a value alone: the common case */
+        size_t need = 8 + m->key.n + base_len;
+        if (m->key.n > UINT32_MAX || base_len > UINT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "a key or value of 4 GiB or more");
+            return -1;
+        }
+        if (buf_reserve(out, need) < 0)
+            return -1;
+        uint8_t *o = out->p + out->n;
+        uint32_t kl = (uint32_t)m->key.n, vl = (uint32_t)base_len;
+        memcpy(o, &kl, 4);
+        copy_bytes(o + 4, m->key.p, kl);
+        memcpy(o + 4 + kl, &vl, 4);
+        copy_bytes(o + 8 + kl, base, vl);
+        out->n += need;
+        return 0;
+    }
+    size_t total = base ? base_len : 0, count = 0;
+    for (size_t at = 0; at < m->ops.n; count++) {
+        uint32_t n = le32(m->ops.p + at);
+        total += n + (base != NULL || count > 0);
+        at += 4 + n;
+    }
+    if (buf_len(out, m->key.n) < 0 || buf_put(out, m->key.p, m->key.n) < 0 || buf_len(out, total) < 0
+        || buf_reserve(out, total) < 0)
+        return -1;
+    if (base != NULL)
+        buf_put(out, base, base_len);
+    /* the operands oldest first: the offsets of the newest-first list, walked backwards */
+    m->at.n = 0;
+    if (buf_reserve(&m->at, count * sizeof(size_t)) < 0)
+        return -1;
+    size_t *at = (size_t *)m->at.p, i = 0;
+    for (size_t pos = 0; pos < m->ops.n; pos += 4 + le32(m->ops.p + pos))
+        at[i++] = pos;
+    for (size_t j = count; j-- > 0;) {
+        if (base != NULL || j + 1 < count)
+            buf_put(out, ",", 1);
+        buf_put(out, m->ops.p + at[j] + 4, le32(m->ops.p + at[j]));
+    }
+    return 0;
+}
+
+/* the visible pairs up to key group last_kg into out */
+static int
+merger_read(Merger *m, long last_kg, Buf *out)
+{
+    Source *s = merger_min(m);
+    while (s != NULL) {
+        if (key_group_of(s->it.key, user_len(s), m->prefix) > last_kg)
+            return 0;
+        m->key.n = m->ops.n = 0;
+        if (buf_put(&m->key, s->it.key, user_len(s)) < 0)
+            return -1;
+        int resolved = 0;
+        do {
+            if (!resolved) {
+                int type = (int)(trailer(s) & 0xff);
+                if (type == 1) {               /* a value */
+                    if (emit(m, out, s->it.val, s->it.vlen) < 0)
+                        return -1;
+                    resolved = 1;
+                } else if (type == 0 || type == 7) {   /* a deletion, a single deletion */
+                    if (m->ops.n && emit(m, out, NULL, 0) < 0)
+                        return -1;
+                    resolved = 1;
+                } else if (type == 2) {        /* a merge operand */
+                    if (buf_len(&m->ops, s->it.vlen) < 0 || buf_put(&m->ops, s->it.val, s->it.vlen) < 0)
+                        return -1;
+                } else {
+                    return fail(Corrupt, s->t->path, "an entry of type %d, which this reader does not read", type);
+                }
+            }
+            if (merger_advance(m) < 0)
+                return -1;
+        } while ((s = merger_min(m)) != NULL && compare(s->it.key, user_len(s), m->key.p, m->key.n) == 0);
+        if (!resolved && m->ops.n && emit(m, out, NULL, 0) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+Merger_new(PyTypeObject *type, PyObject *args, PyObject *Py_UNUSED(kwds))
+{
+    PyObject *tables;
+    int prefix;
+    if (!PyArg_ParseTuple(args, "O!i:Merger", &PyTuple_Type, &tables, &prefix))
+        return NULL;
+    if (prefix != 1 && prefix != 2) {
+        PyErr_SetString(PyExc_ValueError, "the key-group prefix is 1 or 2 bytes");
+        return NULL;
+    }
+    Merger *m = (Merger *)type->tp_alloc(type, 0);
+    if (m == NULL)
+        return NULL;
+    m->n = PyTuple_GET_SIZE(tables);
+    m->prefix = prefix;
+    m->tables = Py_NewRef(tables);
+    m->src = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(Source));
+    m->heap = PyMem_Calloc((size_t)(m->n ? m->n : 1), sizeof(Source *));
+    if (m->src == NULL || m->heap == NULL) {
+        Py_DECREF(m);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < m->n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(tables, i);
+        if (!PyObject_TypeCheck(t, &TableType)) {
+            Py_DECREF(m);
+            PyErr_SetString(PyExc_TypeError, "Merger takes a tuple of Tables");
+            return NULL;
+        }
+        m->src[i].t = (Table *)t;
+    }
+    return (PyObject *)m;
+}
+
+static void
+Merger_dealloc(Merger *m)
+{
+    for (Py_ssize_t i = 0; m->src != NULL && i < m->n; i++)
+        iter_free(&m->src[i].it);
+    PyMem_Free(m->src);
+    PyMem_Free(m->heap);
+    free(m->key.p);
+    free(m->ops.p);
+    free(m->out.p);
+    free(m->at.p);
+    Py_XDECREF(m->tables);
+    Py_TYPE(m)->tp_free((PyObject *)m);
+}
+
+static PyObject *
+Merger_seek(Merger *m, PyObject *arg)
+{
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "seek takes bytes");
+        return NULL;
+    }
+    m->heaped = 0;
+    for (Py_ssize_t i = 0; i < m->n; i++) {
+        if (source_seek(&m->src[i], (const uint8_t *)PyBytes_AS_STRING(arg), (size_t)PyBytes_GET_SIZE(arg)) < 0)
+            return NULL;
+        if (m->src[i].valid)
+            m->heap[m->heaped++] = &m->src[i];
+    }
+    for (Py_ssize_t i = m->heaped / 2; i-- > 0;)
+        sift_down(m, i);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Merger_read(Merger *m, PyObject *arg)
+{
+    long last_kg = PyLong_AsLong(arg);
+    if (last_kg == -1 && PyErr_Occurred())
+        return NULL;
+    m->out.n = 0;
+    if (merger_read(m, last_kg, &m->out) < 0)
+        return NULL;
+    return PyBytes_FromStringAndSize((const char *)m->out.p, (Py_ssize_t)m->out.n);
+}
+
+static PyMethodDef Merger_methods[] = {
+    {"seek", (PyCFunction)Merger_seek, METH_O, "seek(user_key): every table at its first key >= user_key"},
+    {"read", (PyCFunction)Merger_read, METH_O,
+     "read(last_key_group) -> bytes: the visible pairs up to that key group (uint32 length, key, uint32 length, "
+     "value, ...)"},
+    {NULL},
+};
+
+static PyTypeObject MergerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fstate.savepoint._sst.Merger",
+    .tp_basicsize = sizeof(Merger),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Merger((table, ...), prefix): one column family's tables merged as RocksDB reads them",
+    .tp_new = Merger_new,
+    .tp_dealloc = (destructor)Merger_dealloc,
+    .tp_methods = Merger_methods,
+};
+
+static struct PyModuleDef sst_module = {
+    PyModuleDef_HEAD_INIT, "fstate.savepoint._sst", "RocksDB block-based table files read in C", -1, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__sst(void)
+{
+    crc_init();
+    if (PyType_Ready(&TableType) < 0 || PyType_Ready(&MergerType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&sst_module);
+    if (m == NULL)
+        return NULL;
+    Unsupported = PyErr_NewException("fstate.savepoint._sst.Unsupported", PyExc_Exception, NULL);
+    Corrupt = PyErr_NewException("fstate.savepoint._sst.Corrupt", PyExc_Exception, NULL);
+    if (Unsupported == NULL || Corrupt == NULL || PyModule_AddObjectRef(m, "Unsupported", Unsupported) < 0
+        || PyModule_AddObjectRef(m, "Corrupt", Corrupt) < 0 || PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0
+        || PyModule_AddObjectRef(m, "Merger", (PyObject *)&MergerType) < 0
+        || PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
+
+#endif

@@ -1,0 +1,93 @@
+"""RocksDB's table files read in C (``fstate.savepoint._sst``, savepoint/_sst.c): the live tables of
+an open :class:`.rocksdb.RocksDBSnapshot`, one merger a column family, whose pairs the columnar
+decoder reads from one buffer a key-group window (no Python object per pair).
+
+rocksdict (RocksDB itself) stays the reference and the fallback: :func:`open_tables` gives None
+when the extension is missing, ``FSTATE_PURE_PYTHON=1`` or ``FSTATE_ROCKSDB_NATIVE=0`` is set, the
+database holds entries outside its table files, or a table uses a feature the C reader does not
+read (another comparator, format version or checksum, a compression without its library here,
+range deletions, a partitioned or hash index, a compression dictionary). Checked before the first
+pair is read; bytes that are not a valid table are a :class:`CorruptStateError` naming the file.
+tests/savepoint/test_sst.py compares both readers on generated databases and every sample.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ._compiled import pure_python_forced
+from .errors import CorruptStateError
+from .rocksdb import RocksDBSnapshot
+
+ABI = 1  # the interface version of _sst.c this module speaks
+
+try:
+    from . import _sst
+except ImportError:  # built without a compiler
+    _sst = None
+if _sst is not None and getattr(_sst, "ABI", None) != ABI:
+    _sst = None
+
+#: ``FSTATE_ROCKSDB_NATIVE=0`` reads every RocksDB snapshot with rocksdict (benchmarks, comparisons)
+ENV = "FSTATE_ROCKSDB_NATIVE"
+
+
+def available() -> bool:
+    return _sst is not None and not pure_python_forced() and os.environ.get(ENV, "1") != "0"
+
+
+@dataclass
+class NativeTables:
+    """The live table files of one snapshot, opened, by column family."""
+
+    families: dict[str, tuple]  # column family → (_sst.Table, ...)
+    origins: dict[str, tuple[str, str]]  # a table's local path → (its RocksDB name, the file it came from)
+
+    def merger(self, column_family: str, prefix: int):
+        """A fresh merger over the column family's tables (None: it has no table file)."""
+        tables = self.families.get(column_family)
+        return None if not tables else _sst.Merger(tables, prefix)
+
+    def error(self, e: Exception) -> CorruptStateError:
+        """The error of a merger's ``_sst.Corrupt``."""
+        path, problem = e.args
+        name, origin = self.origins.get(path, (path, path))
+        return corrupt(name, origin, problem)
+
+
+def corrupt_types() -> tuple[type, ...]:
+    """The exception a merger raises for bytes that are not a valid table."""
+    return (_sst.Corrupt,) if _sst is not None else ()
+
+
+def corrupt(name: str, origin: str, problem: str) -> CorruptStateError:
+    return CorruptStateError(f"RocksDB table file {name}: {problem}", origin)
+
+
+def open_tables(db: RocksDBSnapshot, keys: tuple[bytes, bytes | None] | None = None) -> NativeTables | None:
+    """The snapshot's live tables opened by the C reader, or None (see the module doc). ``keys``:
+    only the tables holding user keys in [first, end) (end None: no end) are opened; the others
+    cannot change a key of that range."""
+    if not available():
+        return None
+    live = db.live_tables()
+    if live is None:
+        return None
+    families: dict[str, list] = {}
+    origins = {}
+    for entry in live:
+        if keys is not None and (entry.largest < keys[0] or (keys[1] is not None and entry.smallest >= keys[1])):
+            continue
+        try:
+            table = _sst.Table(entry.path)
+        except _sst.Unsupported:
+            return None
+        except _sst.Corrupt as e:
+            raise corrupt(entry.name, entry.origin, e.args[1]) from None
+        origins[entry.path] = (entry.name, entry.origin)
+        families.setdefault(table.column_family.decode("utf-8", "surrogateescape"), []).append(table)
+    known = set(db.column_families)
+    if not set(families) <= known:
+        return None  # a table of a column family RocksDB does not list: RocksDB decides
+    return NativeTables({name: tuple(tables) for name, tables in families.items()}, origins)
