@@ -234,19 +234,28 @@ def test_ttl_state_measured_by_the_compiled_scanner(monkeypatch):
     path, day = str(res.snapshot_dir), 24 * 3600 * 1000
     stamps = sorted(s for op in state_sizes(path, ttl_ms=day, operators=["ttl"]).operators for state in op.states
                     if state.ttl is not None for s in (state.ttl.oldest_access, state.ttl.newest_access))
-    at = (stamps[0] + stamps[-1]) // 2 + day  # between the oldest and the newest access
+    # the job's accesses carry its run's clock, so the times are taken from the snapshot: before the
+    # first expiry, at the oldest access's (some expired, not all, when the accesses differ), after all
+    times = [stamps[0] + day - 1, stamps[0] + day, stamps[-1] + day]
     used = []
     compiled = sizes_measure._measure_compiled
     monkeypatch.setattr(sizes_measure, "_measure_compiled", lambda *a: used.append(compiled(*a)) or used[-1])
-    fast = state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict()
+    fast = [state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict() for at in times]
     assert used and all(result is not None for result in used)
-    expired = [s["ttl"] for s in fast["operators"][0]["states"] if s["ttl"] is not None]
-    assert {s["name"] for s in fast["operators"][0]["states"] if s["ttl"]} == {"last", "counts", "events"}
-    assert 0 < sum(t["expired_entries"] for t in expired) < sum(s["entries"] for s in fast["operators"][0]["states"]
-                                                                if s["ttl"] is not None)
+    assert {s["name"] for s in fast[0]["operators"][0]["states"] if s["ttl"]} == {"last", "counts", "events"}
+
+    def expired(report, field):
+        return sum(s["ttl"][field] for s in report["operators"][0]["states"] if s["ttl"] is not None)
+
+    entries = sum(s["entries"] for s in fast[0]["operators"][0]["states"] if s["ttl"] is not None)
+    assert expired(fast[0], "expired_entries") == expired(fast[0], "expired_elements") == 0
+    assert expired(fast[1], "expired_entries") + expired(fast[1], "expired_elements") > 0
+    if stamps[0] < stamps[-1]:
+        assert expired(fast[1], "expired_entries") < entries
+    assert expired(fast[2], "expired_entries") == entries
     monkeypatch.setattr(KeyedState, "records_ttl", lambda self: False)
     used.clear()
-    assert state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict() == fast
+    assert [state_sizes(path, top=TOP, ttl_ms=day, at=at, operators=["ttl"]).to_dict() for at in times] == fast
     assert not used
 
 
