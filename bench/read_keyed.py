@@ -38,6 +38,21 @@ sys.path.insert(0, str(ROOT))
 from tests.flink import harness  # noqa: E402
 
 
+
+#: a process on one core that decodes every keyed state of the bench savepoint (argv[1]) into Arrow
+#: batches and prints the rows and the seconds (bench/read_rocksdb.py runs it too)
+COLUMNAR_DECODE = (
+    "import sys, time, os; from fstate.savepoint.loader import Savepoint\n"
+    "from fstate.savepoint.decoders import new_decoder\n"
+    "os.sched_setaffinity(0, {0})\n"
+    "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0\n"
+    "for source in op.keyed_states():\n"
+    "    with source.open() as state:\n"
+    "        ids = [i for i, _ in state.meta.value_states]\n"
+    "        names = ['key'] + [state.meta.states[i].name for i in ids]\n"
+    "        n += sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))\n"
+    "print(n, time.perf_counter() - t)")
+
 def run_java(args: list[str], log_file: Path, timeout: int = 3600) -> dict:
     lib = harness.flink_lib_dir("2.3.0")
     classes = harness.compile_jobs("2.3.0", "BenchJob")
@@ -124,17 +139,7 @@ def main() -> None:
     res = subprocess.run(core_cmd, capture_output=True, text=True, check=True)
     rows, core_s, core_path = res.stdout.split()
     core_s = float(core_s)
-    columnar_cmd = [sys.executable, "-c", (
-        "import sys,time,os; from fstate.savepoint.loader import Savepoint\n"
-        "from fstate.savepoint.decoders import new_decoder\n"
-        "os.sched_setaffinity(0, {0})\n"
-        "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0\n"
-        "for source in op.keyed_states():\n"
-        "    with source.open() as state:\n"
-        "        ids = [i for i, _ in state.meta.value_states]\n"
-        "        names = ['key'] + [state.meta.states[i].name for i in ids]\n"
-        "        n += sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))\n"
-        "print(n, time.perf_counter() - t)"), sp_dir]
+    columnar_cmd = [sys.executable, "-c", COLUMNAR_DECODE, sp_dir]
     res = subprocess.run(columnar_cmd, capture_output=True, text=True)
     columnar_s = float(res.stdout.split()[1]) if res.returncode == 0 else None
 

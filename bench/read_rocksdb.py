@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from read_keyed import _load, _timed, run_java  # noqa: E402
+from read_keyed import COLUMNAR_DECODE, _load, _timed, run_java  # noqa: E402
 
 SNAPSHOTS = {  # name → BenchJob generate arguments
     "hashmap savepoint": [],
@@ -37,17 +37,7 @@ SNAPSHOTS = {  # name → BenchJob generate arguments
     "rocksdb incremental checkpoint": ["--backend", "rocksdb", "--snapshot", "checkpoint"],
 }
 
-DECODE = (
-    "import sys, time, os; from fstate.savepoint.loader import Savepoint\n"
-    "from fstate.savepoint.decoders import new_decoder\n"
-    "os.sched_setaffinity(0, {0})\n"
-    "op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0\n"
-    "for source in op.keyed_states():\n"
-    "    with source.open() as state:\n"
-    "        ids = [i for i, _ in state.meta.value_states]\n"
-    "        names = ['key'] + [state.meta.states[i].name for i in ids]\n"
-    "        n += sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))\n"
-    "print(n, time.perf_counter() - t)")
+DECODE = COLUMNAR_DECODE
 
 
 def generate(work: Path, records: int, name: str, args: list[str]) -> str:

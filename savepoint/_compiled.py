@@ -10,16 +10,26 @@ reference. ``FSTATE_PURE_PYTHON=1`` forces that fallback too (:func:`pure_python
 
 from __future__ import annotations
 
+import importlib
 import os
+from types import ModuleType
 
 ABI = 6  # the interface version of _speedups.c this package speaks
 
-try:
-    from . import _speedups as speedups
-except ImportError:  # built without a compiler: the Python path is the whole story
-    speedups = None
-if speedups is not None and getattr(speedups, "ABI", None) != ABI:
-    speedups = None
+
+def compiled_extension(name: str, abi: int) -> ModuleType | None:
+    """The package's C extension ``name`` when it is built from the sources its Python side speaks
+    (its ``ABI`` equals ``abi``), else None: missing (no compiler) or stale (rebuild with
+    ``pip install -e .``). Every extension is loaded by this one rule (_speedups here, _columnar,
+    _encoding, _sst by their modules)."""
+    try:
+        module = importlib.import_module(f"{__package__}.{name}")
+    except ImportError:  # built without a compiler: the Python path is the whole story
+        return None
+    return module if getattr(module, "ABI", None) == abi else None
+
+
+speedups = compiled_extension("_speedups", ABI)
 
 
 def pure_python_forced() -> bool:

@@ -40,7 +40,7 @@ from . import keyed
 # type codes and plan modes: the enums of _wire.h, which both compiled decoders share
 from ._fastpath import (LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SCALAR_CODES, SKIP, TTL, TUPLE, VALUE, WINDOW,
                         ZERO)
-from ._compiled import pure_python_forced
+from ._compiled import compiled_extension, pure_python_forced
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .keyed_codecs import LIST as LIST_FORM, MAP as MAP_FORM, RAW_LIST, RAW_MAP, TIMER, key_group_prefix_size
@@ -51,12 +51,7 @@ from .types.roles import as_opaque, as_timer
 
 ABI = 4  # the interface version of _columnar.c this module speaks
 
-try:
-    from . import _columnar
-except ImportError:  # built without a compiler
-    _columnar = None
-if _columnar is not None and getattr(_columnar, "ABI", None) != ABI:
-    _columnar = None  # a stale build of older sources
+_columnar = compiled_extension("_columnar", ABI)
 
 SKIP_PLAIN, SKIP_LIST, SKIP_MAP = range(3)  # how a heap-native entry of a state without a column is skipped
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import metainfo
-from ._compiled import pure_python_forced
+from ._compiled import compiled_extension, pure_python_forced
 from ._fastpath import (BOOL, BYTE, DOUBLE, FLOAT, INT, LIST, LONG, MAP, SHORT, STRING, TIMER, VALUE,
                         FastPathSpecVisitor)
 from .types import roles
@@ -26,12 +26,7 @@ from .types import NullableType, Scalar, TimeWindowType, TtlType, TupleType, Typ
 
 ABI = 1  # the interface version of _encoding.c this module speaks
 
-try:
-    from . import _encoding
-except ImportError:  # built without a compiler
-    _encoding = None
-if _encoding is not None and getattr(_encoding, "ABI", None) != ABI:
-    _encoding = None
+_encoding = compiled_extension("_encoding", ABI)
 
 
 def available() -> bool:

@@ -16,18 +16,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ._compiled import pure_python_forced
+from ._compiled import compiled_extension, pure_python_forced
 from .errors import CorruptStateError
 from .rocksdb import RocksDBSnapshot
 
 ABI = 1  # the interface version of _sst.c this module speaks
 
-try:
-    from . import _sst
-except ImportError:  # built without a compiler
-    _sst = None
-if _sst is not None and getattr(_sst, "ABI", None) != ABI:
-    _sst = None
+_sst = compiled_extension("_sst", ABI)
 
 #: ``FSTATE_ROCKSDB_NATIVE=0`` reads every RocksDB snapshot with rocksdict (benchmarks, comparisons)
 ENV = "FSTATE_ROCKSDB_NATIVE"
