@@ -22,7 +22,7 @@ from ..savepoint import rocksdb
 from ..savepoint import sql_plan
 from ..savepoint import ttl_meta
 from ..savepoint import verify_structure
-from ..savepoint.errors import (CorruptStateError, FStateError, InvalidArgumentError, MissingStateFileError,
+from ..savepoint.errors import (CorruptStateError, FStateError, InvalidArgumentError,
                                 UnknownStateError)
 from ..savepoint.loader import OperatorView
 from ..savepoint.types import INT, LONG, STRING, TIME_WINDOW, VOID_NAMESPACE, ListType, TypeInfo
@@ -30,7 +30,7 @@ from ..savepoint.types.hashing import key_group_for_hash
 from . import table_types
 
 #: target bytes per partition when splitting a large key-group handle by key-group ranges
-SPLIT_BYTES = 32 * 1024 * 1024
+SPLIT_BYTES = keyed_state.SPLIT_BYTES
 #: the same for a RocksDB snapshot's table files: compressed (Snappy by default), they hold about
 #: twice the entries of as many bytes of a canonical stream
 ROCKSDB_SPLIT_BYTES = SPLIT_BYTES // 2
@@ -234,29 +234,8 @@ def keyed_sources(op: OperatorView) -> list[keyed_state.KeyedStateSource]:
 
 
 def _split_handle(h: handles.KeyGroupsHandle, src: streams.StreamSource):
-    """Split a handle's key-group range into pieces of about SPLIT_BYTES, using the offsets."""
-    total = src.length if src.length is not None else len(src.data or b"")
-    if src.path is not None and src.length is not None:
-        actual = streams.source_io(src).size(src.path)
-        if actual < src.start + src.length:
-            raise MissingStateFileError(f"state file has {actual} bytes, but the savepoint's metadata says "
-                                        f"{src.start + src.length}", src.path)
-    if total <= SPLIT_BYTES or src.path is None:
-        return [(h.start_key_group, h.end_key_group, None)]
-    present = [(h.start_key_group + i, o) for i, o in enumerate(h.offsets) if o != 0 or not h.canonical]
-    if not present:
-        return []
-    ordered = sorted(present, key=lambda x: x[1])
-    # the stream is laid out in key-group order; group consecutive key groups into ~SPLIT_BYTES
-    pieces = []
-    start_i = 0
-    for i in range(1, len(ordered) + 1):
-        end_byte = ordered[i][1] if i < len(ordered) else total
-        if end_byte - ordered[start_i][1] >= SPLIT_BYTES or i == len(ordered):
-            lo_kg, hi_kg = ordered[start_i][0], ordered[i - 1][0]
-            pieces.append((lo_kg, hi_kg, (ordered[start_i][1], end_byte)))
-            start_i = i
-    return pieces
+    """A handle's key-group range in pieces of about :data:`SPLIT_BYTES` (keyed_state.split_stream)."""
+    return keyed_state.split_stream(h, src, SPLIT_BYTES)
 
 
 def _namespace_columns(states: list) -> tuple[str, list[Column]]:

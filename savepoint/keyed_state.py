@@ -51,7 +51,7 @@ from . import rocksdb
 from . import streams
 from . import ttl_meta
 from . import verify_structure
-from .errors import DECODE_ERRORS, CorruptStateError, FStateError, UnsupportedSerializerError
+from .errors import DECODE_ERRORS, CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
 from .io import FileIO
 from .keyed_codecs import StateCodec
 
@@ -348,6 +348,38 @@ def open_rocksdb(source: rocksdb.RocksDBSource, max_parallelism: int, *, key_gro
         meta = meta_of(meta)
     with rocksdb.open_snapshot(source, tmp_dir=tmp_dir, io=io) as db:
         yield KeyedState.of_rocksdb(db, meta, max_parallelism, key_groups=key_groups, source=source.label)
+
+
+#: bytes of a key-group stream read at a time when it is large (a table partition, a verify step)
+SPLIT_BYTES = 32 * 1024 * 1024
+
+
+def split_stream(h: handles.KeyGroupsHandle, src: streams.StreamSource, split_bytes: int = SPLIT_BYTES
+                 ) -> list[tuple[int, int, tuple[int, int] | None]]:
+    """A key-group stream's key groups in pieces of about ``split_bytes``, by the handle's offsets:
+    (first key group, last key group, byte range), or the whole range once (byte range None) when the
+    stream is small or in memory."""
+    total = src.length if src.length is not None else len(src.data or b"")
+    if src.path is not None and src.length is not None:
+        actual = streams.source_io(src).size(src.path)
+        if actual < src.start + src.length:
+            raise MissingStateFileError(f"state file has {actual} bytes, but the savepoint's metadata says "
+                                        f"{src.start + src.length}", src.path)
+    if total <= split_bytes or src.path is None:
+        return [(h.start_key_group, h.end_key_group, None)]
+    present = [(h.start_key_group + i, o) for i, o in enumerate(h.offsets) if o != 0 or not h.canonical]
+    if not present:
+        return []
+    ordered = sorted(present, key=lambda x: x[1])
+    # the stream is laid out in key-group order; consecutive key groups make pieces of ~split_bytes
+    pieces = []
+    start_i = 0
+    for i in range(1, len(ordered) + 1):
+        end_byte = ordered[i][1] if i < len(ordered) else total
+        if end_byte - ordered[start_i][1] >= split_bytes or i == len(ordered):
+            pieces.append((ordered[start_i][0], ordered[i - 1][0], (ordered[start_i][1], end_byte)))
+            start_i = i
+    return pieces
 
 
 @dataclass(frozen=True)

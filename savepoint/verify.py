@@ -9,11 +9,13 @@ offset intact (inside a long, a double, a string's characters) is not detectable
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from . import handles
+from . import keyed_state
 from . import streams
 from . import operator as operator_state
 from . import pool
@@ -257,18 +259,33 @@ def _source_label(source) -> str:
 
 
 def _decode_source(op: OperatorView, source, r: OperatorReport, reference: bool) -> int:
-    """Every entry of one subtask's keyed state, strictly decoded, each key in its key group."""
-    with source.open(io=op.savepoint.io, strict=reference) as state:
-        if source.rocksdb is not None:  # every file Flink's restore reads: OPTIONS too
-            state.db.check_options()
-        else:  # a key-group stream: its offsets and header first
-            verify_structure.check_key_group_offsets(state.handle, state.meta.header_size, len(state.buf),
-                                                     source.label)
-            _check_header(r, op.keyed_meta.states, state.meta.states, source.label,
-                          (op.keyed_meta.key_type, state.meta.key_type))
-        entries = state.entries(states=_decodable(state.codecs, r))
-        return sum(1 for _ in verify_structure.checking_key_groups(entries, state.meta.key_type,
-                                                                   op.max_parallelism, source.label))
+    """Every entry of one subtask's keyed state, strictly decoded, each key in its key group. A large
+    key-group stream is read in pieces of about keyed_state.SPLIT_BYTES (the header and one piece's key
+    groups at a time, so memory does not grow with the stream), its offsets checked over the whole."""
+    if source.rocksdb is not None:
+        with source.open(io=op.savepoint.io, strict=reference) as state:
+            state.db.check_options()  # every file Flink's restore reads: OPTIONS too
+            return _count_checked(op, state, r, source.label)
+    pieces = [dataclasses.replace(source, span=span, span_key_groups=(lo, hi))
+              for lo, hi, span in keyed_state.split_stream(source.handle, source.stream, keyed_state.SPLIT_BYTES)
+              if span is not None] \
+        or [source]
+    count = 0
+    for piece in pieces:
+        with piece.open(io=op.savepoint.io, strict=reference) as state:
+            if piece is pieces[0]:  # a key-group stream: its offsets and header first
+                length = source.stream.length if piece.span is not None else len(state.buf)
+                verify_structure.check_key_group_offsets(source.handle, state.meta.header_size, length, source.label)
+                _check_header(r, op.keyed_meta.states, state.meta.states, source.label,
+                              (op.keyed_meta.key_type, state.meta.key_type))
+            count += _count_checked(op, state, r, source.label)
+    return count
+
+
+def _count_checked(op: OperatorView, state, r: OperatorReport, label: str | None) -> int:
+    entries = state.entries(states=_decodable(state.codecs, r))
+    return sum(1 for _ in verify_structure.checking_key_groups(entries, state.meta.key_type, op.max_parallelism,
+                                                               label))
 
 
 def _source_task(path: str, fs_options, uid_hash: str, index: int, reference: bool) -> OperatorReport:

@@ -57,6 +57,43 @@ def test_zeroed_block_is_found(tmp_path):
     assert not verify(str(case)).ok
 
 
+def test_large_streams_are_verified_piece_by_piece(tmp_path, monkeypatch):
+    """A stream over keyed_state.SPLIT_BYTES is read a piece of key groups at a time (memory does not
+    grow with the stream): the same report as one read of the whole stream, and a damaged key group of
+    the last piece is found."""
+    from fstate.savepoint import keyed_state
+    from fstate.savepoint import verify as verify_module
+
+    counted = []
+    count_checked = verify_module._count_checked
+    monkeypatch.setattr(verify_module, "_count_checked", lambda *a: counted.append(count_checked(*a)) or counted[-1])
+    case = _copy(tmp_path, KEYED)
+    whole = verify(str(case))
+    whole_entries, counted[:] = sum(counted), []
+    opened = []
+    piece_open = keyed_state.KeyedStateSource.open
+
+    def counting(self, **kwargs):
+        opened.append(self.span)
+        return piece_open(self, **kwargs)
+
+    monkeypatch.setattr(keyed_state, "SPLIT_BYTES", 4096)
+    monkeypatch.setattr(keyed_state.KeyedStateSource, "open", counting)
+    pieces = verify(str(case))
+    assert sum(span is not None for span in opened) > 3 * 5  # the three subtasks' streams in spans
+    assert pieces.ok and [str(p) for p in pieces.operators] == [str(p) for p in whole.operators]
+    assert sum(counted) == whole_entries > 0  # every entry decoded and checked, once
+    target, start, end = _first_key_group(case)
+    sp = Savepoint.open(str(case))
+    op = next(o for o in sp.operators if o.has_keyed_state)
+    _, h = op.key_group_handles()[0]
+    _, last, last_end = max(keyed.key_group_regions(h, sp.stream_source(h.delegate).length), key=lambda r: r[1])
+    data = bytearray(target.read_bytes())
+    data[last:last_end] = bytes(last_end - last)
+    target.write_bytes(bytes(data))
+    assert not verify(str(case)).ok
+
+
 def test_every_bit_flip_in_a_key_group_is_found_or_changes_only_scalars(tmp_path, exhaustive):
     """Over the first 120 bytes of one key group: a flipped bit either makes verify fail (or read fail),
     or yields records of the same shape (a changed scalar: undetectable without checksums). Every byte
