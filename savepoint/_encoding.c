@@ -237,6 +237,19 @@ put_record(Buf *out, long kg, long sid, const Buf *composite, const Buf *extra, 
     return ENC_OK;
 }
 
+/* a pair's key bytes: its key group (1 byte; 2 above max parallelism 128), a timer's timestamp with its
+   sign bit flipped (when timestamp is given), the key's bytes, the state's namespace bytes */
+static int
+put_composite(Buf *composite, long kg, int prefix, const int64_t *timestamp, const Buf *key, const StateSpec *s)
+{
+    composite->size = 0;
+    if ((prefix == 2 && buf_byte(composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(composite, (uint8_t)kg) < 0
+        || (timestamp != NULL && buf_be(composite, (uint64_t)*timestamp ^ 0x8000000000000000ull, 8) < 0)
+        || buf_put(composite, key->data, key->size) < 0 || buf_put(composite, s->ns, (size_t)s->ns_len) < 0)
+        return ENC_ERROR;
+    return ENC_OK;
+}
+
 static int
 encode_state(Buf *out, long kg, long sid, const StateSpec *s, PyObject *value, const Buf *composite, Buf *tmp,
              Buf *extra)
@@ -351,10 +364,8 @@ encode_timers(Buf *out, long kg, int prefix, long sid, const StateSpec *s, PyObj
         int r = long_in(items[i], INT64_MIN, INT64_MAX, &ts);
         if (r != ENC_OK)
             return r;
-        composite->size = 0;
-        if ((prefix == 2 && buf_byte(composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(composite, (uint8_t)kg) < 0
-            || buf_be(composite, (uint64_t)ts ^ 0x8000000000000000ull, 8) < 0
-            || buf_put(composite, key->data, key->size) < 0 || buf_put(composite, s->ns, (size_t)s->ns_len) < 0)
+        int64_t timestamp = (int64_t)ts;
+        if (put_composite(composite, kg, prefix, &timestamp, key, s) != ENC_OK)
             return ENC_ERROR;
         if ((r = put_record(out, kg, sid, composite, NULL, empty)) != ENC_OK)
             return r;
@@ -430,10 +441,7 @@ py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
                 r = encode_timers(out, kg, prefix, (long)s, &specs[s], value, &tmp, &composite, &val);
                 continue;
             }
-            composite.size = 0;
-            if ((prefix == 2 && buf_byte(&composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(&composite, (uint8_t)kg) < 0
-                || buf_put(&composite, tmp.data, tmp.size) < 0
-                || buf_put(&composite, specs[s].ns, (size_t)specs[s].ns_len) < 0) {
+            if (put_composite(&composite, kg, prefix, NULL, &tmp, &specs[s]) != ENC_OK) {
                 r = ENC_ERROR;
                 break;
             }

@@ -264,19 +264,14 @@ arrow_state(Buf *out, long kg, int prefix, long sid, const StateSpec *s, const A
             if (items->kind != A_I64 || arrow_null(items, i))
                 return ENC_DECLINE;
             int64_t ts = ((const int64_t *)items->array->buffers[1])[items->array->offset + i];
-            composite->size = 0;
-            if ((prefix == 2 && buf_byte(composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(composite, (uint8_t)kg) < 0
-                || buf_be(composite, (uint64_t)ts ^ 0x8000000000000000ull, 8) < 0
-                || buf_put(composite, key->data, key->size) < 0 || buf_put(composite, s->ns, (size_t)s->ns_len) < 0)
+            if (put_composite(composite, kg, prefix, &ts, key, s) != ENC_OK)
                 return ENC_ERROR;
             if ((r = put_record(out, kg, sid, composite, NULL, val)) != ENC_OK)
                 return r;
         }
         return ENC_OK;
     }
-    composite->size = 0;
-    if ((prefix == 2 && buf_byte(composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(composite, (uint8_t)kg) < 0
-        || buf_put(composite, key->data, key->size) < 0 || buf_put(composite, s->ns, (size_t)s->ns_len) < 0)
+    if (put_composite(composite, kg, prefix, NULL, key, s) != ENC_OK)
         return ENC_ERROR;
     if (s->mode == M_VALUE) {
         if ((r = arrow_put(val, s->a, c, row, NULL)) != ENC_OK)
