@@ -49,6 +49,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -446,9 +447,13 @@ def run_job(
     if any(out_dir.iterdir()):
         raise FlinkJobError(f"output directory {out_dir} is not empty")
     log_file = out_dir / "flink.log"
+    # the JVM's own scratch (the planner jar the table-planner loader unpacks, 45 MB a SQL job; the
+    # blob caches) goes to a directory removed after the run, not into the machine's /tmp
+    jvm_tmp = tempfile.TemporaryDirectory(prefix="fstate-jvm-", ignore_cleanup_errors=True)
     cmd = [
         java,
         "-Xmx768m",
+        f"-Djava.io.tmpdir={jvm_tmp.name}",
         "-XX:+UseSerialGC",
         # the C1 compiler only: an oracle job lives seconds, the C2 compiler's threads would only take
         # CPU from it and from the job beside it (about 20 % of a job's wall time on 2 cores). Not for
@@ -486,6 +491,8 @@ def run_job(
             f"{job} on Flink {version} was killed after {timeout + KILL_GRACE} s\n"
             f"--- stderr ---\n{_tail(_s(e.stderr), 80)}\n--- flink.log ---\n{_log_tail(log_file)}"
         ) from None
+    finally:
+        jvm_tmp.cleanup()
     seconds = time.monotonic() - t0
     LEDGER.append(LedgerEntry("java", job, version, seconds))
     dump_path = out_dir / "dump.json"

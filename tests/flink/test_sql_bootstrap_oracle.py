@@ -50,7 +50,7 @@ def _flink_type_snapshots(version: str, tmp_path, expected=SNAPSHOTS) -> list[tu
     types = tmp_path / "types.txt"
     types.write_text("\n".join(text for text, _, _ in flink_snapshots(expected)) + "\n", encoding="utf-8")
     out = tmp_path / f"snapshots-{version}.tsv"
-    subprocess.run([java, "-cp", harness._classpath(harness.flink_lib_dir(version), classes), "SqlTypeSnapshots",
+    subprocess.run([java, f"-Djava.io.tmpdir={tmp_path}", "-cp", harness._classpath(harness.flink_lib_dir(version), classes), "SqlTypeSnapshots",
                     str(types), str(out)], check=True, capture_output=True, timeout=300)
     return flink_snapshots(out)
 
