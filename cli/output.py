@@ -335,18 +335,40 @@ def _per_subtask(values: list[int], shown: int = 8) -> str:
     return text + (f", … ({len(values) - shown} more)" if len(values) > shown else "")
 
 
+def _signed(n: int) -> str:
+    return ("+" if n >= 0 else "-") + human_bytes(abs(n))
+
+
 def _show_growth(output: "TableOutput", data: dict) -> None:
     out.print(f"[bold]{data['old']}[/] → [bold]{data['new']}[/]")
-    for part, columns in (("operators", ("operator",)), ("states", ("operator", "state")),
-                          ("keys", ("operator", "state", "key"))):
+    for part, columns in (("operators", ("operator",)), ("states", ("operator", "state"))):
         rows = data[part]
         largest = max((abs(g["growth"]) for g in rows), default=0)
         output.table(columns + ("old", "new", "growth", "", "old entries", "new entries"),
                      [tuple(g[c] for c in columns) + (human_bytes(g["old_bytes"]), human_bytes(g["new_bytes"]),
-                      ("+" if g["growth"] >= 0 else "-") + human_bytes(abs(g["growth"])),
-                      _bar(abs(g["growth"]), largest, "red" if g["growth"] > 0 else "green"),
+                      _signed(g["growth"]), _bar(abs(g["growth"]), largest, "red" if g["growth"] > 0 else "green"),
                       f"{g['old_entries']:,}", f"{g['new_entries']:,}") for g in rows],
                      title=f"{part} by growth")
+    for part, title, measure in (("keys", "keys that grew most (bytes)", "growth"),
+                                 ("keys_by_elements", "keys that grew most (list / map elements)", "element_growth"),
+                                 ("shrunk_keys", "keys that shrank most (gone: new 0 B)", "growth")):
+        rows = data[part]
+        if not rows:
+            continue
+        largest = max(abs(g[measure]) for g in rows)
+        output.table(("operator", "state", "key", "key group", "old", "new", "growth", "", "elements"),
+                     [(g["operator"], g["state"], g["key"], str(g["key_group"]), human_bytes(g["old_bytes"]),
+                       human_bytes(g["new_bytes"]), _signed(g["growth"]),
+                       _bar(abs(g[measure]), largest, "red" if g[measure] > 0 else "green"),
+                       f"{g['old_elements']:,} → {g['new_elements']:,}") for g in rows], title=title)
+    rows = [(join["operator"], state["name"], f"{state['new_keys']:,}", f"{state['gone_keys']:,}",
+             f"{state['grown_keys']:,}", f"{state['shrunk_keys']:,}", f"{state['same_keys']:,}", join["join"])
+            for join in data["key_joins"] for state in join["states"]]
+    output.table(("operator", "state", "new", "gone", "grown", "shrunk", "same", "joined by"), rows,
+                 title="keys, OLD against NEW")
+    for join in data["key_joins"]:
+        if join["note"]:
+            out.print(f"[dim]{join['operator']}: {join['note']}[/]")
 
 
 class JsonOutput(Output):

@@ -63,8 +63,6 @@ class OperatorSizes:
     best_parallelism: int | None = None
     #: the TTL expiry was counted with (``ttl_ms``, or the SQL plan's), None: not counted
     ttl_ms: int | None = None
-    #: state name → {key (hashable): KeySize} of the keys asked for (``watch``)
-    watched: dict = field(default_factory=dict)
     #: list, union and broadcast states: elements / entries and their bytes per subtask
     operator_states: list[OperatorStateSizes] = field(default_factory=list)
 
@@ -133,15 +131,14 @@ class SizesReport:
 def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: Iterable[int] = (),
                 at: int | None = None, ttl_ms: int | None = None, plan: str | None = None,
                 operators: Iterable[str] | None = None, workers: int | None = None,
-                watch: dict | None = None, engine: str = "auto", spark=None) -> SizesReport:
+                engine: str = "auto", spark=None) -> SizesReport:
     """Where the state of the savepoint or checkpoint at ``path`` is (:class:`SizesReport`).
 
     ``top``: keys kept per state in each top list. ``parallelisms``: the rescale preview's
     parallelisms (besides each operator's own). ``at`` (epoch ms, default now) and ``ttl_ms`` (the
     states' time-to-live, which snapshots do not record): TTL state already expired then.
     ``plan``: the SQL job's compiled plan, naming its operators (and, without ``ttl_ms``, giving
-    their states' TTL). ``operators``: only these (uids or uid hashes). ``watch``: {(uid hash, state
-    name): keys} whose sizes are wanted whatever they rank (:func:`.sizes_growth.state_growth`).
+    their states' TTL). ``operators``: only these (uids or uid hashes).
     ``engine``: where the pieces are measured, as :func:`.engine.choose_engine` picks (``auto``:
     Spark when a session ``spark`` is given or the state is above the size threshold, else this
     process and its pool); both give the same report."""
@@ -161,14 +158,13 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     tasks, owners = [], []
     ttls = {op.uid_hash: ttl_ms if ttl_ms is not None else _plan_ttl(binding, op) for op in chosen}
     for op in chosen:
-        watched = {name: keys for (uid_hash, name), keys in (watch or {}).items() if uid_hash == op.uid_hash}
         for source in tables.keyed_sources(op):
-            tasks.append(KeyedTask(source, top, at, ttls[op.uid_hash], watched))
+            tasks.append(KeyedTask(source, top, at, ttls[op.uid_hash]))
             owners.append((op.uid_hash, "keyed"))
         for task in operator_tasks(op):
             tasks.append(task)
             owners.append((op.uid_hash, "operator"))
-    measured = _run(tasks, workers, state_bytes(chosen), engine, spark)
+    measured = run_tasks(tasks, workers, state_bytes(chosen), engine, spark)
     parts: dict[tuple[str, str], list] = {}
     for owner, result in zip(owners, measured):
         parts.setdefault(owner, []).append(result)
@@ -214,9 +210,11 @@ def _plan_ttl(binding, op) -> int | None:
         return None
 
 
-def _run(tasks: list, workers: int | None, state: int, engine: str, spark) -> list[SubtaskMeasure | OperatorMeasure]:
-    """Every piece measured: here or on a process pool when there is much state, or a Spark task each
-    (:func:`.spark_tasks.map_tasks`), as :func:`.engine.choose_engine` says."""
+def run_tasks(tasks: list, workers: int | None, state: int, engine: str, spark) -> list:
+    """Every piece measured (a task's ``measure()``: :class:`.sizes_measure.KeyedTask`,
+    :class:`.sizes_operator.OperatorTask`, :class:`.sizes_join.JoinTask`): here or on a process pool
+    when there is much state, or a Spark task each (:func:`.spark_tasks.map_tasks`), as
+    :func:`.engine.choose_engine` says."""
     from .engine import choose_engine
 
     if choose_engine(engine, spark is not None, state) == "spark":
@@ -254,7 +252,6 @@ def _operator_sizes(op, measured: list[SubtaskMeasure], binding, top: int, paral
         measure.sizes.top_by_elements = measure.by_elements.items()
         result.states.append(measure.sizes)
     result.states.sort(key=lambda s: (-s.bytes, s.name))
-    result.watched = {name: m.watched for name, m in merged.items()}
     kg_bytes, kg_entries = [0] * op.max_parallelism, [0] * op.max_parallelism
     for part in measured:
         for kg, (size, entries) in part.key_groups.items():

@@ -238,17 +238,51 @@ def render(data: dict) -> str:
     return _page(f"fstate sizes {data['path']}", data, "".join(body))
 
 
+#: the growth page's key lists: (JSON field, heading)
+_KEY_LISTS = (("keys", "Keys that grew most (bytes)"), ("keys_by_elements", "Keys that grew most (list / map elements)"),
+              ("shrunk_keys", "Keys that shrank most (gone keys: new bytes 0)"))
+
+
 def render_growth(data: dict) -> str:
     """The page of a :class:`.sizes_growth.GrowthReport`'s ``to_dict()``."""
     body = [f"<h1>State growth: {_esc(data['old'])} → {_esc(data['new'])}</h1>"]
-    for part in ("operators", "states", "keys"):
+    for part in ("operators", "states"):
         rows = data[part]
         largest = max((abs(g["growth"]) for g in rows), default=0)
         body.append(f"<h2>{part.capitalize()}</h2>" + _table(
-            ("operator", "state", "key", "old bytes", "new bytes", "growth", "", "old entries", "new entries"),
-            [f"<td>{_esc(g['operator'])}</td><td>{_esc(g['state'] or '')}</td><td>{_esc(g['key'] or '')}</td>"
+            ("operator", "state", "old bytes", "new bytes", "growth", "", "old entries", "new entries"),
+            [f"<td>{_esc(g['operator'])}</td><td>{_esc(g['state'] or '')}</td>"
              + _num(g["old_bytes"], f"{part}.{i}.old_bytes", True) + _num(g["new_bytes"], f"{part}.{i}.new_bytes", True)
              + _num(g["growth"], f"{part}.{i}.growth", True) + _bar(abs(g["growth"]), largest, g["growth"] > 0)
              + _num(g["old_entries"], f"{part}.{i}.old_entries") + _num(g["new_entries"], f"{part}.{i}.new_entries")
              for i, g in enumerate(rows)]))
+    for part, heading in _KEY_LISTS:
+        rows = data[part]
+        if not rows:
+            continue
+        measure = "element_growth" if part == "keys_by_elements" else "growth"
+        largest = max(abs(g[measure]) for g in rows)
+        body.append(f"<h2>{_esc(heading)}</h2>" + _table(
+            ("operator", "state", "key", "key group", "old bytes", "new bytes", "growth", "", "old elements",
+             "new elements", "element growth"),
+            [f"<td>{_esc(g['operator'])}</td><td>{_esc(g['state'])}</td><td>{_esc(g['key'])}</td>"
+             + _num(g["key_group"], f"{part}.{i}.key_group")
+             + _num(g["old_bytes"], f"{part}.{i}.old_bytes", True) + _num(g["new_bytes"], f"{part}.{i}.new_bytes", True)
+             + _num(g["growth"], f"{part}.{i}.growth", True) + _bar(abs(g[measure]), largest, g[measure] > 0)
+             + _num(g["old_elements"], f"{part}.{i}.old_elements")
+             + _num(g["new_elements"], f"{part}.{i}.new_elements")
+             + _num(g["element_growth"], f"{part}.{i}.element_growth")
+             for i, g in enumerate(rows)]))
+    rows = []
+    for i, join in enumerate(data["key_joins"]):
+        for n, state in enumerate(join["states"]):
+            path = f"key_joins.{i}.states.{n}"
+            rows.append(f"<td>{_esc(join['operator'])}</td><td>{_esc(state['name'])}</td>"
+                        + "".join(_num(state[c], f"{path}.{c}") for c in _KEY_COUNTS)
+                        + f"<td>{_esc(join['join'])}</td><td class=\"muted\">{_esc(join['note'] or '')}</td>")
+    body.append("<h2>Keys, OLD against NEW</h2>" + _table(
+        ("operator", "state", "new", "gone", "grown", "shrunk", "same", "joined by", ""), rows))
     return _page(f"fstate sizes {data['old']} {data['new']}", data, "".join(body))
+
+
+_KEY_COUNTS = ("new_keys", "gone_keys", "grown_keys", "shrunk_keys", "same_keys")
