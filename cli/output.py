@@ -303,6 +303,7 @@ def _show_sizes(output: "TableOutput", data: dict) -> None:
                      [(name, s["name"], s["kind"], human_bytes(s["bytes"]), _bar(s["bytes"], largest),
                        f"{s['entries']:,}", _per_subtask(s["subtask_bytes"])) for name, s in listed],
                      title="Operator states (bytes of their list elements and broadcast entries)")
+    _show_job(output, data["job"])
     for op in keyed:
         name = op["uid"] or op["uid_hash"]
         skews = [("subtasks", op["subtask_skew"]), ("key groups", op["key_group_skew"])]
@@ -327,6 +328,25 @@ def _show_sizes(output: "TableOutput", data: dict) -> None:
                              [(k["key"], str(k["key_group"]), human_bytes(k["bytes"]), f"{k['entries']:,}",
                                f"{k['elements']:,}", _bar(k[measure], most)) for k in items],
                              title=f"{name}/{s['name']}: largest keys by {measure}")
+
+
+def _show_job(output: "TableOutput", job: dict) -> None:
+    """The job-level rescale preview: keyed state per slot (slot sharing) at each parallelism."""
+    if not job["rescale"] or not job["following"] + job["fixed"]:
+        return
+    top = max(p["max"] for p in job["rescale"])
+    output.table(("parallelism", "fullest slot", "", "mean", "max / mean", "", "per slot"),
+                 [(str(p["parallelism"]), _bytes(p["max"]), _bar(p["max"], top), _bytes(p["mean"]),
+                   f"{p['max_over_mean']:.2f}",
+                   "best" if p["parallelism"] == job["best_parallelism"] else
+                   ("now" if p["parallelism"] == job["parallelism"] else ""), _per_subtask(p["slot_bytes"], 6))
+                  for p in job["rescale"]],
+                 title=f"job: keyed state per slot (slot sharing; the job's parallelism {job['parallelism']})")
+    for fixed in job["fixed"]:
+        out.print(f"[dim]{fixed['operator']} keeps its own parallelism {fixed['parallelism']} (its subtask i in "
+                  "slot i)[/]")
+    for skipped in job["skipped"]:
+        out.print(f"[dim]parallelism {skipped['parallelism']}: not possible, {skipped['reason']}[/]")
 
 
 def _per_subtask(values: list[int], shown: int = 8) -> str:

@@ -29,7 +29,7 @@ from ..savepoint.loader import Savepoint
 from . import tables
 from .sizes_measure import KeyedTask, KeySize, StateMeasure, StateSizes, SubtaskMeasure, TtlSizes, key_text, measure
 from .sizes_operator import OperatorMeasure, OperatorStateSizes, operator_state_sizes, operator_tasks
-from .sizes_stats import Skew, best_parallelism, parse_duration_ms, rescale_preview
+from .sizes_stats import OperatorLoad, Skew, best_parallelism, job_rescale, parse_duration_ms, rescale_preview
 
 #: how many keys each state's top lists keep
 DEFAULT_TOP = 10
@@ -113,9 +113,15 @@ class SizesReport:
                 return op
         raise UnknownOperatorError(f"{self.path}: no operator {uid_or_hash} in the report")
 
+    @property
+    def job(self) -> dict:
+        """The rescale preview of the whole job, slot by slot (:func:`.sizes_stats.job_rescale`)."""
+        return job_rescale([OperatorLoad(op.display_name, op.parallelism, op.max_parallelism, op.key_group_bytes)
+                            for op in self.operators], self.parallelisms)
+
     def to_dict(self) -> dict:
         return {"path": self.path, "at": self.at, "ttl_ms": self.ttl_ms, "top": self.top,
-                "parallelisms": self.parallelisms,
+                "parallelisms": self.parallelisms, "job": self.job,
                 "handle_bytes": sum(sum(o.handle_keyed_bytes) + sum(o.handle_operator_bytes) for o in self.operators),
                 "keyed_bytes": sum(o.keyed_bytes for o in self.operators),
                 "operator_state_bytes": sum(o.operator_state_bytes for o in self.operators),

@@ -189,6 +189,26 @@ def _operator_section(index: int, op: dict) -> str:
     return "".join(out)
 
 
+def _job_section(job: dict) -> str:
+    """The job-level rescale preview: keyed state per slot at each parallelism (slot sharing)."""
+    if not job["rescale"] or not job["following"] + job["fixed"]:
+        return ""
+    charts, rows = [], []
+    for n, point in enumerate(job["rescale"]):
+        path = f"job.rescale.{n}"
+        label = (f"parallelism {point['parallelism']}: max/mean {point['max_over_mean']:.2f}"
+                 + (" (best)" if point["parallelism"] == job["best_parallelism"] else ""))
+        charts.append(_columns(point["slot_bytes"], f"{path}.slot_bytes", width=260, height=90, label=label))
+        rows.append(f"<td>{point['parallelism']}</td>" + _num(point["max"], f"{path}.max", True)
+                    + _num(point["mean"], f"{path}.mean") + _num(point["max_over_mean"], f"{path}.max_over_mean"))
+    notes = [f"{_esc(f['operator'])} keeps its own parallelism {f['parallelism']}" for f in job["fixed"]]
+    notes += [f"parallelism {s['parallelism']}: not possible, {_esc(s['reason'])}" for s in job["skipped"]]
+    return (f"<h2>Job: keyed state per slot (slot sharing, the job's parallelism {job['parallelism']})</h2>"
+            + "".join(f'<p class="muted">{note}</p>' for note in notes)
+            + '<div class="charts">' + "".join(charts) + "</div>"
+            + _table(("parallelism", "fullest slot bytes", "mean", "max / mean"), rows))
+
+
 def _operator_states(operators: list[dict]) -> str:
     """List, union and broadcast states: their bytes and entries, and per subtask (a column chart)."""
     listed = [(i, n, op, state) for i, op in enumerate(operators) for n, state in enumerate(op["operator_states"])]
@@ -233,6 +253,7 @@ def render(data: dict) -> str:
     body = [head, "<h2>State by operator</h2>", _treemap(operators),
             _table(("operator", "sql", "keyed bytes", "entries", "all state (handles)", ""),
                    rows)]
+    body.append(_job_section(data["job"]))
     body.append(_operator_states(operators))
     body.extend(_operator_section(i, op) for i, op in enumerate(operators) if op["states"])
     return _page(f"fstate sizes {data['path']}", data, "".join(body))

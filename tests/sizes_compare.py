@@ -69,6 +69,11 @@ def check_operator_state_sizes(snapshot_dir, dump: dict, **options) -> int:
 
 # growth by key (`fstate sizes OLD NEW`): what it must list, from every key's sizes in each snapshot
 
+#: a change of samples/keyed-hashmap-savepoint's "events" state (fstate modify --transform): k-1's two
+#: events become eight (a small key grows to a medium one), k-2's events go
+GROW = ("SELECT key, CASE WHEN key = 'k-1' THEN concat(events, events, events, events) "
+        "WHEN key = 'k-2' THEN NULL ELSE events END AS events FROM state")
+
 #: a key's sizes: {"key": text, "key_group": int, "bytes": int, "entries": int, "elements": int}
 KeySizes = dict
 

@@ -196,10 +196,24 @@ def _same_number(shown: str, value) -> bool:
     return float(shown) == float(value)
 
 
-@pytest.mark.parametrize("args", [[str(KEYED[3]), "-p", "1..8", "-n", "3"], [str(KEYED[2]), str(KEYED[0])],
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory) -> str:
+    """KEYED[0] with k-1's events grown, k-2's gone (tests/readers/test_sizes_growth.py's change)."""
+    from fstate.writers.modify import SavepointModifier
+
+    from tests.sizes_compare import GROW
+
+    out = tmp_path_factory.mktemp("grown") / "grown"
+    SavepointModifier(str(KEYED[0]), None, engine="embedded").transform_state("keyed", "events", sql=GROW).write(
+        str(out), deep=True)
+    return str(out)
+
+
+@pytest.mark.parametrize("args", [[str(KEYED[3]), "-p", "1..8", "-n", "3"], [str(KEYED[0]), "GROWN"],
                                   [str(SAMPLES / "operator-state-hashmap-savepoint")]],
                          ids=["sizes", "growth", "operator-state"])
-def test_html_page_in_headless_chromium(args, tmp_path):
+def test_html_page_in_headless_chromium(args, tmp_path, request):
+    args = [request.getfixturevalue("grown") if arg == "GROWN" else arg for arg in args]
     page = tmp_path / "report.html"
     result = _invoke("sizes", *args, "--html", str(page))
     assert result.exit_code == 0, result.output
@@ -219,10 +233,20 @@ def test_html_page_in_headless_chromium(args, tmp_path):
         assert {f"operators.{i}.operator_states.{n}.{what}" for i, op in enumerate(report["operators"])
                 for n in range(len(op["operator_states"])) for what in ("bytes", "entries")} <= shown
         assert sum(len(op["operator_states"]) for op in report["operators"]) >= 10
+    shown = {path for path, _ in numbers.found}
     if "-p" in args:
         (keyed,) = [op for op in report["operators"] if op["uid"] == "keyed"]
-        shown = {path for path, _ in numbers.found}
         assert {f"operators.{report['operators'].index(keyed)}.rescale.{n}.max" for n in range(8)} <= shown
+        # the whole job's preview: every slot at every parallelism
+        assert [p["parallelism"] for p in report["job"]["rescale"]] == list(range(1, 9))
+        assert {f"job.rescale.{n}.slot_bytes.{i}" for n in range(8) for i in range(n + 1)} <= shown
+    if len(args) == 2:  # growth: the keys that grew and shrank, every state's key counts
+        assert report["keys"] and report["shrunk_keys"] and report["keys_by_elements"]
+        for listed in ("keys", "shrunk_keys", "keys_by_elements"):
+            assert {f"{listed}.{n}.{what}" for n in range(len(report[listed]))
+                    for what in ("old_bytes", "new_bytes", "growth", "element_growth")} <= shown
+        assert {f"key_joins.{i}.states.{n}.{count}" for i, join in enumerate(report["key_joins"])
+                for n in range(len(join["states"])) for count in ("new_keys", "gone_keys", "grown_keys")} <= shown
 
 
 def test_a_process_pool_measures_the_same(monkeypatch):

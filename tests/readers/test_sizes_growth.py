@@ -15,13 +15,10 @@ from fstate.readers import sizes_join
 from fstate.readers.sizes import state_sizes
 from fstate.readers.sizes_growth import state_growth
 from fstate.writers.modify import SavepointModifier
-from tests.sizes_compare import expected_key_growth, measured_keys, reported_key_growth
+from tests.sizes_compare import GROW, expected_key_growth, measured_keys, reported_key_growth
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 BASE = SAMPLES / "keyed-hashmap-savepoint"
-#: k-1's two events become eight (a small key grows to a medium one), k-2's events go
-GROW = ("SELECT key, CASE WHEN key = 'k-1' THEN concat(events, events, events, events) "
-        "WHEN key = 'k-2' THEN NULL ELSE events END AS events FROM state")
 TOP = 3
 
 
