@@ -66,7 +66,7 @@ def sizes(
         snapshots = [opened(path)] + ([opened(new)] if new is not None else [])
         conf_map = parse_conf(conf)
         chosen = engine_for(engine, master, conf_map, None,
-                            lambda: sum(state_bytes(chosen_operators(s, operator)) for s in snapshots))
+                            lambda: sum(state_bytes(chosen_operators(s, operator, new is None)) for s in snapshots))
         on = {"engine": chosen, "spark": start_spark(master, conf_map) if chosen == "spark" else None}
         with progress("measuring state"):
             if new is not None:

@@ -183,11 +183,12 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     return SizesReport(savepoint.path, at, ttl_ms, top, parallelisms, report)
 
 
-def chosen_operators(savepoint: Savepoint, operators: Iterable[str] | None = None) -> list:
-    """The savepoint's operators, or only ``operators`` (uids or uid hashes; one it lacks is an error)."""
+def chosen_operators(savepoint: Savepoint, operators: Iterable[str] | None = None, required: bool = True) -> list:
+    """The savepoint's operators, or only ``operators`` (uids or uid hashes; one it lacks is an error
+    when ``required``: growth takes operators that only one of its two snapshots has)."""
     wanted = None if operators is None else set(operators)
     chosen = [op for op in savepoint.operators if wanted is None or {op.uid, op.uid_hash} & wanted]
-    if wanted is not None:
+    if wanted is not None and required:
         missing = wanted - {name for op in chosen for name in (op.uid, op.uid_hash)}
         if missing:
             raise UnknownOperatorError(f"{savepoint.path}: no operator {sorted(missing)[0]}")

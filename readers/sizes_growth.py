@@ -12,7 +12,7 @@ from typing import Iterable
 
 from ..savepoint.errors import UnknownOperatorError
 from ..savepoint.loader import Savepoint
-from .sizes import DEFAULT_TOP, SizesReport, run_tasks, state_bytes, state_sizes
+from .sizes import DEFAULT_TOP, SizesReport, chosen_operators, run_tasks, state_bytes, state_sizes
 from .sizes_join import BY_HASH, KeyChanges, join_tasks
 
 
@@ -116,7 +116,7 @@ def state_growth(old: str | Savepoint, new: str | Savepoint, *, top: int = DEFAU
     old = old if isinstance(old, Savepoint) else Savepoint.open(old)
     new = new if isinstance(new, Savepoint) else Savepoint.open(new)
     operators = None if operators is None else list(operators)
-    chosen = [_chosen(snapshot, operators) for snapshot in (old, new)]
+    chosen = [chosen_operators(snapshot, operators, required=False) for snapshot in (old, new)]
     if operators is not None:  # an operator may be in one snapshot only (new, removed, renamed)
         missing = set(operators) - {name for ops in chosen for op in ops for name in (op.uid, op.uid_hash)}
         if missing:
@@ -169,14 +169,6 @@ def _key_joins(old_ops: list, new_ops: list, top: int, on: dict) -> list[KeyJoin
     for uid_hash, join in joins.items():
         join.states = sorted(merged.get(uid_hash, {}).values(), key=lambda c: c.name)
     return list(joins.values())
-
-
-def _chosen(savepoint: Savepoint, operators: list[str] | None) -> list:
-    """The operators asked for that this snapshot has (one may be in only one of the two)."""
-    if operators is None:
-        return savepoint.operators
-    wanted = set(operators)
-    return [op for op in savepoint.operators if {op.uid, op.uid_hash} & wanted]
 
 
 def _op_bytes(op) -> int:
