@@ -14,7 +14,8 @@ partitions the keys of both by a hash of the key instead (``join: "hash"`` in th
 Within a task each side's keys are spilled to temporary files, a bucket of key groups (or of key
 hashes) a file, as the measuring pass hands over each key group's keys
 (:func:`.sizes_measure.measure_subtask`'s ``on_keys``); the buckets are then joined one at a time:
-memory holds one bucket of OLD's keys, never the whole table."""
+memory holds one bucket of OLD's keys (about :data:`BUCKET_BYTES` of state, one key group at the
+least), never the whole table."""
 
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ from typing import Any, Iterator
 
 from ..savepoint.keyed_state import KeyedStateSource
 from . import tables
+from .sizes import state_bytes
 from .sizes_measure import KeyedTask, TopKeys, key_identity, key_text, measure_subtask
 
-#: at most this many spill files a side (a task's key groups or key hashes spread over them)
-BUCKETS = 64
+#: a task's keys are spread over spill files (buckets) of about this much state each (its handles'
+#: bytes), at least :data:`BUCKETS` and at most :data:`MAX_BUCKETS` of them a side
+BUCKET_BYTES = 8 << 20
+BUCKETS, MAX_BUCKETS = 64, 256
 
 #: how keys of an operator in both snapshots are matched
 BY_KEY_GROUP, BY_HASH = "key group", "hash"
@@ -149,18 +153,19 @@ class JoinTask:
     new: tuple[KeyedStateSource, ...]
     key_groups: tuple[int, int] | None
     top: int
+    buckets: int = BUCKETS
 
     def measure(self) -> dict[str, KeyChanges]:
         with tempfile.TemporaryDirectory(prefix="fstate-growth-") as directory:
-            old = _Spill(os.path.join(directory, "old"), self.key_groups)
-            new = _Spill(os.path.join(directory, "new"), self.key_groups)
+            old = _Spill(os.path.join(directory, "old"), self.key_groups, self.buckets)
+            new = _Spill(os.path.join(directory, "new"), self.key_groups, self.buckets)
             for spill, sources in ((old, self.old), (new, self.new)):
                 wanted = None if self.key_groups is None else range(self.key_groups[0], self.key_groups[1] + 1)
                 with spill:
                     for source in sources:
                         measure_subtask(KeyedTask(source, 0, 0, None), wanted, spill.add)
             changes: dict[str, KeyChanges] = {}
-            for bucket in range(BUCKETS):
+            for bucket in range(self.buckets):
                 _join_bucket(old.records(bucket), new.records(bucket), changes, self.top)
             return changes
 
@@ -169,8 +174,8 @@ class _Spill:
     """One side's keys in bucket files: records (state name, key group, [(bytes, entries, elements,
     key), ...]), a key group's keys of a state at a time (pickled)."""
 
-    def __init__(self, prefix: str, key_groups: tuple[int, int] | None):
-        self.prefix, self.key_groups = prefix, key_groups
+    def __init__(self, prefix: str, key_groups: tuple[int, int] | None, buckets: int):
+        self.prefix, self.key_groups, self.buckets = prefix, key_groups, buckets
         self.files: dict[int, Any] = {}
 
     def __enter__(self):
@@ -191,11 +196,12 @@ class _Spill:
         values = [tuple(value) for value in keys.values()]
         if self.key_groups is not None:
             lo, hi = self.key_groups
-            pickle.dump((name, kg, values), self._file((kg - lo) * BUCKETS // (hi - lo + 1)), pickle.HIGHEST_PROTOCOL)
+            bucket = (kg - lo) * self.buckets // (hi - lo + 1)
+            pickle.dump((name, kg, values), self._file(bucket), pickle.HIGHEST_PROTOCOL)
             return
         parts: dict[int, list] = {}
         for value in values:
-            parts.setdefault(hash(key_identity(value[3])) % BUCKETS, []).append(value)
+            parts.setdefault(hash(key_identity(value[3])) % self.buckets, []).append(value)
         for bucket, part in parts.items():
             pickle.dump((name, kg, part), self._file(bucket), pickle.HIGHEST_PROTOCOL)
 
@@ -239,16 +245,23 @@ def join_tasks(old_op, new_op, top: int) -> tuple[list[JoinTask], str]:
     new = tables.keyed_sources(new_op) if new_op is not None else []
     if not old and not new:
         return [], BY_KEY_GROUP
+    state = state_bytes([op for op in (old_op, new_op) if op is not None])
     if old and new and old_op.max_parallelism != new_op.max_parallelism:
-        return [JoinTask(tuple(old), tuple(new), None, top)], BY_HASH
+        return [JoinTask(tuple(old), tuple(new), None, top, _buckets(state))], BY_HASH
+    max_parallelism = (new_op or old_op).max_parallelism
     cuts = sorted({edge for source in old + new for edge in (_range(source)[0], _range(source)[1] + 1)})
     tasks = []
     for lo, end in zip(cuts, cuts[1:]):
         hi = end - 1
         pick = [tuple(s for s in side if _range(s)[0] <= hi and _range(s)[1] >= lo) for side in (old, new)]
         if pick[0] or pick[1]:
-            tasks.append(JoinTask(pick[0], pick[1], (lo, hi), top))
+            tasks.append(JoinTask(pick[0], pick[1], (lo, hi), top, _buckets(state * (end - lo) // max_parallelism)))
     return tasks, BY_KEY_GROUP
+
+
+def _buckets(state: int) -> int:
+    """How many buckets a task of about ``state`` bytes spills a side into."""
+    return min(MAX_BUCKETS, max(BUCKETS, -(-state // BUCKET_BYTES)))
 
 
 def _range(source: KeyedStateSource) -> tuple[int, int]:

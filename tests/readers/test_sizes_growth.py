@@ -126,6 +126,27 @@ def test_the_join_holds_one_bucket_of_keys_at_a_time(grown, monkeypatch):
     assert state_growth(str(BASE), str(grown), top=TOP, workers=2).to_dict() == report
 
 
+def test_more_state_is_spilled_into_more_buckets(tmp_path, monkeypatch):
+    """A hash-partitioned join (one task for the operator) spreads its keys over more buckets as there is
+    more state (here the most, MAX_BUCKETS): each holds fewer keys, the report is the same."""
+    rekeyed = _modified(tmp_path, "rekeyed", lambda m: m.set_max_parallelism_of_all(256))
+    held = []
+    join = sizes_join._join_bucket
+
+    def counted(old, new, changes, top):
+        records = list(old)
+        held.append(sum(len(values) for _, _, values in records))
+        return join(iter(records), new, changes, top)
+
+    monkeypatch.setattr(sizes_join, "_join_bucket", counted)
+    report = state_growth(str(BASE), str(rekeyed), top=TOP, operators=["keyed"], workers=1).to_dict()
+    assert len(held) == sizes_join.BUCKETS
+    few, held[:] = max(held), []
+    monkeypatch.setattr(sizes_join, "BUCKET_BYTES", 1)
+    assert state_growth(str(BASE), str(rekeyed), top=TOP, operators=["keyed"], workers=1).to_dict() == report
+    assert len(held) == sizes_join.MAX_BUCKETS and max(held) * 2 < few
+
+
 @pytest.mark.spark
 def test_spark_joins_a_range_a_task_with_the_same_report(spark, monkeypatch, tmp_path):
     from fstate.readers import spark_tasks
