@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fstate.readers import sizes_join
+from fstate.readers import sizes_join, sizes_measure
 from fstate.readers.sizes import state_sizes
 from fstate.readers.sizes_growth import state_growth
 from fstate.writers.modify import SavepointModifier
@@ -22,8 +22,8 @@ BASE = SAMPLES / "keyed-hashmap-savepoint"
 TOP = 3
 
 
-def _modified(tmp_path, name: str, steps) -> Path:
-    modifier = SavepointModifier(str(BASE), None, engine="embedded")
+def _modified(tmp_path, name: str, steps, base: Path = BASE) -> Path:
+    modifier = SavepointModifier(str(base), None, engine="embedded")
     steps(modifier)
     out = tmp_path / name
     modifier.write(str(out), deep=True)
@@ -59,18 +59,23 @@ def test_a_key_grown_from_small_to_medium_is_listed(grown):
     assert (join["join"], join["note"]) == ("key group", None)
 
 
-def test_a_rescaled_job_is_joined_by_key_group(grown, tmp_path):
+@pytest.mark.parametrize("base", ["keyed-hashmap-savepoint", "keyed-rocksdb-checkpoint"])
+def test_a_rescaled_job_is_joined_by_key_group(base, tmp_path):
+    """3 subtasks to 2, both ways: a task per key-group range, each reading only its key groups of the
+    pieces it overlaps (a RocksDB snapshot's too)."""
+    base = SAMPLES / base
     rescaled = _modified(tmp_path, "rescaled", lambda m: m.transform_state("keyed", "events", sql=GROW)
-                         .set_max_parallelism("keyed", 128, 2))
-    report = state_growth(str(BASE), str(rescaled), top=TOP).to_dict()
-    _check(BASE, rescaled, report, "keyed")
+                         .set_max_parallelism("keyed", 128, 2), base)
+    report = state_growth(str(base), str(rescaled), top=TOP).to_dict()
+    _check(base, rescaled, report, "keyed")
     (join,) = [j for j in report["key_joins"] if j["operator"] == "keyed"]
     assert join["join"] == "key group" and (join["old_parallelism"], join["new_parallelism"]) == (3, 2)
     assert "rescaled 3 -> 2" in join["note"]
+    _check(rescaled, base, state_growth(str(rescaled), str(base), top=TOP).to_dict(), "keyed")
     # the tasks are the key-group ranges cut at both snapshots' subtask boundaries
     from fstate.savepoint.loader import Savepoint
 
-    tasks, how = sizes_join.join_tasks(Savepoint.open(str(BASE)).operator("keyed"),
+    tasks, how = sizes_join.join_tasks(Savepoint.open(str(base)).operator("keyed"),
                                        Savepoint.open(str(rescaled)).operator("keyed"), TOP)
     ranges = [task.key_groups for task in tasks]
     assert how == "key group" and ranges[0][0] == 0 and ranges[-1][1] == 127 and len(ranges) == 4
@@ -166,3 +171,14 @@ def test_spark_joins_a_range_a_task_with_the_same_report(spark, monkeypatch, tmp
         assert {j["operator"]: j["join"] for j in embedded["key_joins"]}["keyed"] == join
         _check(BASE, new, on_spark, "keyed")
         tasks.clear()
+
+
+def test_the_entry_by_entry_pass_joins_the_same(grown, monkeypatch):
+    """Without the compiled scanner (FSTATE_PURE_PYTHON=1) every key is spilled by the entry-by-entry
+    pass: the same report."""
+    fast = state_growth(str(BASE), str(grown), top=TOP).to_dict()
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    used = []
+    entries = sizes_measure._measure_entries
+    monkeypatch.setattr(sizes_measure, "_measure_entries", lambda *a: used.append(1) or entries(*a))
+    assert state_growth(str(BASE), str(grown), top=TOP).to_dict() == fast and used
