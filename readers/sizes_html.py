@@ -13,6 +13,8 @@ import html
 import json
 from typing import Any, Sequence
 
+from .sizes_join import KEY_COUNTS
+
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:20px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}h3{font-size:15px}
@@ -260,7 +262,8 @@ def render(data: dict) -> str:
 
 
 #: the growth page's key lists: (JSON field, heading)
-_KEY_LISTS = (("keys", "Keys that grew most (bytes)"), ("keys_by_elements", "Keys that grew most (list / map elements)"),
+_KEY_LISTS = (("keys", "Keys that grew most (bytes)"),
+              ("keys_by_elements", "Keys that grew most (list / map elements)"),
               ("shrunk_keys", "Keys that shrank most (gone keys: new bytes 0)"))
 
 
@@ -299,11 +302,8 @@ def render_growth(data: dict) -> str:
         for n, state in enumerate(join["states"]):
             path = f"key_joins.{i}.states.{n}"
             rows.append(f"<td>{_esc(join['operator'])}</td><td>{_esc(state['name'])}</td>"
-                        + "".join(_num(state[c], f"{path}.{c}") for c in _KEY_COUNTS)
+                        + "".join(_num(state[c], f"{path}.{c}") for c in KEY_COUNTS)
                         + f"<td>{_esc(join['join'])}</td><td class=\"muted\">{_esc(join['note'] or '')}</td>")
     body.append("<h2>Keys, OLD against NEW</h2>" + _table(
         ("operator", "state", "new", "gone", "grown", "shrunk", "same", "joined by", ""), rows))
     return _page(f"fstate sizes {data['old']} {data['new']}", data, "".join(body))
-
-
-_KEY_COUNTS = ("new_keys", "gone_keys", "grown_keys", "shrunk_keys", "same_keys")

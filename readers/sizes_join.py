@@ -94,7 +94,7 @@ class KeyChanges:
         self.shrunk = TopKeys(self.top, "shrink")
 
     def __getstate__(self):
-        counts = {name: getattr(self, name) for name in _COUNTS}
+        counts = {name: getattr(self, name) for name in KEY_COUNTS}
         return {"name": self.name, "top": self.top, "counts": counts, "grown": self.grown.items(),
                 "by_elements": self.by_elements.items(), "shrunk": self.shrunk.items()}
 
@@ -131,17 +131,18 @@ class KeyChanges:
             self.by_elements.offer(item)
 
     def merge(self, other: "KeyChanges") -> None:
-        for name in _COUNTS:
+        for name in KEY_COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for heap in ("grown", "by_elements", "shrunk"):
             for item in getattr(other, heap).items():
                 getattr(self, heap).offer(item)
 
     def to_dict(self) -> dict:
-        return {name: getattr(self, name) for name in ("name",) + _COUNTS}
+        return {name: getattr(self, name) for name in ("name",) + KEY_COUNTS}
 
 
-_COUNTS = ("new_keys", "gone_keys", "grown_keys", "shrunk_keys", "same_keys")
+#: what :class:`KeyChanges` counts (its fields and the report's)
+KEY_COUNTS = ("new_keys", "gone_keys", "grown_keys", "shrunk_keys", "same_keys")
 
 
 @dataclass(frozen=True)

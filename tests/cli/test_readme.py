@@ -408,7 +408,8 @@ def check_sizes_output(outputs: dict[str, str]) -> None:
     growth = json.loads(outputs[growth_command])
     assert [(row["operator"], row["state"], row["key"]) for row in growth["keys"]] == [("keyed", "events", "k-1")]
     assert [row["key"] for row in growth["shrunk_keys"]] == ["k-2"] and growth["shrunk_keys"][0]["new_bytes"] == 0
-    (events,) = [s for j in growth["key_joins"] for s in j["states"] if j["operator"] == "keyed" and s["name"] == "events"]
+    (events,) = [s for j in growth["key_joins"] for s in j["states"]
+                 if j["operator"] == "keyed" and s["name"] == "events"]
     assert (events["grown_keys"], events["gone_keys"], events["new_keys"]) == (1, 1, 0)
 
 

@@ -38,7 +38,8 @@ def _check(old: Path, new: Path, report: dict, operator: str, new_operator: str 
 
 @pytest.fixture(scope="module")
 def grown(tmp_path_factory) -> Path:
-    return _modified(tmp_path_factory.mktemp("grown"), "grown", lambda m: m.transform_state("keyed", "events", sql=GROW))
+    return _modified(tmp_path_factory.mktemp("grown"), "grown",
+                     lambda m: m.transform_state("keyed", "events", sql=GROW))
 
 
 def test_a_key_grown_from_small_to_medium_is_listed(grown):
