@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..savepoint import pool
 from ..savepoint import summary
@@ -148,6 +148,62 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     ``engine``: where the pieces are measured, as :func:`.engine.choose_engine` picks (``auto``:
     Spark when a session ``spark`` is given or the state is above the size threshold, else this
     process and its pool); both give the same report."""
+    planned = plan_sizes(path, top=top, parallelisms=parallelisms, at=at, ttl_ms=ttl_ms, plan=plan,
+                         operators=operators)
+    tasks, owners = planned.tasks()
+    measured = run_tasks(tasks, workers, state_bytes(planned.operators), engine, spark)
+    parts: dict[tuple[str, str], list] = {}
+    for owner, result in zip(owners, measured):
+        parts.setdefault(owner, []).append(result)
+    return planned.report(parts)
+
+
+@dataclass
+class SizesPlan:
+    """One snapshot's ``fstate sizes`` before measuring (:func:`plan_sizes`): the operators, each one's
+    TTL, and what the report is made of once its pieces are measured."""
+
+    savepoint: Savepoint
+    binding: Any
+    top: int
+    parallelisms: list[int]
+    at: int
+    ttl_ms: int | None
+    operators: list
+    #: uid hash → the TTL its states are counted with (None: not counted)
+    ttls: dict[str, int | None]
+
+    def tasks(self, keyed: bool = True) -> tuple[list, list[tuple[str, str]]]:
+        """The pieces to measure, and each one's owner (uid hash, "keyed" or "operator"): keyed state
+        a piece each (:class:`.sizes_measure.KeyedTask`; ``keyed`` False: none, measured elsewhere) and
+        a subtask's operator state each."""
+        tasks, owners = [], []
+        for op in self.operators:
+            for source in tables.keyed_sources(op) if keyed else ():
+                tasks.append(KeyedTask(source, self.top, self.at, self.ttls[op.uid_hash]))
+                owners.append((op.uid_hash, "keyed"))
+            for task in operator_tasks(op):
+                tasks.append(task)
+                owners.append((op.uid_hash, "operator"))
+        return tasks, owners
+
+    def report(self, parts: dict[tuple[str, str], list]) -> SizesReport:
+        """The report from the measured pieces, by owner (uid hash, "keyed" or "operator")."""
+        report = []
+        for op in self.operators:
+            sizes = _operator_sizes(op, parts.get((op.uid_hash, "keyed"), []), self.binding, self.top,
+                                    self.parallelisms)
+            sizes.operator_states = operator_state_sizes(op.parallelism, parts.get((op.uid_hash, "operator"), []))
+            sizes.ttl_ms = self.ttls[op.uid_hash]
+            report.append(sizes)
+        return SizesReport(self.savepoint.path, self.at, self.ttl_ms, self.top, self.parallelisms, report)
+
+
+def plan_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: Iterable[int] = (),
+               at: int | None = None, ttl_ms: int | None = None, plan: str | None = None,
+               operators: Iterable[str] | None = None, required: bool = True) -> SizesPlan:
+    """:func:`state_sizes`'s arguments checked and its operators chosen (``required``: see
+    :func:`chosen_operators`)."""
     if top < 0:
         raise InvalidArgumentError(f"top must be 0 or more, not {top}")
     if ttl_ms is not None and ttl_ms <= 0:
@@ -159,28 +215,9 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
 
         binding = load_binding(plan, savepoint)
     at = int(time.time() * 1000) if at is None else at
-    chosen = chosen_operators(savepoint, operators)
-    parallelisms = sorted(set(parallelisms))
-    tasks, owners = [], []
+    chosen = chosen_operators(savepoint, operators, required)
     ttls = {op.uid_hash: ttl_ms if ttl_ms is not None else _plan_ttl(binding, op) for op in chosen}
-    for op in chosen:
-        for source in tables.keyed_sources(op):
-            tasks.append(KeyedTask(source, top, at, ttls[op.uid_hash]))
-            owners.append((op.uid_hash, "keyed"))
-        for task in operator_tasks(op):
-            tasks.append(task)
-            owners.append((op.uid_hash, "operator"))
-    measured = run_tasks(tasks, workers, state_bytes(chosen), engine, spark)
-    parts: dict[tuple[str, str], list] = {}
-    for owner, result in zip(owners, measured):
-        parts.setdefault(owner, []).append(result)
-    report = []
-    for op in chosen:
-        sizes = _operator_sizes(op, parts.get((op.uid_hash, "keyed"), []), binding, top, parallelisms)
-        sizes.operator_states = operator_state_sizes(op.parallelism, parts.get((op.uid_hash, "operator"), []))
-        sizes.ttl_ms = ttls[op.uid_hash]
-        report.append(sizes)
-    return SizesReport(savepoint.path, at, ttl_ms, top, parallelisms, report)
+    return SizesPlan(savepoint, binding, top, sorted(set(parallelisms)), at, ttl_ms, chosen, ttls)
 
 
 def chosen_operators(savepoint: Savepoint, operators: Iterable[str] | None = None, required: bool = True) -> list:

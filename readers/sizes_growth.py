@@ -1,18 +1,20 @@
 """``fstate sizes OLD NEW``: which operators, states and keys grew, sorted by growth.
 
-Operators and states: each snapshot measured by :func:`.sizes.state_sizes`. Keys: every key of
-OLD joined with the same key of NEW (:mod:`.sizes_join`, bounded memory), per state the ``top``
-keys that grew most in bytes and in list / map elements, and that shrank most (gone keys too),
-with the counts of new, gone, grown and shrunk keys."""
+Operators and states: each snapshot's :class:`.sizes.SizesReport`. Keys: every key of OLD joined
+with the same key of NEW (:mod:`.sizes_join`, bounded memory), per state the ``top`` keys that grew
+most in bytes and in list / map elements, and that shrank most (gone keys too), with the counts of
+new, gone, grown and shrunk keys. One pass over each snapshot: the join's tasks measure the keyed
+state of both reports as they spill the keys, each snapshot's operator state is measured beside."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Iterable
 
 from ..savepoint.errors import UnknownOperatorError
 from ..savepoint.loader import Savepoint
-from .sizes import DEFAULT_TOP, SizesReport, chosen_operators, run_tasks, state_bytes, state_sizes
+from .sizes import DEFAULT_TOP, SizesReport, plan_sizes, run_tasks, state_bytes
 from .sizes_join import BY_HASH, KeyChanges, join_tasks
 
 
@@ -111,20 +113,52 @@ def state_growth(old: str | Savepoint, new: str | Savepoint, *, top: int = DEFAU
                  operators: Iterable[str] | None = None, workers: int | None = None, engine: str = "auto",
                  spark=None) -> GrowthReport:
     """What grew from the snapshot ``old`` to ``new`` (operators by uid hash, states by name, per
-    state the ``top`` keys that grew and shrank most); each measured on the ``engine`` (see
-    :func:`.sizes.state_sizes`)."""
-    old = old if isinstance(old, Savepoint) else Savepoint.open(old)
-    new = new if isinstance(new, Savepoint) else Savepoint.open(new)
+    state the ``top`` keys that grew and shrank most); one pass over each, measured on the ``engine``
+    (see :func:`.sizes.state_sizes`): the join's tasks measure the keyed state for both reports."""
     operators = None if operators is None else list(operators)
-    chosen = [chosen_operators(snapshot, operators, required=False) for snapshot in (old, new)]
+    at = int(time.time() * 1000)
+    plans = [plan_sizes(snapshot, top=top, plan=plan, operators=operators, at=at, required=False)
+             for snapshot in (old, new)]
     if operators is not None:  # an operator may be in one snapshot only (new, removed, renamed)
-        missing = set(operators) - {name for ops in chosen for op in ops for name in (op.uid, op.uid_hash)}
+        missing = set(operators) - {name for p in plans for op in p.operators for name in (op.uid, op.uid_hash)}
         if missing:
-            raise UnknownOperatorError(f"{old.path}, {new.path}: no operator {sorted(missing)[0]} in either")
-    on = {"workers": workers, "engine": engine, "spark": spark}
-    before, after = (state_sizes(snapshot, top=top, plan=plan, operators=[op.uid_hash for op in ops], **on)
-                     for snapshot, ops in zip((old, new), chosen))
-    joins = _key_joins(*chosen, top, on)
+            paths = ", ".join(p.savepoint.path for p in plans)
+            raise UnknownOperatorError(f"{paths}: no operator {sorted(missing)[0]} in either")
+    tasks, owners = [], []
+    for side, planned in enumerate(plans):  # operator state
+        made, whose = planned.tasks(keyed=False)
+        tasks += made
+        owners += [(side, uid_hash) for uid_hash, _ in whose]
+    olds = {op.uid_hash: op for op in plans[0].operators}
+    news = {op.uid_hash: op for op in plans[1].operators}
+    joins = {}
+    for uid_hash in sorted(olds.keys() | news.keys()):  # keyed state, both snapshots' together
+        a, b = olds.get(uid_hash), news.get(uid_hash)
+        made, how = join_tasks(a, b, top, at, (plans[0].ttls.get(uid_hash), plans[1].ttls.get(uid_hash)))
+        if made:
+            joins[uid_hash] = KeyJoin((b or a).uid or uid_hash, how, a.max_parallelism if a else None,
+                                      b.max_parallelism if b else None, a.parallelism if a else None,
+                                      b.parallelism if b else None, [])
+        tasks += made
+        owners += [(None, uid_hash)] * len(made)
+    state = sum(state_bytes(p.operators) for p in plans)
+    parts: list[dict[tuple[str, str], list]] = [{}, {}]
+    changes: dict[str, dict[str, KeyChanges]] = {}
+    for (side, uid_hash), result in zip(owners, run_tasks(tasks, workers, state, engine, spark)):
+        if side is not None:
+            parts[side].setdefault((uid_hash, "operator"), []).append(result)
+            continue
+        for into, measured in zip(parts, (result.old, result.new)):
+            into.setdefault((uid_hash, "keyed"), []).extend(measured)
+        merged = changes.setdefault(uid_hash, {})
+        for name, found in result.changes.items():
+            if name in merged:
+                merged[name].merge(found)
+            else:
+                merged[name] = found
+    for uid_hash, join in joins.items():
+        join.states = sorted(changes.get(uid_hash, {}).values(), key=lambda c: c.name)
+    before, after = (planned.report(found) for planned, found in zip(plans, parts))
     old_ops = {op.uid_hash: op for op in before.operators}
     new_ops = {op.uid_hash: op for op in after.operators}
     op_rows, state_rows = [], []
@@ -139,36 +173,7 @@ def state_growth(old: str | Savepoint, new: str | Savepoint, *, top: int = DEFAU
                 sa, sb = old_states.get(state), new_states.get(state)
                 state_rows.append(Growth(name, state, sa.bytes if sa else 0, sb.bytes if sb else 0,
                                          sa.entries if sa else 0, sb.entries if sb else 0))
-    return GrowthReport(before, after, _ordered(op_rows), _ordered(state_rows), joins)
-
-
-def _key_joins(old_ops: list, new_ops: list, top: int, on: dict) -> list[KeyJoin]:
-    """Every operator's keys, OLD against NEW: the join's tasks of all operators run together."""
-    olds = {op.uid_hash: op for op in old_ops}
-    news = {op.uid_hash: op for op in new_ops}
-    tasks, owners, joins = [], [], {}
-    for uid_hash in sorted(olds.keys() | news.keys()):
-        a, b = olds.get(uid_hash), news.get(uid_hash)
-        made, how = join_tasks(a, b, top)
-        if not made:  # no keyed state in either
-            continue
-        joins[uid_hash] = KeyJoin((b or a).uid or uid_hash, how, a.max_parallelism if a else None,
-                                  b.max_parallelism if b else None, a.parallelism if a else None,
-                                  b.parallelism if b else None, [])
-        tasks += made
-        owners += [uid_hash] * len(made)
-    merged: dict[str, dict[str, KeyChanges]] = {}
-    state = state_bytes(old_ops) + state_bytes(new_ops)
-    for uid_hash, changes in zip(owners, run_tasks(tasks, on["workers"], state, on["engine"], on["spark"])):
-        into = merged.setdefault(uid_hash, {})
-        for name, found in changes.items():
-            if name in into:
-                into[name].merge(found)
-            else:
-                into[name] = found
-    for uid_hash, join in joins.items():
-        join.states = sorted(merged.get(uid_hash, {}).values(), key=lambda c: c.name)
-    return list(joins.values())
+    return GrowthReport(before, after, _ordered(op_rows), _ordered(state_rows), list(joins.values()))
 
 
 def _op_bytes(op) -> int:

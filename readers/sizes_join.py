@@ -25,10 +25,9 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from ..savepoint.keyed_state import KeyedStateSource
 from . import tables
 from .sizes import state_bytes
-from .sizes_measure import KeyedTask, TopKeys, key_identity, key_text, measure_subtask
+from .sizes_measure import KeyedTask, SubtaskMeasure, TopKeys, key_identity, key_text, measure_subtask
 
 #: a task's keys are spread over spill files (buckets) of about this much state each (its handles'
 #: bytes), at least :data:`BUCKETS` and at most :data:`MAX_BUCKETS` of them a side
@@ -145,30 +144,41 @@ class KeyChanges:
 KEY_COUNTS = ("new_keys", "gone_keys", "grown_keys", "shrunk_keys", "same_keys")
 
 
+@dataclass
+class Joined:
+    """What a :class:`JoinTask` found: per state the key changes, and each side's pieces measured
+    over its key groups as ``fstate sizes`` measures them (for the two snapshots' reports)."""
+
+    changes: dict[str, KeyChanges]
+    old: list[SubtaskMeasure]
+    new: list[SubtaskMeasure]
+
+
 @dataclass(frozen=True)
 class JoinTask:
     """What a worker joins (picklable): OLD's and NEW's pieces of one operator over the key groups
-    ``key_groups`` (inclusive; None: every key group, keys partitioned by hash)."""
+    ``key_groups`` (inclusive; None: every key group, keys partitioned by hash), each piece measured
+    once (``top`` keys, TTL state expired at ``at``: each side's :class:`.sizes_measure.KeyedTask`)."""
 
-    old: tuple[KeyedStateSource, ...]
-    new: tuple[KeyedStateSource, ...]
+    old: tuple[KeyedTask, ...]
+    new: tuple[KeyedTask, ...]
     key_groups: tuple[int, int] | None
     top: int
     buckets: int = BUCKETS
 
-    def measure(self) -> dict[str, KeyChanges]:
+    def measure(self) -> Joined:
+        wanted = None if self.key_groups is None else range(self.key_groups[0], self.key_groups[1] + 1)
         with tempfile.TemporaryDirectory(prefix="fstate-growth-") as directory:
             old = _Spill(os.path.join(directory, "old"), self.key_groups, self.buckets)
             new = _Spill(os.path.join(directory, "new"), self.key_groups, self.buckets)
-            for spill, sources in ((old, self.old), (new, self.new)):
-                wanted = None if self.key_groups is None else range(self.key_groups[0], self.key_groups[1] + 1)
+            measured = []
+            for spill, tasks in ((old, self.old), (new, self.new)):
                 with spill:
-                    for source in sources:
-                        measure_subtask(KeyedTask(source, 0, 0, None), wanted, spill.add)
+                    measured.append([measure_subtask(task, wanted, spill.add) for task in tasks])
             changes: dict[str, KeyChanges] = {}
             for bucket in range(self.buckets):
                 _join_bucket(old.records(bucket), new.records(bucket), changes, self.top)
-            return changes
+            return Joined(changes, *measured)
 
 
 class _Spill:
@@ -239,22 +249,24 @@ def _join_bucket(old: Iterator, new: Iterator, changes: dict[str, KeyChanges], t
         into.add(key, kg, sizes, None)
 
 
-def join_tasks(old_op, new_op, top: int) -> tuple[list[JoinTask], str]:
-    """The tasks joining an operator's keys in OLD and NEW (either None: absent there), and how
-    they match keys (:data:`BY_KEY_GROUP` or :data:`BY_HASH`)."""
-    old = tables.keyed_sources(old_op) if old_op is not None else []
-    new = tables.keyed_sources(new_op) if new_op is not None else []
+def join_tasks(old_op, new_op, top: int, at: int = 0, ttls: tuple[int | None, int | None] = (None, None)
+               ) -> tuple[list[JoinTask], str]:
+    """The tasks joining an operator's keys in OLD and NEW (either None: absent there), measuring
+    each side's pieces as ``fstate sizes`` does (``top`` keys; TTL state expired at ``at`` with each
+    side's TTL, ``ttls``), and how they match keys (:data:`BY_KEY_GROUP` or :data:`BY_HASH`)."""
+    old, new = ([KeyedTask(source, top, at, ttl) for source in tables.keyed_sources(op)] if op is not None else []
+                for op, ttl in zip((old_op, new_op), ttls))
     if not old and not new:
         return [], BY_KEY_GROUP
     state = state_bytes([op for op in (old_op, new_op) if op is not None])
     if old and new and old_op.max_parallelism != new_op.max_parallelism:
         return [JoinTask(tuple(old), tuple(new), None, top, _buckets(state))], BY_HASH
     max_parallelism = (new_op or old_op).max_parallelism
-    cuts = sorted({edge for source in old + new for edge in (_range(source)[0], _range(source)[1] + 1)})
+    cuts = sorted({edge for task in old + new for edge in (_range(task)[0], _range(task)[1] + 1)})
     tasks = []
     for lo, end in zip(cuts, cuts[1:]):
         hi = end - 1
-        pick = [tuple(s for s in side if _range(s)[0] <= hi and _range(s)[1] >= lo) for side in (old, new)]
+        pick = [tuple(t for t in side if _range(t)[0] <= hi and _range(t)[1] >= lo) for side in (old, new)]
         if pick[0] or pick[1]:
             tasks.append(JoinTask(pick[0], pick[1], (lo, hi), top, _buckets(state * (end - lo) // max_parallelism)))
     return tasks, BY_KEY_GROUP
@@ -265,6 +277,7 @@ def _buckets(state: int) -> int:
     return min(MAX_BUCKETS, max(BUCKETS, -(-state // BUCKET_BYTES)))
 
 
-def _range(source: KeyedStateSource) -> tuple[int, int]:
+def _range(task: KeyedTask) -> tuple[int, int]:
     """The key groups a piece holds (inclusive)."""
+    source = task.source
     return source.span_key_groups or (source.start_key_group, source.end_key_group)

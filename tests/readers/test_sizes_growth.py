@@ -36,6 +36,15 @@ def _check(old: Path, new: Path, report: dict, operator: str, new_operator: str 
     return expected
 
 
+def _growth(old: Path, new: Path, **options) -> dict:
+    """The growth report, whose two snapshots' reports (made by the join's pass) must be what
+    ``fstate sizes`` gives each."""
+    growth = state_growth(str(old), str(new), top=TOP, **options)
+    for path, report in ((old, growth.old), (new, growth.new)):
+        assert report.to_dict() == state_sizes(str(path), top=TOP, at=report.at).to_dict(), path
+    return growth.to_dict()
+
+
 @pytest.fixture(scope="module")
 def grown(tmp_path_factory) -> Path:
     return _modified(tmp_path_factory.mktemp("grown"), "grown",
@@ -43,7 +52,7 @@ def grown(tmp_path_factory) -> Path:
 
 
 def test_a_key_grown_from_small_to_medium_is_listed(grown):
-    report = state_growth(str(BASE), str(grown), top=TOP).to_dict()
+    report = _growth(BASE, grown)
     expected = _check(BASE, grown, report, "keyed")
     events = expected["events"]
     assert [row["key"] for row in events["grown"]] == ["k-1"] == [row["key"] for row in events["by_elements"]]
@@ -67,12 +76,12 @@ def test_a_rescaled_job_is_joined_by_key_group(base, tmp_path):
     base = SAMPLES / base
     rescaled = _modified(tmp_path, "rescaled", lambda m: m.transform_state("keyed", "events", sql=GROW)
                          .set_max_parallelism("keyed", 128, 2), base)
-    report = state_growth(str(base), str(rescaled), top=TOP).to_dict()
+    report = _growth(base, rescaled)
     _check(base, rescaled, report, "keyed")
     (join,) = [j for j in report["key_joins"] if j["operator"] == "keyed"]
     assert join["join"] == "key group" and (join["old_parallelism"], join["new_parallelism"]) == (3, 2)
     assert "rescaled 3 -> 2" in join["note"]
-    _check(rescaled, base, state_growth(str(rescaled), str(base), top=TOP).to_dict(), "keyed")
+    _check(rescaled, base, _growth(rescaled, base), "keyed")
     # the tasks are the key-group ranges cut at both snapshots' subtask boundaries
     from fstate.savepoint.loader import Savepoint
 
@@ -86,7 +95,7 @@ def test_a_rescaled_job_is_joined_by_key_group(base, tmp_path):
 def test_another_max_parallelism_is_joined_by_hash_and_said_so(tmp_path):
     rekeyed = _modified(tmp_path, "rekeyed", lambda m: m.transform_state("keyed", "events", sql=GROW)
                         .set_max_parallelism_of_all(256))
-    report = state_growth(str(BASE), str(rekeyed), top=TOP).to_dict()
+    report = _growth(BASE, rekeyed)
     expected = _check(BASE, rekeyed, report, "keyed")
     (join,) = [j for j in report["key_joins"] if j["operator"] == "keyed"]
     assert join["join"] == "hash" and "max parallelism 128 -> 256" in join["note"]
@@ -97,7 +106,7 @@ def test_another_max_parallelism_is_joined_by_hash_and_said_so(tmp_path):
 
 def test_a_renamed_operator_is_gone_and_new(tmp_path):
     renamed = _modified(tmp_path, "renamed", lambda m: m.rename_uid("keyed", "keyed-v2"))
-    report = state_growth(str(BASE), str(renamed), top=TOP).to_dict()
+    report = _growth(BASE, renamed)
     old_keys = measured_keys(BASE, "keyed")
     gone, new = (reported_key_growth(report, name) for name in ("keyed", "keyed-v2"))
     assert gone == expected_key_growth(old_keys, {}, TOP) and new == expected_key_growth({}, old_keys, TOP)
@@ -183,3 +192,15 @@ def test_the_entry_by_entry_pass_joins_the_same(grown, monkeypatch):
     entries = sizes_measure._measure_entries
     monkeypatch.setattr(sizes_measure, "_measure_entries", lambda *a: used.append(1) or entries(*a))
     assert state_growth(str(BASE), str(grown), top=TOP).to_dict() == fast and used
+
+
+def test_ttl_state_is_measured_for_both_reports_by_the_join():
+    """The join's pass counts TTL state as ``fstate sizes`` does (the plan's TTL, expired at the same
+    time): each snapshot's report in the growth is its own."""
+    ttl = SAMPLES / "sql-no-uids-ttl-savepoint"
+    plan = str(ttl / "plan.json")
+    growth = state_growth(str(ttl), str(ttl), top=TOP, plan=plan)
+    for report in (growth.old, growth.new):
+        assert report.to_dict() == state_sizes(str(ttl), top=TOP, plan=plan, at=report.at).to_dict()
+    assert any(state.ttl is not None and op.ttl_ms for op in growth.new.operators for state in op.states)
+    assert all(s["same_keys"] and not s["grown_keys"] for j in growth.to_dict()["key_joins"] for s in j["states"])
