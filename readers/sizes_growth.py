@@ -134,7 +134,8 @@ def state_growth(old: str | Savepoint, new: str | Savepoint, *, top: int = DEFAU
     joins = {}
     for uid_hash in sorted(olds.keys() | news.keys()):  # keyed state, both snapshots' together
         a, b = olds.get(uid_hash), news.get(uid_hash)
-        made, how = join_tasks(a, b, top, at, (plans[0].ttls.get(uid_hash), plans[1].ttls.get(uid_hash)))
+        made, how = join_tasks(a, b, top, state_bytes([op for op in (a, b) if op is not None]), at,
+                               (plans[0].ttls.get(uid_hash), plans[1].ttls.get(uid_hash)))
         if made:
             joins[uid_hash] = KeyJoin((b or a).uid or uid_hash, how, a.max_parallelism if a else None,
                                       b.max_parallelism if b else None, a.parallelism if a else None,

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from . import tables
-from .sizes import state_bytes
 from .sizes_measure import KeyedTask, SubtaskMeasure, TopKeys, key_identity, key_text, measure_subtask
 
 #: a task's keys are spread over spill files (buckets) of about this much state each (its handles'
@@ -249,16 +248,16 @@ def _join_bucket(old: Iterator, new: Iterator, changes: dict[str, KeyChanges], t
         into.add(key, kg, sizes, None)
 
 
-def join_tasks(old_op, new_op, top: int, at: int = 0, ttls: tuple[int | None, int | None] = (None, None)
-               ) -> tuple[list[JoinTask], str]:
-    """The tasks joining an operator's keys in OLD and NEW (either None: absent there), measuring
-    each side's pieces as ``fstate sizes`` does (``top`` keys; TTL state expired at ``at`` with each
-    side's TTL, ``ttls``), and how they match keys (:data:`BY_KEY_GROUP` or :data:`BY_HASH`)."""
+def join_tasks(old_op, new_op, top: int, state: int, at: int = 0,
+               ttls: tuple[int | None, int | None] = (None, None)) -> tuple[list[JoinTask], str]:
+    """The tasks joining an operator's keys in OLD and NEW (either None: absent there; ``state``:
+    their handles' bytes, :func:`.sizes.state_bytes`), measuring each side's pieces as ``fstate
+    sizes`` does (``top`` keys; TTL state expired at ``at`` with each side's TTL, ``ttls``), and how
+    they match keys (:data:`BY_KEY_GROUP` or :data:`BY_HASH`)."""
     old, new = ([KeyedTask(source, top, at, ttl) for source in tables.keyed_sources(op)] if op is not None else []
                 for op, ttl in zip((old_op, new_op), ttls))
     if not old and not new:
         return [], BY_KEY_GROUP
-    state = state_bytes([op for op in (old_op, new_op) if op is not None])
     if old and new and old_op.max_parallelism != new_op.max_parallelism:
         return [JoinTask(tuple(old), tuple(new), None, top, _buckets(state))], BY_HASH
     max_parallelism = (new_op or old_op).max_parallelism

@@ -86,7 +86,7 @@ def test_a_rescaled_job_is_joined_by_key_group(base, tmp_path):
     from fstate.savepoint.loader import Savepoint
 
     tasks, how = sizes_join.join_tasks(Savepoint.open(str(base)).operator("keyed"),
-                                       Savepoint.open(str(rescaled)).operator("keyed"), TOP)
+                                       Savepoint.open(str(rescaled)).operator("keyed"), TOP, 0)
     ranges = [task.key_groups for task in tasks]
     assert how == "key group" and ranges[0][0] == 0 and ranges[-1][1] == 127 and len(ranges) == 4
     assert all(a[1] + 1 == b[0] for a, b in zip(ranges, ranges[1:]))
