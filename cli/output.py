@@ -303,6 +303,7 @@ def _show_sizes(output: "TableOutput", data: dict) -> None:
                      [(name, s["name"], s["kind"], human_bytes(s["bytes"]), _bar(s["bytes"], largest),
                        f"{s['entries']:,}", _per_subtask(s["subtask_bytes"])) for name, s in listed],
                      title="Operator states (bytes of their list elements and broadcast entries)")
+    _show_job(output, data["job"])
     for op in keyed:
         name = op["uid"] or op["uid_hash"]
         skews = [("subtasks", op["subtask_skew"]), ("key groups", op["key_group_skew"])]
@@ -329,24 +330,65 @@ def _show_sizes(output: "TableOutput", data: dict) -> None:
                              title=f"{name}/{s['name']}: largest keys by {measure}")
 
 
+def _show_job(output: "TableOutput", job: dict) -> None:
+    """The job-level rescale preview: keyed state per slot (slot sharing) at each parallelism."""
+    if not job["rescale"] or not job["following"] + job["fixed"]:
+        return
+    top = max(p["max"] for p in job["rescale"])
+    output.table(("parallelism", "fullest slot", "", "mean", "max / mean", "", "per slot"),
+                 [(str(p["parallelism"]), _bytes(p["max"]), _bar(p["max"], top), _bytes(p["mean"]),
+                   f"{p['max_over_mean']:.2f}",
+                   "best" if p["parallelism"] == job["best_parallelism"] else
+                   ("now" if p["parallelism"] == job["parallelism"] else ""), _per_subtask(p["slot_bytes"], 6))
+                  for p in job["rescale"]],
+                 title=f"job: keyed state per slot (slot sharing; the job's parallelism {job['parallelism']})")
+    for fixed in job["fixed"]:
+        out.print(f"[dim]{fixed['operator']} keeps its own parallelism {fixed['parallelism']} (its subtask i in "
+                  "slot i)[/]")
+    for skipped in job["skipped"]:
+        out.print(f"[dim]parallelism {skipped['parallelism']}: not possible, {skipped['reason']}[/]")
+
+
 def _per_subtask(values: list[int], shown: int = 8) -> str:
     """The first ``shown`` subtasks' bytes (and how many more there are)."""
     text = ", ".join(human_bytes(value) for value in values[:shown])
     return text + (f", … ({len(values) - shown} more)" if len(values) > shown else "")
 
 
+def _signed(n: int) -> str:
+    return ("+" if n >= 0 else "-") + human_bytes(abs(n))
+
+
 def _show_growth(output: "TableOutput", data: dict) -> None:
     out.print(f"[bold]{data['old']}[/] → [bold]{data['new']}[/]")
-    for part, columns in (("operators", ("operator",)), ("states", ("operator", "state")),
-                          ("keys", ("operator", "state", "key"))):
+    for part, columns in (("operators", ("operator",)), ("states", ("operator", "state"))):
         rows = data[part]
         largest = max((abs(g["growth"]) for g in rows), default=0)
         output.table(columns + ("old", "new", "growth", "", "old entries", "new entries"),
                      [tuple(g[c] for c in columns) + (human_bytes(g["old_bytes"]), human_bytes(g["new_bytes"]),
-                      ("+" if g["growth"] >= 0 else "-") + human_bytes(abs(g["growth"])),
-                      _bar(abs(g["growth"]), largest, "red" if g["growth"] > 0 else "green"),
+                      _signed(g["growth"]), _bar(abs(g["growth"]), largest, "red" if g["growth"] > 0 else "green"),
                       f"{g['old_entries']:,}", f"{g['new_entries']:,}") for g in rows],
                      title=f"{part} by growth")
+    for part, title, measure in (("keys", "keys that grew most (bytes)", "growth"),
+                                 ("keys_by_elements", "keys that grew most (list / map elements)", "element_growth"),
+                                 ("shrunk_keys", "keys that shrank most (gone: new 0 B)", "growth")):
+        rows = data[part]
+        if not rows:
+            continue
+        largest = max(abs(g[measure]) for g in rows)
+        output.table(("operator", "state", "key", "key group", "old", "new", "growth", "", "elements"),
+                     [(g["operator"], g["state"], g["key"], str(g["key_group"]), human_bytes(g["old_bytes"]),
+                       human_bytes(g["new_bytes"]), _signed(g["growth"]),
+                       _bar(abs(g[measure]), largest, "red" if g[measure] > 0 else "green"),
+                       f"{g['old_elements']:,} → {g['new_elements']:,}") for g in rows], title=title)
+    rows = [(join["operator"], state["name"], f"{state['new_keys']:,}", f"{state['gone_keys']:,}",
+             f"{state['grown_keys']:,}", f"{state['shrunk_keys']:,}", f"{state['same_keys']:,}", join["join"])
+            for join in data["key_joins"] for state in join["states"]]
+    output.table(("operator", "state", "new", "gone", "grown", "shrunk", "same", "joined by"), rows,
+                 title="keys, OLD against NEW")
+    for join in data["key_joins"]:
+        if join["note"]:
+            out.print(f"[dim]{join['operator']}: {join['note']}[/]")
 
 
 class JsonOutput(Output):

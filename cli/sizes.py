@@ -23,7 +23,8 @@ def sizes(
     parallelism: Optional[str] = typer.Option(
         None, "--parallelism", "-p", metavar="P",
         help="Rescale preview: the state each subtask would own at P (a number, a list 2,4,8 or a range 1..64), "
-             "and the best P (the smallest whose heaviest subtask holds the least)."),
+             "per operator and for the whole job (a slot: subtask i of every operator), and the best P (the "
+             "smallest whose heaviest subtask or slot holds the least)."),
     at: Optional[str] = typer.Option(
         None, "--at", metavar="TIME",
         help="When TTL state counts as expired: epoch milliseconds or an ISO date-time (UTC unless it says); "
@@ -66,7 +67,7 @@ def sizes(
         snapshots = [opened(path)] + ([opened(new)] if new is not None else [])
         conf_map = parse_conf(conf)
         chosen = engine_for(engine, master, conf_map, None,
-                            lambda: sum(state_bytes(chosen_operators(s, operator)) for s in snapshots))
+                            lambda: sum(state_bytes(chosen_operators(s, operator, new is None)) for s in snapshots))
         on = {"engine": chosen, "spark": start_spark(master, conf_map) if chosen == "spark" else None}
         with progress("measuring state"):
             if new is not None:

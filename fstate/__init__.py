@@ -11,7 +11,7 @@ The public API, imported on first use (``import fstate`` starts neither Spark no
     fstate.SavepointUpgrader(old, ...)       # carry state to a changed SQL query or Flink release
     fstate.verify(path)                      # check every file and state region
     fstate.state_sizes(path)                 # where the state is: sizes, top keys, skew, rescale preview
-    fstate.state_growth(old, new)            # which operators, states and keys grew
+    fstate.state_growth(old, new)            # which operators, states and keys grew or shrank
     fstate.FStateError                       # the root of every error fstate raises for bad input
     fstate.spark_errors()                    # a with block: fstate errors inside Spark raised as themselves
 """

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from ..savepoint import pool
 from ..savepoint import summary
@@ -29,7 +29,7 @@ from ..savepoint.loader import Savepoint
 from . import tables
 from .sizes_measure import KeyedTask, KeySize, StateMeasure, StateSizes, SubtaskMeasure, TtlSizes, key_text, measure
 from .sizes_operator import OperatorMeasure, OperatorStateSizes, operator_state_sizes, operator_tasks
-from .sizes_stats import Skew, best_parallelism, parse_duration_ms, rescale_preview
+from .sizes_stats import OperatorLoad, Skew, best_parallelism, job_rescale, parse_duration_ms, rescale_preview
 
 #: how many keys each state's top lists keep
 DEFAULT_TOP = 10
@@ -63,8 +63,6 @@ class OperatorSizes:
     best_parallelism: int | None = None
     #: the TTL expiry was counted with (``ttl_ms``, or the SQL plan's), None: not counted
     ttl_ms: int | None = None
-    #: state name → {key (hashable): KeySize} of the keys asked for (``watch``)
-    watched: dict = field(default_factory=dict)
     #: list, union and broadcast states: elements / entries and their bytes per subtask
     operator_states: list[OperatorStateSizes] = field(default_factory=list)
 
@@ -115,9 +113,15 @@ class SizesReport:
                 return op
         raise UnknownOperatorError(f"{self.path}: no operator {uid_or_hash} in the report")
 
+    @property
+    def job(self) -> dict:
+        """The rescale preview of the whole job, slot by slot (:func:`.sizes_stats.job_rescale`)."""
+        return job_rescale([OperatorLoad(op.display_name, op.parallelism, op.max_parallelism, op.key_group_bytes)
+                            for op in self.operators], self.parallelisms)
+
     def to_dict(self) -> dict:
         return {"path": self.path, "at": self.at, "ttl_ms": self.ttl_ms, "top": self.top,
-                "parallelisms": self.parallelisms,
+                "parallelisms": self.parallelisms, "job": self.job,
                 "handle_bytes": sum(sum(o.handle_keyed_bytes) + sum(o.handle_operator_bytes) for o in self.operators),
                 "keyed_bytes": sum(o.keyed_bytes for o in self.operators),
                 "operator_state_bytes": sum(o.operator_state_bytes for o in self.operators),
@@ -133,18 +137,73 @@ class SizesReport:
 def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: Iterable[int] = (),
                 at: int | None = None, ttl_ms: int | None = None, plan: str | None = None,
                 operators: Iterable[str] | None = None, workers: int | None = None,
-                watch: dict | None = None, engine: str = "auto", spark=None) -> SizesReport:
+                engine: str = "auto", spark=None) -> SizesReport:
     """Where the state of the savepoint or checkpoint at ``path`` is (:class:`SizesReport`).
 
     ``top``: keys kept per state in each top list. ``parallelisms``: the rescale preview's
     parallelisms (besides each operator's own). ``at`` (epoch ms, default now) and ``ttl_ms`` (the
     states' time-to-live, which snapshots do not record): TTL state already expired then.
     ``plan``: the SQL job's compiled plan, naming its operators (and, without ``ttl_ms``, giving
-    their states' TTL). ``operators``: only these (uids or uid hashes). ``watch``: {(uid hash, state
-    name): keys} whose sizes are wanted whatever they rank (:func:`.sizes_growth.state_growth`).
+    their states' TTL). ``operators``: only these (uids or uid hashes).
     ``engine``: where the pieces are measured, as :func:`.engine.choose_engine` picks (``auto``:
     Spark when a session ``spark`` is given or the state is above the size threshold, else this
     process and its pool); both give the same report."""
+    planned = plan_sizes(path, top=top, parallelisms=parallelisms, at=at, ttl_ms=ttl_ms, plan=plan,
+                         operators=operators)
+    tasks, owners = planned.tasks()
+    measured = run_tasks(tasks, workers, state_bytes(planned.operators), engine, spark)
+    parts: dict[tuple[str, str], list] = {}
+    for owner, result in zip(owners, measured):
+        parts.setdefault(owner, []).append(result)
+    return planned.report(parts)
+
+
+@dataclass
+class SizesPlan:
+    """One snapshot's ``fstate sizes`` before measuring (:func:`plan_sizes`): the operators, each one's
+    TTL, and what the report is made of once its pieces are measured."""
+
+    savepoint: Savepoint
+    binding: Any
+    top: int
+    parallelisms: list[int]
+    at: int
+    ttl_ms: int | None
+    operators: list
+    #: uid hash → the TTL its states are counted with (None: not counted)
+    ttls: dict[str, int | None]
+
+    def tasks(self, keyed: bool = True) -> tuple[list, list[tuple[str, str]]]:
+        """The pieces to measure, and each one's owner (uid hash, "keyed" or "operator"): keyed state
+        a piece each (:class:`.sizes_measure.KeyedTask`; ``keyed`` False: none, measured elsewhere) and
+        a subtask's operator state each."""
+        tasks, owners = [], []
+        for op in self.operators:
+            for source in tables.keyed_sources(op) if keyed else ():
+                tasks.append(KeyedTask(source, self.top, self.at, self.ttls[op.uid_hash]))
+                owners.append((op.uid_hash, "keyed"))
+            for task in operator_tasks(op):
+                tasks.append(task)
+                owners.append((op.uid_hash, "operator"))
+        return tasks, owners
+
+    def report(self, parts: dict[tuple[str, str], list]) -> SizesReport:
+        """The report from the measured pieces, by owner (uid hash, "keyed" or "operator")."""
+        report = []
+        for op in self.operators:
+            sizes = _operator_sizes(op, parts.get((op.uid_hash, "keyed"), []), self.binding, self.top,
+                                    self.parallelisms)
+            sizes.operator_states = operator_state_sizes(op.parallelism, parts.get((op.uid_hash, "operator"), []))
+            sizes.ttl_ms = self.ttls[op.uid_hash]
+            report.append(sizes)
+        return SizesReport(self.savepoint.path, self.at, self.ttl_ms, self.top, self.parallelisms, report)
+
+
+def plan_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: Iterable[int] = (),
+               at: int | None = None, ttl_ms: int | None = None, plan: str | None = None,
+               operators: Iterable[str] | None = None, required: bool = True) -> SizesPlan:
+    """:func:`state_sizes`'s arguments checked and its operators chosen (``required``: see
+    :func:`chosen_operators`)."""
     if top < 0:
         raise InvalidArgumentError(f"top must be 0 or more, not {top}")
     if ttl_ms is not None and ttl_ms <= 0:
@@ -156,36 +215,17 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
 
         binding = load_binding(plan, savepoint)
     at = int(time.time() * 1000) if at is None else at
-    chosen = chosen_operators(savepoint, operators)
-    parallelisms = sorted(set(parallelisms))
-    tasks, owners = [], []
+    chosen = chosen_operators(savepoint, operators, required)
     ttls = {op.uid_hash: ttl_ms if ttl_ms is not None else _plan_ttl(binding, op) for op in chosen}
-    for op in chosen:
-        watched = {name: keys for (uid_hash, name), keys in (watch or {}).items() if uid_hash == op.uid_hash}
-        for source in tables.keyed_sources(op):
-            tasks.append(KeyedTask(source, top, at, ttls[op.uid_hash], watched))
-            owners.append((op.uid_hash, "keyed"))
-        for task in operator_tasks(op):
-            tasks.append(task)
-            owners.append((op.uid_hash, "operator"))
-    measured = _run(tasks, workers, state_bytes(chosen), engine, spark)
-    parts: dict[tuple[str, str], list] = {}
-    for owner, result in zip(owners, measured):
-        parts.setdefault(owner, []).append(result)
-    report = []
-    for op in chosen:
-        sizes = _operator_sizes(op, parts.get((op.uid_hash, "keyed"), []), binding, top, parallelisms)
-        sizes.operator_states = operator_state_sizes(op.parallelism, parts.get((op.uid_hash, "operator"), []))
-        sizes.ttl_ms = ttls[op.uid_hash]
-        report.append(sizes)
-    return SizesReport(savepoint.path, at, ttl_ms, top, parallelisms, report)
+    return SizesPlan(savepoint, binding, top, sorted(set(parallelisms)), at, ttl_ms, chosen, ttls)
 
 
-def chosen_operators(savepoint: Savepoint, operators: Iterable[str] | None = None) -> list:
-    """The savepoint's operators, or only ``operators`` (uids or uid hashes; one it lacks is an error)."""
+def chosen_operators(savepoint: Savepoint, operators: Iterable[str] | None = None, required: bool = True) -> list:
+    """The savepoint's operators, or only ``operators`` (uids or uid hashes; one it lacks is an error
+    when ``required``: growth takes operators that only one of its two snapshots has)."""
     wanted = None if operators is None else set(operators)
     chosen = [op for op in savepoint.operators if wanted is None or {op.uid, op.uid_hash} & wanted]
-    if wanted is not None:
+    if wanted is not None and required:
         missing = wanted - {name for op in chosen for name in (op.uid, op.uid_hash)}
         if missing:
             raise UnknownOperatorError(f"{savepoint.path}: no operator {sorted(missing)[0]}")
@@ -214,9 +254,11 @@ def _plan_ttl(binding, op) -> int | None:
         return None
 
 
-def _run(tasks: list, workers: int | None, state: int, engine: str, spark) -> list[SubtaskMeasure | OperatorMeasure]:
-    """Every piece measured: here or on a process pool when there is much state, or a Spark task each
-    (:func:`.spark_tasks.map_tasks`), as :func:`.engine.choose_engine` says."""
+def run_tasks(tasks: list, workers: int | None, state: int, engine: str, spark) -> list:
+    """Every piece measured (a task's ``measure()``: :class:`.sizes_measure.KeyedTask`,
+    :class:`.sizes_operator.OperatorTask`, :class:`.sizes_join.JoinTask`): here or on a process pool
+    when there is much state, or a Spark task each (:func:`.spark_tasks.map_tasks`), as
+    :func:`.engine.choose_engine` says."""
     from .engine import choose_engine
 
     if choose_engine(engine, spark is not None, state) == "spark":
@@ -254,7 +296,6 @@ def _operator_sizes(op, measured: list[SubtaskMeasure], binding, top: int, paral
         measure.sizes.top_by_elements = measure.by_elements.items()
         result.states.append(measure.sizes)
     result.states.sort(key=lambda s: (-s.bytes, s.name))
-    result.watched = {name: m.watched for name, m in merged.items()}
     kg_bytes, kg_entries = [0] * op.max_parallelism, [0] * op.max_parallelism
     for part in measured:
         for kg, (size, entries) in part.key_groups.items():

@@ -13,6 +13,8 @@ import html
 import json
 from typing import Any, Sequence
 
+from .sizes_join import KEY_COUNTS
+
 _STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}
 h1{font-size:20px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}h3{font-size:15px}
@@ -189,6 +191,26 @@ def _operator_section(index: int, op: dict) -> str:
     return "".join(out)
 
 
+def _job_section(job: dict) -> str:
+    """The job-level rescale preview: keyed state per slot at each parallelism (slot sharing)."""
+    if not job["rescale"] or not job["following"] + job["fixed"]:
+        return ""
+    charts, rows = [], []
+    for n, point in enumerate(job["rescale"]):
+        path = f"job.rescale.{n}"
+        label = (f"parallelism {point['parallelism']}: max/mean {point['max_over_mean']:.2f}"
+                 + (" (best)" if point["parallelism"] == job["best_parallelism"] else ""))
+        charts.append(_columns(point["slot_bytes"], f"{path}.slot_bytes", width=260, height=90, label=label))
+        rows.append(f"<td>{point['parallelism']}</td>" + _num(point["max"], f"{path}.max", True)
+                    + _num(point["mean"], f"{path}.mean") + _num(point["max_over_mean"], f"{path}.max_over_mean"))
+    notes = [f"{_esc(f['operator'])} keeps its own parallelism {f['parallelism']}" for f in job["fixed"]]
+    notes += [f"parallelism {s['parallelism']}: not possible, {_esc(s['reason'])}" for s in job["skipped"]]
+    return (f"<h2>Job: keyed state per slot (slot sharing, the job's parallelism {job['parallelism']})</h2>"
+            + "".join(f'<p class="muted">{note}</p>' for note in notes)
+            + '<div class="charts">' + "".join(charts) + "</div>"
+            + _table(("parallelism", "fullest slot bytes", "mean", "max / mean"), rows))
+
+
 def _operator_states(operators: list[dict]) -> str:
     """List, union and broadcast states: their bytes and entries, and per subtask (a column chart)."""
     listed = [(i, n, op, state) for i, op in enumerate(operators) for n, state in enumerate(op["operator_states"])]
@@ -233,22 +255,55 @@ def render(data: dict) -> str:
     body = [head, "<h2>State by operator</h2>", _treemap(operators),
             _table(("operator", "sql", "keyed bytes", "entries", "all state (handles)", ""),
                    rows)]
+    body.append(_job_section(data["job"]))
     body.append(_operator_states(operators))
     body.extend(_operator_section(i, op) for i, op in enumerate(operators) if op["states"])
     return _page(f"fstate sizes {data['path']}", data, "".join(body))
 
 
+#: the growth page's key lists: (JSON field, heading)
+_KEY_LISTS = (("keys", "Keys that grew most (bytes)"),
+              ("keys_by_elements", "Keys that grew most (list / map elements)"),
+              ("shrunk_keys", "Keys that shrank most (gone keys: new bytes 0)"))
+
+
 def render_growth(data: dict) -> str:
     """The page of a :class:`.sizes_growth.GrowthReport`'s ``to_dict()``."""
     body = [f"<h1>State growth: {_esc(data['old'])} → {_esc(data['new'])}</h1>"]
-    for part in ("operators", "states", "keys"):
+    for part in ("operators", "states"):
         rows = data[part]
         largest = max((abs(g["growth"]) for g in rows), default=0)
         body.append(f"<h2>{part.capitalize()}</h2>" + _table(
-            ("operator", "state", "key", "old bytes", "new bytes", "growth", "", "old entries", "new entries"),
-            [f"<td>{_esc(g['operator'])}</td><td>{_esc(g['state'] or '')}</td><td>{_esc(g['key'] or '')}</td>"
+            ("operator", "state", "old bytes", "new bytes", "growth", "", "old entries", "new entries"),
+            [f"<td>{_esc(g['operator'])}</td><td>{_esc(g['state'] or '')}</td>"
              + _num(g["old_bytes"], f"{part}.{i}.old_bytes", True) + _num(g["new_bytes"], f"{part}.{i}.new_bytes", True)
              + _num(g["growth"], f"{part}.{i}.growth", True) + _bar(abs(g["growth"]), largest, g["growth"] > 0)
              + _num(g["old_entries"], f"{part}.{i}.old_entries") + _num(g["new_entries"], f"{part}.{i}.new_entries")
              for i, g in enumerate(rows)]))
+    for part, heading in _KEY_LISTS:
+        rows = data[part]
+        if not rows:
+            continue
+        measure = "element_growth" if part == "keys_by_elements" else "growth"
+        largest = max(abs(g[measure]) for g in rows)
+        body.append(f"<h2>{_esc(heading)}</h2>" + _table(
+            ("operator", "state", "key", "key group", "old bytes", "new bytes", "growth", "", "old elements",
+             "new elements", "element growth"),
+            [f"<td>{_esc(g['operator'])}</td><td>{_esc(g['state'])}</td><td>{_esc(g['key'])}</td>"
+             + _num(g["key_group"], f"{part}.{i}.key_group")
+             + _num(g["old_bytes"], f"{part}.{i}.old_bytes", True) + _num(g["new_bytes"], f"{part}.{i}.new_bytes", True)
+             + _num(g["growth"], f"{part}.{i}.growth", True) + _bar(abs(g[measure]), largest, g[measure] > 0)
+             + _num(g["old_elements"], f"{part}.{i}.old_elements")
+             + _num(g["new_elements"], f"{part}.{i}.new_elements")
+             + _num(g["element_growth"], f"{part}.{i}.element_growth")
+             for i, g in enumerate(rows)]))
+    rows = []
+    for i, join in enumerate(data["key_joins"]):
+        for n, state in enumerate(join["states"]):
+            path = f"key_joins.{i}.states.{n}"
+            rows.append(f"<td>{_esc(join['operator'])}</td><td>{_esc(state['name'])}</td>"
+                        + "".join(_num(state[c], f"{path}.{c}") for c in KEY_COUNTS)
+                        + f"<td>{_esc(join['join'])}</td><td class=\"muted\">{_esc(join['note'] or '')}</td>")
+    body.append("<h2>Keys, OLD against NEW</h2>" + _table(
+        ("operator", "state", "new", "gone", "grown", "shrunk", "same", "joined by", ""), rows))
     return _page(f"fstate sizes {data['old']} {data['new']}", data, "".join(body))

@@ -15,11 +15,11 @@ import heapq
 import itertools
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable
 
 from ..savepoint import metainfo
 from ..savepoint import ttl_meta
-from ..savepoint.decoders import hashable
+from ..savepoint.keyed_codecs import frozen
 from ..savepoint.keyed_state import KeyedStateSource
 from ..savepoint.types import TtlValue
 
@@ -83,7 +83,7 @@ class TtlSizes:
                 self.seen(timestamp)
 
 
-class _Top:
+class TopKeys:
     """The ``n`` largest keys by one measure (ties: the smaller key text first): a bounded heap."""
 
     def __init__(self, n: int, measure: str):
@@ -153,17 +153,16 @@ class StateMeasure:
     """One state measured in one subtask (picklable: a pool worker returns it)."""
 
     sizes: StateSizes
-    by_bytes: _Top
-    by_elements: _Top
-    watched: dict = field(default_factory=dict)
+    by_bytes: TopKeys
+    by_elements: TopKeys
 
     def __getstate__(self):
         return {"sizes": self.sizes, "by_bytes": self.by_bytes.items(), "by_elements": self.by_elements.items(),
-                "watched": self.watched, "n": self.by_bytes.n}
+                "n": self.by_bytes.n}
 
     def __setstate__(self, state):
-        self.sizes, self.watched = state["sizes"], state["watched"]
-        self.by_bytes, self.by_elements = _Top(state["n"], "bytes"), _Top(state["n"], "elements")
+        self.sizes = state["sizes"]
+        self.by_bytes, self.by_elements = TopKeys(state["n"], "bytes"), TopKeys(state["n"], "elements")
         for item in state["by_bytes"]:
             self.by_bytes.offer(item)
         for item in state["by_elements"]:
@@ -180,7 +179,6 @@ class StateMeasure:
             self.by_bytes.offer(item)
         for item in other.by_elements.items():
             self.by_elements.offer(item)
-        self.watched.update(other.watched)
 
 
 @dataclass
@@ -201,8 +199,6 @@ class KeyedTask:
     top: int
     at: int
     ttl_ms: int | None
-    #: state name → keys (hashable) whose exact sizes are wanted wherever they rank
-    watch: dict
 
     def measure(self) -> SubtaskMeasure:
         return measure_subtask(self)
@@ -213,45 +209,54 @@ def measure(task) -> SubtaskMeasure:
     return task.measure()
 
 
-#: keys that are their own identity (no :func:`hashable` call per entry)
+#: keys that are their own identity (no :func:`..savepoint.keyed_codecs.frozen` call per entry)
 _PLAIN_KEYS = (str, int, bytes)
 
 
-def measure_subtask(task: KeyedTask) -> SubtaskMeasure:
-    """One decoding pass over one subtask's keyed state (module level: pool workers call it): by
-    the compiled scanner when it reads the state (canonical and uncompressed heap-native streams,
-    RocksDB snapshots; keys Python can hash; TTL states whose wrappers it decodes, their last
-    accesses recorded as it goes), else entry by entry (TTL values decoded with their timestamps)."""
-    with task.source.open() as state:
+def key_identity(key: Any) -> Any:
+    """The identity of a decoded key across passes and snapshots (the growth join's)."""
+    return key if type(key) in _PLAIN_KEYS else frozen(key)
+
+
+#: what a pass hands each key group's keys to, besides the top heaps: (state name, key group,
+#: {identity: [bytes, entries, elements, key]}) (the growth join's spill, :mod:`.sizes_join`)
+OnKeys = Callable[[str, int, dict], None]
+
+
+def measure_subtask(task: KeyedTask, key_groups: Iterable[int] | None = None,
+                    on_keys: OnKeys | None = None) -> SubtaskMeasure:
+    """One decoding pass over one subtask's keyed state (module level: pool workers call it), only
+    ``key_groups`` when given: by the compiled scanner when it reads the state (canonical and
+    uncompressed heap-native streams, RocksDB snapshots; TTL states whose wrappers it decodes, their
+    last accesses recorded as it goes; a key Python cannot hash, a list or a map or a row holding one,
+    counted under :func:`..savepoint.keyed_codecs.frozen` of it), else entry by entry (TTL values
+    decoded with their timestamps)."""
+    with task.source.open(key_groups=key_groups) as state:
         ttl = any(ttl_meta.is_ttl_meta(codec.info) for codec in state.codecs)
         if not ttl or state.records_ttl():
-            try:
-                measured = _measure_compiled(state, task)
-            except TypeError:  # a key Python cannot hash (a list, a dict): measured entry by entry
-                measured = None
+            measured = _measure_compiled(state, task, on_keys)
             if measured is not None:
                 return measured
         if not ttl:
-            return _measure_entries(state, task)
-    with task.source.open(meta_of=ttl_meta.with_timestamped_states) as state:
-        return _measure_entries(state, task)
+            return _measure_entries(state, task, on_keys)
+    with task.source.open(key_groups=key_groups, meta_of=ttl_meta.with_timestamped_states) as state:
+        return _measure_entries(state, task, on_keys)
 
 
 class _Pass:
     """What one pass over a subtask adds up."""
 
-    def __init__(self, state, task: KeyedTask):
-        self.task = task
+    def __init__(self, state, task: KeyedTask, on_keys: OnKeys | None):
+        self.task, self.on_keys = task, on_keys
         self.measures: list[StateMeasure] = []
         for codec in state.codecs:
             info = codec.info
             kind = "TIMER" if info.backend_type == metainfo.PRIORITY_QUEUE else info.kind
             sizes = StateSizes(info.name, kind, ttl=TtlSizes() if ttl_meta.is_ttl_meta(info) else None)
-            self.measures.append(StateMeasure(sizes, _Top(task.top, "bytes"), _Top(task.top, "elements")))
+            self.measures.append(StateMeasure(sizes, TopKeys(task.top, "bytes"), TopKeys(task.top, "elements")))
         self.count = len(self.measures)
         # per state: entries, bytes, key bytes, value bytes, elements (into StateSizes at the end)
         self.totals = [[0, 0, 0, 0, 0] for _ in range(self.count)]
-        self.watches = [task.watch.get(m.sizes.name) for m in self.measures]
         self.kg_bytes, self.kg_entries = [0] * state.max_parallelism, [0] * state.max_parallelism
 
     def finish(self) -> SubtaskMeasure:
@@ -263,9 +268,9 @@ class _Pass:
         return SubtaskMeasure(self.task.source.subtask, {m.sizes.name: m for m in self.measures}, key_groups)
 
 
-def _measure_compiled(state, task: KeyedTask) -> SubtaskMeasure | None:
+def _measure_compiled(state, task: KeyedTask, on_keys: OnKeys | None = None) -> SubtaskMeasure | None:
     """The compiled scanner adds up each key group's entries per key; its keys go to the top heaps."""
-    counted = _Pass(state, task)
+    counted = _Pass(state, task, on_keys)
     keys: list[dict] = [{} for _ in range(counted.count)]
     groups = state.measured_key_groups(keys, None if task.ttl_ms is None else task.at - task.ttl_ms)
     if groups is None:
@@ -287,17 +292,17 @@ def _measure_compiled(state, task: KeyedTask) -> SubtaskMeasure | None:
                 ttl.expired_elements += found[10]
             counted.kg_bytes[kg] += found[1]
             counted.kg_entries[kg] += found[0]
-            _flush(counted.measures[sid], kg, keys[sid], counted.watches[sid])
+            _flush(counted.measures[sid], kg, keys[sid], on_keys)
             keys[sid].clear()
     return counted.finish()
 
 
-def _measure_entries(state, task: KeyedTask) -> SubtaskMeasure:
+def _measure_entries(state, task: KeyedTask, on_keys: OnKeys | None = None) -> SubtaskMeasure:
     """Entry by entry (:meth:`..savepoint.keyed_state.KeyedState.sized_entries`): every layout,
     TTL state."""
-    counted = _Pass(state, task)
+    counted = _Pass(state, task, on_keys)
     measures, totals, count = counted.measures, counted.totals, counted.count
-    kg_bytes, kg_entries, watches = counted.kg_bytes, counted.kg_entries, counted.watches
+    kg_bytes, kg_entries = counted.kg_bytes, counted.kg_entries
     lists = [m.sizes.kind == "LIST" for m in measures]
     maps = [m.sizes.kind == "MAP" for m in measures]
     ttls = [m.sizes.ttl for m in measures]
@@ -320,9 +325,9 @@ def _measure_entries(state, task: KeyedTask) -> SubtaskMeasure:
             _count_ttl(ttls[sid], measures[sid].sizes.kind, value, size, deadline)
         if open_kg[sid] != kg:
             if open_kg[sid] is not None:
-                _flush(measures[sid], open_kg[sid], open_keys[sid], watches[sid])
+                _flush(measures[sid], open_kg[sid], open_keys[sid], on_keys)
             open_kg[sid], open_keys[sid] = kg, {}
-        identity = key if type(key) in plain else hashable(key)
+        identity = key if type(key) in plain else frozen(key)
         keys = open_keys[sid]
         per_key = keys.get(identity)
         if per_key is None:
@@ -333,25 +338,24 @@ def _measure_entries(state, task: KeyedTask) -> SubtaskMeasure:
             per_key[2] += elements
     for sid in range(count):
         if open_kg[sid] is not None:
-            _flush(measures[sid], open_kg[sid], open_keys[sid], watches[sid])
+            _flush(measures[sid], open_kg[sid], open_keys[sid], on_keys)
     return counted.finish()
 
 
-def _flush(measure: StateMeasure, kg: int, keys: dict, watch: set | None) -> None:
+def _flush(measure: StateMeasure, kg: int, keys: dict, on_keys: OnKeys | None) -> None:
     """One key group's keys ({identity: [bytes, entries, elements, key]}) into the state's top heaps
-    (and the watched keys' sizes)."""
+    (and to ``on_keys``)."""
     measure.sizes.keys += len(keys)
+    if on_keys is not None:
+        on_keys(measure.sizes.name, kg, keys)
     by_bytes, by_elements = measure.by_bytes, measure.by_elements
     counts_elements = measure.sizes.kind in ("LIST", "MAP")
-    for identity, (size, entries, elements, key) in keys.items():
-        wanted = watch is not None and identity in watch
-        if by_bytes.admits(size, key) or (counts_elements and by_elements.admits(elements, key)) or wanted:
+    for size, entries, elements, key in keys.values():
+        if by_bytes.admits(size, key) or (counts_elements and by_elements.admits(elements, key)):
             item = KeySize(key, kg, size, entries, elements)
             by_bytes.offer(item)
             if counts_elements:
                 by_elements.offer(item)
-            if wanted:
-                measure.watched[identity] = item
 
 
 def _count_ttl(ttl: TtlSizes, kind: str, value: Any, entry_bytes: int, deadline: int | None) -> None:

@@ -78,6 +78,50 @@ def best_parallelism(preview: list[dict], asked: Sequence[int]) -> int | None:
     return min(p["parallelism"] for p in candidates if p["max"] == lightest)
 
 
+@dataclass(frozen=True)
+class OperatorLoad:
+    """What the job-level preview needs of one operator: its keyed state's bytes per key group."""
+
+    name: str
+    parallelism: int
+    max_parallelism: int
+    key_group_bytes: Sequence[int]
+
+
+def job_rescale(operators: Sequence[OperatorLoad], parallelisms: Sequence[int]) -> dict:
+    """The rescale preview of the whole job under Flink's default slot sharing: subtask ``i`` of
+    every operator runs in slot ``i``, so a slot holds the keyed state of every operator's subtask
+    ``i``. The job's parallelism is taken to be its largest operator parallelism; operators at it
+    follow a rescale to P (each its own key-group ranges at P, by its own max parallelism), operators
+    at another parallelism (set on the operator) keep it and their subtask ``i`` stays in slot ``i``.
+    A P above the max parallelism of an operator that follows is not possible (Flink refuses it):
+    listed under ``skipped`` with the reason. Per P: each slot's bytes, the max, mean and max / mean;
+    the best P is the smallest of those asked whose fullest slot holds the least."""
+    keyed = [op for op in operators if any(op.key_group_bytes)]
+    job = max((op.parallelism for op in operators), default=1)
+    following = [op for op in keyed if op.parallelism == job]
+    fixed = [op for op in keyed if op.parallelism != job]
+    fixed_loads = [subtask_loads(op.key_group_bytes, op.parallelism, op.max_parallelism) for op in fixed]
+    preview, skipped = [], []
+    for parallelism in sorted({job, *parallelisms}):
+        limited = [op for op in following if parallelism > op.max_parallelism]
+        if limited:
+            skipped.append({"parallelism": parallelism, "reason": f"above the max parallelism "
+                            f"{limited[0].max_parallelism} of operator {limited[0].name}"})
+            continue
+        slots = [0] * max([parallelism] + [op.parallelism for op in fixed])
+        for loads in [subtask_loads(op.key_group_bytes, parallelism, op.max_parallelism) for op in following] + \
+                fixed_loads:
+            for index, load in enumerate(loads):
+                slots[index] += load
+        skew = Skew.of(slots)
+        preview.append({"parallelism": parallelism, "slot_bytes": slots, "max": skew.max, "mean": skew.mean,
+                        "max_over_mean": skew.max_over_mean})
+    return {"parallelism": job, "rescale": preview, "best_parallelism": best_parallelism(preview, parallelisms),
+            "following": [op.name for op in following],
+            "fixed": [{"operator": op.name, "parallelism": op.parallelism} for op in fixed], "skipped": skipped}
+
+
 def parse_parallelisms(text: str) -> list[int]:
     """``--parallelism``: a number, a list ``2,4,8``, a range ``1..64``, or a list of both."""
     values: set[int] = set()

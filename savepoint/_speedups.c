@@ -31,11 +31,12 @@
  *   .rows(data, pos, end, key_group, width, rows)   groups into rows: {identity: [key, ns, values]}
  *   .table(data, pos, end, key_group, width, flatten, ns_mode, rows)
  *                                              the keyed table's row tuples: {identity: row}
- *   .measure(data, pos, end, key_group, keys[, deadline[, native]])
+ *   .measure(data, pos, end, key_group, keys[, deadline[, native[, freeze]]])
  *                                              each entry's stored bytes (native: a heap-native key
  *                                              group, each entry's bytes as the canonical layout
  *                                              stores it) into keys[state id]
- *                                              ({key: [bytes, entries, elements, key]}); returns each
+ *                                              ({key: [bytes, entries, elements, key]}; a key
+ *                                              Python cannot hash under freeze(key)); returns each
  *                                              state's [entries, bytes, key bytes, value bytes, elements,
  *                                              TTL timestamps seen, oldest, newest, expired entries,
  *                                              expired bytes, expired list elements] (the TTL wrappers'
@@ -297,7 +298,7 @@ Scanner_entries(Scanner *self, PyObject *args)
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
         return NULL;
     }
-    Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0, NULL, 0, 0};
+    Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0, NULL, 0, 0, NULL};
     return run_scan(self, data, pos, end, kg, &sink, 0);
 }
 
@@ -320,7 +321,7 @@ grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, 
             return NULL;
         }
     }
-    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode, NULL, NULL, NULL, 0, 0, NULL, 0, 0};
+    Sink sink = {NULL, rows, width, NULL, table, flatten, ns_mode, NULL, NULL, NULL, 0, 0, NULL, 0, 0, NULL};
     return run_scan(self, data, pos, end, kg, &sink, 0);
 }
 
@@ -351,12 +352,12 @@ Scanner_table(Scanner *self, PyObject *args)
 static PyObject *
 Scanner_measure(Scanner *self, PyObject *args)
 {
-    PyObject *data, *keys, *deadline = Py_None;
+    PyObject *data, *keys, *deadline = Py_None, *freeze = Py_None;
     Py_ssize_t pos, end;
     long kg;
     int native = 0;
-    if (!PyArg_ParseTuple(args, "OnnlO!|Op:measure", &data, &pos, &end, &kg, &PyList_Type, &keys, &deadline,
-                          &native))
+    if (!PyArg_ParseTuple(args, "OnnlO!|OpO:measure", &data, &pos, &end, &kg, &PyList_Type, &keys, &deadline,
+                          &native, &freeze))
         return NULL;
     if (self->plans == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
@@ -387,7 +388,8 @@ Scanner_measure(Scanner *self, PyObject *args)
         PyMem_Free(ttl);
         return PyErr_NoMemory();
     }
-    Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, keys, totals, self->plans, 0, 0, ttl, deadline != Py_None, limit};
+    Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, keys, totals, self->plans, 0, 0, ttl, deadline != Py_None, limit,
+                 freeze == Py_None ? NULL : freeze};
     ttl_stamps.on = 1;
     ttl_stamps.n = 0;
     PyObject *done = run_scan(self, data, pos, end, kg, &sink, native);
@@ -411,9 +413,10 @@ Scanner_measure(Scanner *self, PyObject *args)
 
 static PyMethodDef Scanner_methods[] = {
     {"measure", (PyCFunction)Scanner_measure, METH_VARARGS,
-     "measure(data, pos, end, key_group, keys[, deadline[, native]]): each entry of one canonical (native: "
-     "heap-native) key group into "
-     "keys[state id] (key -> [bytes, entries, elements, key]); the states' [entries, bytes, key bytes, value "
+     "measure(data, pos, end, key_group, keys[, deadline[, native[, freeze]]]): each entry of one canonical "
+     "(native: heap-native) key group into "
+     "keys[state id] (key -> [bytes, entries, elements, key]; a key Python cannot hash under freeze(key)); "
+     "the states' [entries, bytes, key bytes, value "
      "bytes, elements, TTL timestamps, oldest, newest, expired entries, expired bytes, expired elements] "
      "(expired: last access <= deadline, counted when a deadline is given)"},
     {"entries", (PyCFunction)Scanner_entries, METH_VARARGS,

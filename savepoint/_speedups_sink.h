@@ -27,6 +27,9 @@ typedef struct {
     long long *ttl;
     int has_deadline;
     long long deadline;
+    /* measure(): a key Python cannot hash (a list, a map, a row holding one: only the Python
+     * decoders make such keys) is counted under freeze(key) (NULL: an error) */
+    PyObject *freeze;
 } Sink;
 
 #define TOTALS 5
@@ -198,26 +201,37 @@ measure_entry(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *
         ttl_stamps.n = 0;
     }
     PyObject *keys = PyList_GET_ITEM(sink->measure, s);
-    PyObject *acc = PyDict_GetItemWithError(keys, key);
+    PyObject *identity = Py_NewRef(key);
+    PyObject *acc = PyDict_GetItemWithError(keys, identity);
+    if (acc == NULL && sink->freeze != NULL && PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_TypeError)) {
+        PyErr_Clear();  /* unhashable: counted under freeze(key), the same for the same key */
+        Py_SETREF(identity, PyObject_CallOneArg(sink->freeze, key));
+        if (identity == NULL)
+            goto fail;
+        acc = PyDict_GetItemWithError(keys, identity);
+    }
     if (acc == NULL) {
         if (PyErr_Occurred())
-            goto fail;
+            goto fail_identity;
         acc = Py_BuildValue("[LLLO]", size, 1LL, elements, key);
         if (acc == NULL)
-            goto fail;
-        int rc = PyDict_SetItem(keys, key, acc);
+            goto fail_identity;
+        int rc = PyDict_SetItem(keys, identity, acc);
         Py_DECREF(acc);
         if (rc < 0)
-            goto fail;
+            goto fail_identity;
     } else if (!PyList_CheckExact(acc) || PyList_GET_SIZE(acc) != 4) {
         PyErr_SetString(PyExc_TypeError, "measure(): keys must map to [bytes, entries, elements, key]");
-        goto fail;
+        goto fail_identity;
     } else if (add_to(acc, 0, size) < 0 || add_to(acc, 1, 1) < 0 || add_to(acc, 2, elements) < 0) {
-        goto fail;
+        goto fail_identity;
     }
+    Py_DECREF(identity);
     drop_entry(ident, key, ns, value);
     return 0;
 
+fail_identity:
+    Py_DECREF(identity);
 fail:
     return drop_entry(ident, key, ns, value);
 }

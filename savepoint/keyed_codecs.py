@@ -293,3 +293,16 @@ def state_codecs(meta: KeyedBackendMeta, max_parallelism: int, source: str | Non
             canonical = None
         out.append(StateCodec(i, info, info.kind, canonical, native_decoder(shape), shape))
     return out
+
+
+def frozen(value: Any) -> Any:
+    """A decoded key as a dict key, the same for the same key however it was decoded: lists and
+    tuples (also inside rows) as tuples, maps as frozen sets of their entries (whatever their order),
+    bytearrays as bytes (``fstate sizes`` counts keys by it)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(x) for x in value)
+    if isinstance(value, dict):
+        return frozenset((frozen(k), frozen(x)) for k, x in value.items())
+    if isinstance(value, bytearray):
+        return bytes(value)
+    return value

@@ -53,7 +53,7 @@ from . import ttl_meta
 from . import verify_structure
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
 from .io import FileIO
-from .keyed_codecs import StateCodec
+from .keyed_codecs import StateCodec, frozen
 
 CANONICAL = "canonical"
 HEAP_NATIVE = "heap-native"
@@ -211,7 +211,8 @@ class KeyedState:
         the compiled scanner cannot read this state (``strict``, not built, a compressed heap-native
         stream or one with a state of types it does not decode): measure :meth:`sized_entries` then.
         A heap-native key group is measured as the canonical layout stores it (as
-        :meth:`sized_entries` does). A key Python cannot hash (a list, a dict) raises TypeError."""
+        :meth:`sized_entries` does). A key Python cannot hash (a list, a dict, a row holding one) is
+        counted under :func:`.keyed_codecs.frozen` of it."""
         if not self.compiled or self.strict:
             return None
         if self.db is not None:
@@ -261,9 +262,7 @@ class KeyedState:
     def _measure_block(self, scan, kg: int, data, pos: int, limit: int, keys: list[dict], deadline: int | None,
                        where: str, native: bool = False) -> list[list[int]]:
         try:
-            return scan.measure(data, pos, limit, kg, keys, deadline, native)
-        except TypeError:
-            raise
+            return scan.measure(data, pos, limit, kg, keys, deadline, native, frozen)
         except DECODE_ERRORS as e:
             raise CorruptStateError(f"{where}: cannot decode the state bytes ({e})", self.source) from None
 

@@ -307,6 +307,9 @@ def test_sizes_from_python(tmp_path):
     assert printed[0] == str(keyed.best_parallelism) + " " + str([(s.name, s.bytes, s.entries) for s in keyed.states])
     assert printed[1] == str(keyed.states[0].top_by_bytes[0])
     assert printed[2] == str(keyed.rescale[3]["subtask_bytes"]) and keyed.rescale[3]["parallelism"] == 4
+    job = state_sizes(str(KEYED_SAMPLE), top=3, parallelisms=range(1, 9)).job
+    assert job["rescale"][1]["parallelism"] == 2 and sum(job["rescale"][1]["slot_bytes"]) > 0
+    assert printed[3] == f"{job['best_parallelism']} {job['rescale'][1]['slot_bytes']}"
 
 
 def test_setup_command_names_a_shipped_sample():
@@ -394,15 +397,20 @@ def check_sql_and_cep_output(outputs: dict[str, str]) -> None:
 
 
 def check_sizes_output(outputs: dict[str, str]) -> None:
-    """The sizes snippet: the keyed operator's states and rescale preview, and the page it wrote; the
-    growth between the sample's checkpoint and savepoint of the same state is none."""
-    sizes_command, growth_command = outputs
+    """The sizes snippet: the keyed operator's states, its rescale preview and the job's, and the page
+    it wrote; the growth the modify made: k-1's events grew (small to medium), k-2's went."""
+    sizes_command, _, growth_command = outputs
     shown = outputs[sizes_command]
     assert "keyed/counts: largest keys by bytes" in shown and "rescale preview" in shown
+    assert "job: keyed state per slot" in shown
     page = Path(shlex.split(sizes_command)[-1])
     assert page.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     growth = json.loads(outputs[growth_command])
-    assert growth["states"] and all(row["growth"] == 0 for row in growth["states"])
+    assert [(row["operator"], row["state"], row["key"]) for row in growth["keys"]] == [("keyed", "events", "k-1")]
+    assert [row["key"] for row in growth["shrunk_keys"]] == ["k-2"] and growth["shrunk_keys"][0]["new_bytes"] == 0
+    (events,) = [s for j in growth["key_joins"] for s in j["states"]
+                 if j["operator"] == "keyed" and s["name"] == "events"]
+    assert (events["grown_keys"], events["gone_keys"], events["new_keys"]) == (1, 1, 0)
 
 
 def check_upgraded(path: Path) -> None:

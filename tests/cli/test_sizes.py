@@ -119,7 +119,9 @@ def test_ttl_expiry_equals_the_timestamps_read():
 
 def test_growth_between_two_snapshots():
     same = _json(str(KEYED[2]), str(KEYED[0]), "-n", "3")
-    assert same["states"] and all(g["growth"] == 0 for g in same["states"] + same["keys"])
+    assert same["states"] and all(g["growth"] == 0 for g in same["states"]) and not same["keys"] + same["shrunk_keys"]
+    assert all(s["new_keys"] == s["gone_keys"] == s["grown_keys"] == s["shrunk_keys"] == 0
+               for join in same["key_joins"] for s in join["states"])
     grown = state_growth(str(SAMPLES / "sql-change" / "old"), str(SAMPLES / "sql-change" / "new"))
     rows = grown.to_dict()["operators"]
     assert [g["growth"] for g in rows] == sorted((g["growth"] for g in rows), reverse=True)
@@ -194,10 +196,24 @@ def _same_number(shown: str, value) -> bool:
     return float(shown) == float(value)
 
 
-@pytest.mark.parametrize("args", [[str(KEYED[3]), "-p", "1..8", "-n", "3"], [str(KEYED[2]), str(KEYED[0])],
+@pytest.fixture(scope="module")
+def grown(tmp_path_factory) -> str:
+    """KEYED[0] with k-1's events grown, k-2's gone (tests/readers/test_sizes_growth.py's change)."""
+    from fstate.writers.modify import SavepointModifier
+
+    from tests.sizes_compare import GROW
+
+    out = tmp_path_factory.mktemp("grown") / "grown"
+    SavepointModifier(str(KEYED[0]), None, engine="embedded").transform_state("keyed", "events", sql=GROW).write(
+        str(out), deep=True)
+    return str(out)
+
+
+@pytest.mark.parametrize("args", [[str(KEYED[3]), "-p", "1..8", "-n", "3"], [str(KEYED[0]), "GROWN"],
                                   [str(SAMPLES / "operator-state-hashmap-savepoint")]],
                          ids=["sizes", "growth", "operator-state"])
-def test_html_page_in_headless_chromium(args, tmp_path):
+def test_html_page_in_headless_chromium(args, tmp_path, request):
+    args = [request.getfixturevalue("grown") if arg == "GROWN" else arg for arg in args]
     page = tmp_path / "report.html"
     result = _invoke("sizes", *args, "--html", str(page))
     assert result.exit_code == 0, result.output
@@ -217,10 +233,20 @@ def test_html_page_in_headless_chromium(args, tmp_path):
         assert {f"operators.{i}.operator_states.{n}.{what}" for i, op in enumerate(report["operators"])
                 for n in range(len(op["operator_states"])) for what in ("bytes", "entries")} <= shown
         assert sum(len(op["operator_states"]) for op in report["operators"]) >= 10
+    shown = {path for path, _ in numbers.found}
     if "-p" in args:
         (keyed,) = [op for op in report["operators"] if op["uid"] == "keyed"]
-        shown = {path for path, _ in numbers.found}
         assert {f"operators.{report['operators'].index(keyed)}.rescale.{n}.max" for n in range(8)} <= shown
+        # the whole job's preview: every slot at every parallelism
+        assert [p["parallelism"] for p in report["job"]["rescale"]] == list(range(1, 9))
+        assert {f"job.rescale.{n}.slot_bytes.{i}" for n in range(8) for i in range(n + 1)} <= shown
+    if len(args) == 2:  # growth: the keys that grew and shrank, every state's key counts
+        assert report["keys"] and report["shrunk_keys"] and report["keys_by_elements"]
+        for listed in ("keys", "shrunk_keys", "keys_by_elements"):
+            assert {f"{listed}.{n}.{what}" for n in range(len(report[listed]))
+                    for what in ("old_bytes", "new_bytes", "growth", "element_growth")} <= shown
+        assert {f"key_joins.{i}.states.{n}.{count}" for i, join in enumerate(report["key_joins"])
+                for n in range(len(join["states"])) for count in ("new_keys", "gone_keys", "grown_keys")} <= shown
 
 
 def test_a_process_pool_measures_the_same(monkeypatch):
@@ -269,23 +295,13 @@ def test_many_key_groups_are_drawn_in_ranges():
     assert 0 < len(sums) <= sizes_html.MAX_COLUMNS and sum(sums) == sum(values) and "data-json" not in svg
 
 
-def test_watched_keys_are_measured_wherever_they_rank():
-    """Growth finds NEW's largest keys in OLD by watching for them: their sizes whatever they rank."""
-    everything = state_sizes(str(KEYED[0]), top=10_000).operator("keyed")
-    counts = next(s for s in everything.states if s.name == "counts")
-    smallest = counts.top_by_bytes[-3:]
-    watch = {(everything.uid_hash, "counts"): {item.key for item in smallest}}
-    watched = state_sizes(str(KEYED[3]), top=1, watch=watch).operator("keyed").watched["counts"]
-    assert {key: item.to_dict() for key, item in watched.items()} == {item.key: item.to_dict() for item in smallest}
-
-
 @pytest.mark.parametrize("sample", ["keyed-hashmap-savepoint", "keyed-rocksdb-checkpoint", "sql-uids-savepoint",
                                     "cep-savepoint", "keyed-1.20-savepoint", "keyed-hashmap-checkpoint"])
 def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
     """Canonical streams, heap-native ones (a hashmap checkpoint: each entry measured as the canonical
     layout stores it) and RocksDB snapshots are measured by the compiled scanner (Scanner.measure),
-    anything else entry by entry: both give the same report; a key Python cannot hash falls back to
-    the second."""
+    anything else entry by entry: both give the same report (the compiled pass declining here: measured
+    entry by entry)."""
     from fstate.readers import sizes_measure
     from fstate.savepoint import _fastpath
 
@@ -297,10 +313,10 @@ def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
     fast = state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict()
     assert any(result is not None for result in used)
 
-    def unhashable(self, keys):
-        raise TypeError("unhashable type: 'list'")
+    def declined(self, keys, deadline=None):
+        return None
 
-    monkeypatch.setattr(sizes_measure.KeyedStateSource, "open", _opening_with(unhashable))
+    monkeypatch.setattr(sizes_measure.KeyedStateSource, "open", _opening_with(declined))
     assert state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict() == fast
 
 

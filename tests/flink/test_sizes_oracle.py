@@ -10,7 +10,8 @@ encoder, the bytes per key group of a canonical savepoint are Flink's own: each 
 (by Flink's key-group offsets) less its framing (2 bytes per state run and one state id, 8 bytes of
 lengths per entry). The rescale preview at every parallelism up to 8 is checked against the
 subtask each key group goes to (``operator_index_for_key_group``), and at the job's parallelism
-against the key-group ranges Flink gave its subtasks.
+against the key-group ranges Flink gave its subtasks; the whole job's preview (a slot: subtask i of
+every operator) likewise. Growth by key: two runs' dumps (1000 and 10 000 keys), every key compared.
 """
 
 from __future__ import annotations
@@ -138,8 +139,23 @@ def _check(snapshot_dir, dump: dict, operators=KEYED_OPERATORS, **options) -> di
         now = next(p for p in measured.rescale if p["parallelism"] == view.parallelism)
         assert now["subtask_bytes"] == measured.subtask_bytes
         found[uid] = (expected, measured)
+    if {op.display_name for op in report.operators if op.keyed_bytes} == set(found):
+        _check_job(report.job, found)
     json.dumps(report.to_dict())  # the report is plain data
     return found
+
+
+def _check_job(job: dict, found: dict) -> None:
+    """The whole job's preview: at each parallelism, slot i holds subtask i of every operator (all
+    at the job's parallelism here), each subtask the key groups Flink assigns it, their bytes the dump's."""
+    assert not job["fixed"] and set(job["following"]) == set(found)
+    assert [p["parallelism"] for p in job["rescale"]] == list(range(1, 9))
+    for point in job["rescale"]:
+        parallelism, slots = point["parallelism"], [0] * point["parallelism"]
+        for expected, measured in found.values():
+            for kg, size in enumerate(expected.kg_bytes):
+                slots[operator_index_for_key_group(kg, parallelism, measured.max_parallelism)] += size
+        assert point["slot_bytes"] == slots, parallelism
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -148,6 +164,8 @@ def test_sizes_equal_the_dump(variant):
     backend, snapshot, args = VARIANTS[variant]
     res = harness.generate("KeyedStateJob", VERSION, backend, snapshot, extra_args=args)
     found = _check(res.snapshot_dir, res.dump)
+    keyed = {op.display_name for op in state_sizes(str(res.snapshot_dir), top=0).operators if op.keyed_bytes}
+    assert keyed == set(found)  # so _check checked the whole job's preview too
     if snapshot == "savepoint":  # canonical key-group streams: Flink's bytes per key group, less the framing
         savepoint = Savepoint.open(str(res.snapshot_dir))
         for uid, (expected, _) in found.items():
@@ -275,3 +293,33 @@ def test_heap_checkpoints_measured_by_the_compiled_scanner(version, monkeypatch)
     assert used and all(result is not None for result in used)
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     assert state_sizes(str(res.snapshot_dir), top=TOP, parallelisms=[3], at=0).to_dict() == fast
+
+
+def _dump_keys(res, uid: str) -> dict[str, dict[str, dict]]:
+    """Every key's sizes in one operator of a run, from its dump: {state: {key text: sizes}}."""
+    view = Savepoint.open(str(res.snapshot_dir)).operator(uid)
+    dump_op = next(o for o in res.dump["operators"] if o["uid"] == uid)
+    expected = Expected(dump_op, view.keyed_meta, view.max_parallelism)
+    return {name: {item["key"]: dict(item) for item in state["keys"].values()}
+            for name, state in expected.states.items()}
+
+
+def test_growth_by_key_equals_the_dumps():
+    """Two runs of KeyedStateJob (1000 keys; 10 000 keys from twice the records) compared both ways: per
+    operator and state, the keys that grew, grew in elements and shrank most, and the counts of new,
+    gone, grown, shrunk and unchanged keys, are what the two dumps give."""
+    from fstate.readers.sizes_growth import state_growth
+    from tests.sizes_compare import expected_key_growth, reported_key_growth
+
+    harness.require_flink(VERSION)
+    small = harness.generate("KeyedStateJob", VERSION, "rocksdb", "savepoint")
+    large = harness.generate("KeyedStateJob", VERSION, *VARIANTS["rocksdb incremental 10000 keys"][:2],
+                             extra_args=VARIANTS["rocksdb incremental 10000 keys"][2])
+    for old, new in ((small, large), (large, small)):
+        report = state_growth(str(old.snapshot_dir), str(new.snapshot_dir), top=TOP).to_dict()
+        for uid in KEYED_OPERATORS:
+            expected = expected_key_growth(_dump_keys(old, uid), _dump_keys(new, uid), TOP)
+            assert reported_key_growth(report, uid) == expected, uid
+        counts = expected_key_growth(_dump_keys(old, "keyed"), _dump_keys(new, "keyed"), TOP)["counts"]["counts"]
+        assert counts["new_keys" if new is large else "gone_keys"] == 9000
+        assert {j["join"] for j in report["key_joins"]} == {"key group"}
