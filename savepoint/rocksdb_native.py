@@ -141,7 +141,7 @@ def key_group_blocks(db: RocksDBSnapshot, tables: NativeTables, families: Sequen
         try:
             data, regions = _sst.frame(parts, prefix)
         except ValueError as e:
-            index, kg = e.args[0]
+            index, kg = e.args
             raise CorruptStateError(f"state '{names[parts[index][0]]}', key group {kg}: a key is shorter than its "
                                     f"key-group prefix", source) from None
         for kg, start, end in regions:
