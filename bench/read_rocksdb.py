@@ -1,7 +1,7 @@
 """RocksDB read benchmark: the same job's state as a hashmap savepoint, a RocksDB NATIVE savepoint and
 a RocksDB incremental checkpoint, read by fstate in one run (issue 26).
 
-    python bench/read_rocksdb.py [--records 1000000] [--work DIR] [--repeat 3]
+    PATH=.venv/bin:$PATH python bench/read_rocksdb.py [--records 1000000] [--work DIR] [--repeat 3] [--spark]
 
 Makes (or reuses) the three snapshots of BenchJob with real Flink 2.3 (N keys: String key,
 ValueState<Long>, ListState<String> of 3 elements; parallelism 2), then measures for each:
@@ -9,8 +9,12 @@ ValueState<Long>, ListState<String> of 3 elements; parallelism 2), then measures
 * the decoder on one core: every entry into Arrow batches (`decoders.new_decoder(...).batches`), the
   process pinned to core 0: for RocksDB, the C table reader (savepoint/_sst.c) and, for comparison,
   rocksdict's iterators (``FSTATE_ROCKSDB_NATIVE=0``);
+* the row path on one core: every row as Python values (`new_decoder(...).rows()`: what the API's rows,
+  `verify`, `sizes` and the writers read), pinned the same way;
 * `fstate read … --out parquet` with the embedded engine (the whole pipeline; RocksDB partitions sized
   by their SST files and split in key-group ranges), with its peak memory;
+* with ``--spark``, once per snapshot (after the others): `fstate read … --out parquet --engine spark`
+  (local Spark on the machine's cores);
 
 each the best of ``--repeat`` runs, the snapshots taking turns (a shared machine's load comes and goes),
 and prints entries per second, the ratios RocksDB / hashmap of the same job, and the load averages at
@@ -38,6 +42,9 @@ SNAPSHOTS = {  # name → BenchJob generate arguments
 }
 
 DECODE = COLUMNAR_DECODE
+ROWS = COLUMNAR_DECODE.replace("sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))",
+                               "sum(1 for _ in new_decoder(state, ids).rows())")
+assert ROWS != DECODE
 
 
 def generate(work: Path, records: int, name: str, args: list[str]) -> str:
@@ -67,16 +74,16 @@ def state_bytes(snapshot: str) -> int:
     return total
 
 
-def decode(snapshot: str, env: dict) -> tuple[float, int]:
-    res = subprocess.run([sys.executable, "-c", DECODE, snapshot], capture_output=True, text=True, env=env,
+def decode(snapshot: str, env: dict, script: str = DECODE) -> tuple[float, int]:
+    res = subprocess.run([sys.executable, "-c", script, snapshot], capture_output=True, text=True, env=env,
                          check=True)
     rows, seconds = res.stdout.split()
     return float(seconds), int(rows)
 
 
-def read(snapshot: str, out: Path, env: dict) -> tuple[float, int]:
+def read(snapshot: str, out: Path, env: dict, engine: str = "embedded") -> tuple[float, int]:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = ["fstate", "read", snapshot, "--uid", "bench-keyed", "--out", str(out), "--engine", "embedded"]
+    cmd = ["fstate", "read", snapshot, "--uid", "bench-keyed", "--out", str(out), "--engine", engine]
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
@@ -92,6 +99,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--work", default=str(Path(__file__).resolve().parent.parent / ".cache" / "bench"))
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the best counts")
+    ap.add_argument("--spark", action="store_true", help="also read each snapshot once with the Spark engine")
     a = ap.parse_args()
     work = Path(a.work) / f"rocksdb-{a.records}"
     entries = 2 * a.records
@@ -107,23 +115,34 @@ def main() -> None:
                     else [(" (C reader)", native), (" (rocksdict)", reference)])
             for how, env in ways:
                 decode_s, rows = decode(snapshot, env)
+                rows_s, _ = decode(snapshot, env, ROWS)
                 read_s, peak = read(snapshot, work / "parquet", env)
                 best = results.get(name + how)
                 if best is not None:
-                    decode_s, read_s, peak = min(decode_s, best[0]), min(read_s, best[1]), max(peak, best[2])
-                results[name + how] = (decode_s, read_s, peak, rows)
+                    decode_s, rows_s, read_s = min(decode_s, best[0]), min(rows_s, best[1]), min(read_s, best[2])
+                    peak = max(peak, best[3])
+                results[name + how] = (decode_s, rows_s, read_s, peak, rows)
+    spark: dict[str, float] = {}
+    if a.spark:
+        for name, snapshot in snapshots.items():
+            spark[name] = read(snapshot, work / "parquet", native, "spark")[0]
     load_end = os.getloadavg()
 
     print(f"\nN = {a.records:,} keys, {entries:,} entries, {os.cpu_count()} cores, best of {a.repeat} runs")
     print(f"  load averages at start {_load(load_start)}, at end {_load(load_end)}")
     for name, snapshot in snapshots.items():
         print(f"  {name}: {state_bytes(snapshot) / 1e6:.1f} MB of state files")
-    base_decode, base_read = results["hashmap savepoint"][:2]
-    for name, (decode_s, read_s, peak, rows) in results.items():
+    base_decode, base_rows, base_read = results["hashmap savepoint"][:3]
+    for name, (decode_s, rows_s, read_s, peak, rows) in results.items():
         print(f"  {name:<45} decoder, one core {entries / decode_s:>12,.0f} entries/s ({decode_s:6.2f} s, "
               f"{rows:,} rows, ×{base_decode / decode_s:.2f} hashmap)")
+        print(f"  {'':<45} rows, one core     {entries / rows_s:>12,.0f} entries/s ({rows_s:6.2f} s, "
+              f"×{base_rows / rows_s:.2f} hashmap)")
         print(f"  {'':<45} read --out parquet {entries / read_s:>12,.0f} entries/s ({read_s:6.2f} s, "
               f"×{base_read / read_s:.2f} hashmap, peak {peak / 2**20:,.0f} MiB)")
+    for name, seconds in spark.items():
+        print(f"  {name:<45} read, Spark engine {entries / seconds:>12,.0f} entries/s ({seconds:6.2f} s, "
+              f"×{spark['hashmap savepoint'] / seconds:.2f} hashmap)")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,10 @@ Keyed state is stored in one of three layouts:
   RocksDB backend): one column family per state, each entry stored as in the canonical layout
   (:mod:`.rocksdb`).
 
-and decoded by the compiled scanner (``_speedups.c`` through :mod:`._fastpath`; canonical streams)
-or by the plain Python decoders (the reference; every layout). A :class:`KeyedState` is opened
+and decoded by the compiled scanner (``_speedups.c`` through :mod:`._fastpath`; canonical streams, and
+RocksDB snapshots whose table files the C table reader reads: their pairs framed as canonical key
+groups by :func:`.rocksdb_native.key_group_blocks`) or by the plain Python decoders (the reference;
+every layout; over rocksdict's pairs for RocksDB). A :class:`KeyedState` is opened
 over one subtask's state (or a piece of it), decides both once, and offers what every consumer
 needs:
 

@@ -1,6 +1,8 @@
 """RocksDB's table files read in C (``fstate.savepoint._sst``, savepoint/_sst.c): the live tables of
-an open :class:`.rocksdb.RocksDBSnapshot`, one merger a column family, whose pairs the columnar
-decoder reads from one buffer a key-group window (no Python object per pair).
+an open :class:`.rocksdb.RocksDBSnapshot`, one merger a column family, read a key-group window at a
+time (:func:`windows`, no Python object per pair): by the columnar decoder from the mergers' buffers,
+and by every other reader (rows, entries, ``verify``, ``sizes``, the writers) as canonical key groups
+(:func:`key_group_blocks`, framed in C) that the canonical decoders read as a savepoint's.
 
 rocksdict (RocksDB itself) stays the reference and the fallback: :func:`open_tables` gives None
 when the extension is missing, ``FSTATE_PURE_PYTHON=1`` or ``FSTATE_ROCKSDB_NATIVE=0`` is set, the
@@ -8,7 +10,8 @@ database holds entries outside its table files, or a table uses a feature the C 
 read (another comparator, format version or checksum, a compression without its library here,
 range deletions, a partitioned or hash index, a compression dictionary). Checked before the first
 pair is read; bytes that are not a valid table are a :class:`CorruptStateError` naming the file.
-tests/savepoint/test_sst.py compares both readers on generated databases and every sample.
+tests/savepoint/test_sst.py compares both readers on generated databases and every sample,
+test_sst_generated.py on databases written by Flink's own RocksDB (merges, every deletion).
 """
 
 from __future__ import annotations
