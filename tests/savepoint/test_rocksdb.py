@@ -382,9 +382,15 @@ def test_synthetic_database_prefix_sizes(tmp_path, tmp_root, monkeypatch, max_pa
     assert expected and (max_parallelism == 128 or max(kg for kg, _ in expected.values()) > 255)
     meta = rocksdb.read_meta(src)
     with rocksdb.open_snapshot(src) as db:
+        reference = KeyedState.of_rocksdb(db, meta, max_parallelism, strict=True)  # rocksdict, Python decoders
+        assert reference.native_tables is None
+        want_entries, want_sized = list(reference.entries()), list(reference.sized_entries({0, 2}))
         if native:
             _no_rocksdict_reads(monkeypatch, db)
         state = KeyedState.of_rocksdb(db, meta, max_parallelism)
+        assert list(state.entries()) == want_entries
+        # sized entries: ordered by key group within each state (rocksdict's path: state by state)
+        assert sorted(state.sized_entries({0, 2}), key=repr) == sorted(want_sized, key=repr) and want_sized
         assert state.layout == "rocksdb"
         assert (state.native_tables is not None) == native
         assert state.decoder == ("compiled" if native and state.compiled else "python")
