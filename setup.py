@@ -43,7 +43,7 @@ setup(
         Extension(
             "fstate.savepoint._sst",
             sources=["savepoint/_sst.c"],
-            depends=["savepoint/_sst_codecs.h", "savepoint/_sst_merge.h"],
+            depends=["savepoint/_sst_codecs.h", "savepoint/_sst_merge.h", "savepoint/_sst_frame.h"],
             libraries=["dl"],
             optional=True,
         ),

@@ -1,7 +1,7 @@
 """RocksDB read benchmark: the same job's state as a hashmap savepoint, a RocksDB NATIVE savepoint and
 a RocksDB incremental checkpoint, read by fstate in one run (issue 26).
 
-    python bench/read_rocksdb.py [--records 1000000] [--work DIR] [--repeat 3]
+    PATH=.venv/bin:$PATH python bench/read_rocksdb.py [--records 1000000] [--work DIR] [--repeat 3] [--spark]
 
 Makes (or reuses) the three snapshots of BenchJob with real Flink 2.3 (N keys: String key,
 ValueState<Long>, ListState<String> of 3 elements; parallelism 2), then measures for each:
@@ -9,12 +9,17 @@ ValueState<Long>, ListState<String> of 3 elements; parallelism 2), then measures
 * the decoder on one core: every entry into Arrow batches (`decoders.new_decoder(...).batches`), the
   process pinned to core 0: for RocksDB, the C table reader (savepoint/_sst.c) and, for comparison,
   rocksdict's iterators (``FSTATE_ROCKSDB_NATIVE=0``);
+* the row path on one core: every row as Python values (`new_decoder(...).rows()`: what the API's rows,
+  `verify`, `sizes` and the writers read), pinned the same way;
 * `fstate read … --out parquet` with the embedded engine (the whole pipeline; RocksDB partitions sized
   by their SST files and split in key-group ranges), with its peak memory;
+* with ``--spark``, once per snapshot (after the others): `fstate read … --out parquet --engine spark`
+  (local Spark on the machine's cores);
 
 each the best of ``--repeat`` runs, the snapshots taking turns (a shared machine's load comes and goes),
-and prints entries per second, the ratios RocksDB / hashmap of the same job, and the load averages at
-the start and the end (compare ratios from one run). An entry is one (key, state) value: 2 per key.
+and prints entries per second, the ratios RocksDB / hashmap of the same job by wall time and by CPU time
+(the process and its pool workers: what a busy machine disturbs least), and the load averages at the
+start and the end (compare ratios from one run). An entry is one (key, state) value: 2 per key.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -38,6 +44,11 @@ SNAPSHOTS = {  # name → BenchJob generate arguments
 }
 
 DECODE = COLUMNAR_DECODE
+#: the snippets print rows, wall seconds and the process's CPU seconds
+DECODE = DECODE.replace("print(n, time.perf_counter() - t)", "print(n, time.perf_counter() - t, time.process_time())")
+ROWS = DECODE.replace("sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))",
+                               "sum(1 for _ in new_decoder(state, ids).rows())")
+assert ROWS != DECODE
 
 
 def generate(work: Path, records: int, name: str, args: list[str]) -> str:
@@ -67,16 +78,25 @@ def state_bytes(snapshot: str) -> int:
     return total
 
 
-def decode(snapshot: str, env: dict) -> tuple[float, int]:
-    res = subprocess.run([sys.executable, "-c", DECODE, snapshot], capture_output=True, text=True, env=env,
+def decode(snapshot: str, env: dict, script: str = DECODE) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (the whole process: opening included) and rows."""
+    res = subprocess.run([sys.executable, "-c", script, snapshot], capture_output=True, text=True, env=env,
                          check=True)
-    rows, seconds = res.stdout.split()
-    return float(seconds), int(rows)
+    rows, seconds, cpu = res.stdout.split()
+    return float(seconds), float(cpu), int(rows)
 
 
-def read(snapshot: str, out: Path, env: dict) -> tuple[float, int]:
+def read(snapshot: str, out: Path, env: dict, engine: str = "embedded") -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (the command and its pool workers) and peak memory of a read."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds, peak = _read(snapshot, out, env, engine)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, peak
+
+
+def _read(snapshot: str, out: Path, env: dict, engine: str) -> tuple[float, int]:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = ["fstate", "read", snapshot, "--uid", "bench-keyed", "--out", str(out), "--engine", "embedded"]
+    cmd = ["fstate", "read", snapshot, "--uid", "bench-keyed", "--out", str(out), "--engine", engine]
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
@@ -92,6 +112,9 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--work", default=str(Path(__file__).resolve().parent.parent / ".cache" / "bench"))
     ap.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the best counts")
+    ap.add_argument("--spark", action="store_true", help="also read each snapshot once with the Spark engine")
+    ap.add_argument("--no-reference", dest="reference", action="store_false",
+                    help="skip the rocksdict reads (FSTATE_ROCKSDB_NATIVE=0)")
     a = ap.parse_args()
     work = Path(a.work) / f"rocksdb-{a.records}"
     entries = 2 * a.records
@@ -103,27 +126,41 @@ def main() -> None:
     results: dict[str, tuple] = {}
     for _ in range(a.repeat):
         for name, snapshot in snapshots.items():
-            ways = ([("", native)] if name.startswith("hashmap")
+            ways = ([("", native)] if name.startswith("hashmap") or not a.reference
                     else [(" (C reader)", native), (" (rocksdict)", reference)])
             for how, env in ways:
-                decode_s, rows = decode(snapshot, env)
-                read_s, peak = read(snapshot, work / "parquet", env)
+                *decoded, rows = decode(snapshot, env)
+                measured = [decoded, decode(snapshot, env, ROWS)[:2], read(snapshot, work / "parquet", env)]
+                peak = measured[2][2]
                 best = results.get(name + how)
+                # per measurement the best wall time and the least CPU time of the runs
+                runs = [m[:2] for m in measured]
                 if best is not None:
-                    decode_s, read_s, peak = min(decode_s, best[0]), min(read_s, best[1]), max(peak, best[2])
-                results[name + how] = (decode_s, read_s, peak, rows)
+                    runs = [(min(w, bw), min(c, bc)) for (w, c), (bw, bc) in zip(runs, best[:3])]
+                    peak = max(peak, best[3])
+                results[name + how] = (*runs, peak, rows)
+    spark: dict[str, tuple[float, float]] = {}
+    if a.spark:
+        for name, snapshot in snapshots.items():
+            spark[name] = read(snapshot, work / "parquet", native, "spark")[:2]
     load_end = os.getloadavg()
 
     print(f"\nN = {a.records:,} keys, {entries:,} entries, {os.cpu_count()} cores, best of {a.repeat} runs")
     print(f"  load averages at start {_load(load_start)}, at end {_load(load_end)}")
     for name, snapshot in snapshots.items():
         print(f"  {name}: {state_bytes(snapshot) / 1e6:.1f} MB of state files")
-    base_decode, base_read = results["hashmap savepoint"][:2]
-    for name, (decode_s, read_s, peak, rows) in results.items():
-        print(f"  {name:<45} decoder, one core {entries / decode_s:>12,.0f} entries/s ({decode_s:6.2f} s, "
-              f"{rows:,} rows, ×{base_decode / decode_s:.2f} hashmap)")
-        print(f"  {'':<45} read --out parquet {entries / read_s:>12,.0f} entries/s ({read_s:6.2f} s, "
-              f"×{base_read / read_s:.2f} hashmap, peak {peak / 2**20:,.0f} MiB)")
+    print("  (wall: best of the runs; cpu: least CPU seconds of the runs, the process and its workers; ×: hashmap's "
+          "seconds / these, wall and cpu)")
+    base = results["hashmap savepoint"]
+    labels = ("decoder, one core ", "rows, one core    ", "read --out parquet")
+    for name, (*runs, peak, rows) in results.items():
+        for i, (label, (wall, cpu)) in enumerate(zip(labels, runs)):
+            extra = f", {rows:,} rows" if i == 0 else f", peak {peak / 2**20:,.0f} MiB" if i == 2 else ""
+            print(f"  {name if i == 0 else '':<45} {label} {entries / wall:>12,.0f} entries/s (wall {wall:6.2f} s "
+                  f"×{base[i][0] / wall:.2f}, cpu {cpu:6.2f} s ×{base[i][1] / cpu:.2f}{extra})")
+    for name, (wall, cpu) in spark.items():
+        print(f"  {name:<45} read, Spark engine {entries / wall:>12,.0f} entries/s (wall {wall:6.2f} s "
+              f"×{spark['hashmap savepoint'][0] / wall:.2f}, cpu {cpu:6.2f} s ×{spark['hashmap savepoint'][1] / cpu:.2f})")
 
 
 if __name__ == "__main__":

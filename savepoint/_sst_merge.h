@@ -303,8 +303,10 @@ static PyTypeObject MergerType = {
     .tp_methods = Merger_methods,
 };
 
+#include "_sst_frame.h"
+
 static struct PyModuleDef sst_module = {
-    PyModuleDef_HEAD_INIT, "fstate.savepoint._sst", "RocksDB block-based table files read in C", -1, NULL,
+    PyModuleDef_HEAD_INIT, "fstate.savepoint._sst", "RocksDB block-based table files read in C", -1, sst_methods,
 };
 
 PyMODINIT_FUNC
@@ -321,7 +323,7 @@ PyInit__sst(void)
     if (Unsupported == NULL || Corrupt == NULL || PyModule_AddObjectRef(m, "Unsupported", Unsupported) < 0
         || PyModule_AddObjectRef(m, "Corrupt", Corrupt) < 0 || PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0
         || PyModule_AddObjectRef(m, "Merger", (PyObject *)&MergerType) < 0
-        || PyModule_AddIntConstant(m, "ABI", 1) < 0) {
+        || PyModule_AddIntConstant(m, "ABI", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -243,12 +243,7 @@ def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, 
     present = set(db.column_families)
     families = [(sid, codecs[sid].info.name) for sid in sorted(found.state_ids) if codecs[sid].info.name in present]
     prefix = key_group_prefix_size(max_parallelism)
-    keys = None  # the user keys of the runs, [first, end): only the tables holding some are read
-    if runs:
-        after = runs[-1][1] + 1
-        keys = (rocksdb.key_group_prefix_bytes(runs[0][0], prefix),
-                rocksdb.key_group_prefix_bytes(after, prefix) if after < 1 << (8 * prefix) else None)
-    tables = rocksdb_native.open_tables(db, keys)
+    tables = rocksdb_native.open_tables(db, rocksdb_native.run_keys(runs, prefix))
     if tables is not None:  # the table files read in C (rocksdb_native.py); else rocksdict's iterators
         return _packed_batches(found.decoder(source), found.shape(names), db, tables, families, runs, prefix,
                                max_rows)
@@ -426,40 +421,22 @@ def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, 
 
 _I32 = struct.Struct(">i")
 
-#: bytes of table files whose pairs the C table reader hands the decoder at a time (a key-group window)
-WINDOW_BYTES = 8 << 20
-
 
 def _packed_batches(decoder, shape: _Shape, db, tables, families, runs, prefix: int, max_rows: int
                     ) -> Iterator[pyarrow.RecordBatch]:
     """The batches of the (state id, column family) ``families`` over the key-group ``runs``, read from
-    the table files in C (``rocksdb_native``): per run, one merger a family at the run's first key
-    group, read in windows of key groups holding about :data:`WINDOW_BYTES` of table files each; a
-    batch ends after the key group that brings it to ``max_rows`` rows, as with rocksdict's cursors."""
+    the table files in C (``rocksdb_native.windows``); a batch ends after the key group that brings it
+    to ``max_rows`` rows, as with rocksdict's cursors."""
     from . import rocksdb_native
-    from .rocksdb import key_group_prefix_bytes
 
-    for lo, hi in runs:
-        mergers = [(sid, tables.merger(name, prefix)) for sid, name in families]
-        mergers = [(sid, merger) for sid, merger in mergers if merger is not None]
-        if not mergers:
-            continue
-        size = db.source.key_group_bytes(lo, hi)
-        step = max(1, (hi - lo + 1) * WINDOW_BYTES // size) if size else hi - lo + 1
-        try:
-            for _, merger in mergers:
-                merger.seek(key_group_prefix_bytes(lo, prefix))
-            for start in range(lo, hi + 1, step):
-                last = min(hi, start + step - 1)
-                parts = tuple((sid, merger.read(last), 0) for sid, merger in mergers)
-                while parts is not None:
-                    positions = decoder.add_packed(parts, max_rows)
-                    if decoder.rows >= max_rows:
-                        yield shape.batch(decoder.flush())
-                    parts = None if positions is None else tuple(
-                        (sid, data, at) for (sid, data, _), at in zip(parts, positions))
-        except rocksdb_native.corrupt_types() as e:
-            raise tables.error(e) from None
+    for window in rocksdb_native.windows(db, tables, families, runs, prefix):
+        parts = tuple((sid, data, 0) for sid, data in window)
+        while parts is not None:
+            positions = decoder.add_packed(parts, max_rows)
+            if decoder.rows >= max_rows:
+                yield shape.batch(decoder.flush())
+            parts = None if positions is None else tuple(
+                (sid, data, at) for (sid, data, _), at in zip(parts, positions))
     if decoder.rows:
         yield shape.batch(decoder.flush())
 

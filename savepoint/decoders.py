@@ -147,7 +147,7 @@ class CompiledRows(TableDecoder):
 
     def rows(self) -> Iterator[tuple]:
         state = self.state
-        return _fastpath.table_rows(state.data_regions(), state.meta, state.max_parallelism, state.codecs,
+        return _fastpath.table_rows(state.data_regions(set(self.state_ids)), state.meta, state.max_parallelism, state.codecs,
                                     self.state_ids, state.source, self.shape.flatten, self.shape.ns_mode)
 
 

@@ -196,6 +196,13 @@ def canonical_key_group(buf: bytes, start: int, end: int, kg: int, meta: KeyedBa
     inside [start, end) and the end-of-key-group mark is its last two bytes (the C scanner checks
     the same way)."""
     data, pos, limit = key_group_data(buf, start, end, kg, meta.compressed, source)
+    return canonical_entries(data, pos, limit, kg, codecs, states, max_parallelism, source)
+
+
+def canonical_entries(data: bytes, pos: int, limit: int, kg: int, codecs: list[StateCodec], states: set[int] | None,
+                      max_parallelism: int, source: str | None) -> Iterator[Entry]:
+    """The entries of one key group's uncompressed canonical entries in ``data[pos:limit]`` (the plain
+    Python decoder)."""
     for state_id, kstart, kend, vend in canonical_pairs(data, pos, limit, kg, len(codecs),
                                                         key_group_prefix_size(max_parallelism), source):
         if states is None or state_id in states:

@@ -11,8 +11,10 @@ Keyed state is stored in one of three layouts:
   RocksDB backend): one column family per state, each entry stored as in the canonical layout
   (:mod:`.rocksdb`).
 
-and decoded by the compiled scanner (``_speedups.c`` through :mod:`._fastpath`; canonical streams)
-or by the plain Python decoders (the reference; every layout). A :class:`KeyedState` is opened
+and decoded by the compiled scanner (``_speedups.c`` through :mod:`._fastpath`; canonical streams, and
+RocksDB snapshots whose table files the C table reader reads: their pairs framed as canonical key
+groups by :func:`.rocksdb_native.key_group_blocks`) or by the plain Python decoders (the reference;
+every layout; over rocksdict's pairs for RocksDB). A :class:`KeyedState` is opened
 over one subtask's state (or a piece of it), decides both once, and offers what every consumer
 needs:
 
@@ -48,6 +50,7 @@ from . import _fastpath
 from . import handles
 from . import keyed
 from . import rocksdb
+from . import rocksdb_native
 from . import streams
 from . import ttl_meta
 from . import verify_structure
@@ -88,6 +91,9 @@ class KeyedState:
         self._codecs = codecs
         #: whether the compiled decoders may be used (built, not switched off when this was made)
         self.compiled = _fastpath.available()
+        #: whether the C table reader may read a RocksDB snapshot (built, not switched off when this was made,
+        #: not ``strict``: the reference reads it with rocksdict)
+        self.native = db is not None and not strict and rocksdb_native.available()
 
     @classmethod
     def of_stream(cls, buf: bytes, handle: handles.KeyGroupsHandle, meta: keyed.KeyedBackendMeta,
@@ -103,10 +109,11 @@ class KeyedState:
     @classmethod
     def of_rocksdb(cls, db: rocksdb.RocksDBSnapshot, meta: keyed.KeyedBackendMeta, max_parallelism: int, *,
                    key_groups: Iterable[int] | None = None, source: str | None = None,
-                   codecs: list[StateCodec] | None = None) -> "KeyedState":
-        """An open RocksDB snapshot (``meta``: :func:`.rocksdb.read_meta`)."""
+                   codecs: list[StateCodec] | None = None, strict: bool = False) -> "KeyedState":
+        """An open RocksDB snapshot (``meta``: :func:`.rocksdb.read_meta`). ``strict``: read by the
+        references, rocksdict and the plain-Python decoders (``verify(reference=True)``)."""
         return cls(meta, max_parallelism, source=source or db.source.label, key_groups=key_groups, codecs=codecs,
-                   strict=False, db=db)
+                   strict=strict, db=db)
 
     # -- what was chosen ---------------------------------------------------------------------
     @cached_property
@@ -134,8 +141,40 @@ class KeyedState:
 
     @property
     def decoder(self) -> str:
-        """:data:`COMPILED` (the C scanner, canonical streams) or :data:`PYTHON`."""
-        return COMPILED if self.compiled and not self.strict and self.layout == CANONICAL else PYTHON
+        """:data:`COMPILED` (the C scanner: canonical streams, and RocksDB snapshots whose table files
+        the C table reader reads) or :data:`PYTHON`."""
+        if not self.compiled or self.strict:
+            return PYTHON
+        if self.layout == ROCKSDB:
+            return COMPILED if self.native_tables is not None else PYTHON
+        return COMPILED if self.layout == CANONICAL else PYTHON
+
+    @cached_property
+    def native_tables(self) -> rocksdb_native.NativeTables | None:
+        """A RocksDB snapshot's table files of the selected key groups opened by the C table reader
+        (:mod:`.rocksdb_native`), or None: read with rocksdict (a stream; the reader is not built or
+        switched off, or a table needs RocksDB itself)."""
+        if not self.native:
+            return None
+        return rocksdb_native.open_tables(self.db, rocksdb_native.run_keys(self._runs(), self._prefix()))
+
+    def _prefix(self) -> int:
+        return keyed.key_group_prefix_size(self.max_parallelism)
+
+    def _runs(self) -> list[tuple[int, int]]:
+        return rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
+
+    def _rocksdb_blocks(self, states: set[int] | None) -> Iterator[tuple[int, Any, int, int]] | None:
+        """The selected states' pairs in the selected key groups, read by the C table reader and framed
+        as canonical key groups (:func:`.rocksdb_native.key_group_blocks`): (key group, bytes, start,
+        end) as :meth:`data_regions` yields a stream's; None when rocksdict reads the snapshot."""
+        tables = self.native_tables
+        if tables is None:
+            return None
+        present = set(self.db.column_families)
+        families = [(sid, codec.info.name) for sid, codec in enumerate(self.codecs)
+                    if (states is None or sid in states) and codec.info.name in present]
+        return rocksdb_native.key_group_blocks(self.db, tables, families, self._runs(), self._prefix(), self.source)
 
     def checked_regions(self) -> Iterator[tuple[int, int, int]]:
         """(key group, start, end) of the selected key groups, after checking the key-group offsets
@@ -143,9 +182,19 @@ class KeyedState:
         verify_structure.check_key_group_offsets(self.handle, self.meta.header_size, len(self.buf), self.source)
         return keyed.checked_regions(self.regions, self.key_groups, self.meta, len(self.buf), self.source)
 
-    def data_regions(self) -> Iterator[tuple[int, Any, int, int]]:
+    def data_regions(self, states: set[int] | None = None) -> Iterator[tuple[int, Any, int, int]]:
         """(key group, bytes, start, end) of the selected key groups' canonical entries: the region of
-        the stream, or the decompressed stream of a compressed key group (keyed.key_group_data)."""
+        the stream, or the decompressed stream of a compressed key group (keyed.key_group_data); of a
+        RocksDB snapshot read by the C table reader, its pairs of the ``states`` (None: all) framed as
+        canonical key groups."""
+        if self.db is not None:
+            blocks = self._rocksdb_blocks(states)
+            if blocks is None:
+                raise RuntimeError("data_regions of a RocksDB snapshot needs the C table reader")
+            return blocks
+        return self._stream_regions()
+
+    def _stream_regions(self) -> Iterator[tuple[int, Any, int, int]]:
         buf, compressed, source = self.buf, self.meta.compressed, self.source
         for kg, start, end in self.checked_regions():
             try:
@@ -163,9 +212,28 @@ class KeyedState:
         value) in the heap layout. Timers yield value = timestamp. Decoding starts at the first
         entry."""
         if self.db is not None:
+            blocks = self._rocksdb_blocks(states)
+            if blocks is not None:
+                return self._block_entries(blocks, states)
             return rocksdb.iter_entries(self.db, self.meta, self.max_parallelism, codecs=self.codecs,
                                         key_groups=self.key_groups, states=states, source=self.source)
         return self._stream_entries(states)
+
+    def _block_entries(self, blocks: Iterator[tuple[int, Any, int, int]], states: set[int] | None
+                       ) -> Iterator[keyed.Entry]:
+        """The entries of uncompressed canonical key groups (a RocksDB snapshot's, framed)."""
+        codecs, source = self.codecs, self.source
+        scan = (_fastpath.compiled_scanner(self.meta, codecs, self.max_parallelism, states, source)
+                if self.decoder == COMPILED else None)
+        for kg, data, pos, limit in blocks:
+            try:
+                if scan is not None:
+                    yield from _fastpath.canonical_key_group(scan, data, pos, limit, kg)
+                else:
+                    yield from keyed.canonical_entries(data, pos, limit, kg, codecs, states, self.max_parallelism,
+                                                       source)
+            except DECODE_ERRORS as e:
+                raise CorruptStateError(f"key group {kg}: cannot decode the state bytes ({e})", source) from None
 
     def _stream_entries(self, states: set[int] | None) -> Iterator[keyed.Entry]:
         buf, meta, codecs, source = self.buf, self.meta, self.codecs, self.source
@@ -193,9 +261,10 @@ class KeyedState:
         state. Heap-native entries are measured by encoding them canonically (one entry per map
         entry, none for an empty value, as a savepoint stores them)."""
         if self.db is not None:
-            return self._rocksdb_sized(states)
+            blocks = self._rocksdb_blocks(states)
+            return self._rocksdb_sized(states) if blocks is None else self._canonical_sized(states, blocks)
         if self.layout == CANONICAL:
-            return self._canonical_sized(states)
+            return self._canonical_sized(states, self.data_regions())
         return self._native_sized(states)
 
     def measured_key_groups(self, keys: list[dict], deadline: int | None = None
@@ -216,7 +285,9 @@ class KeyedState:
         if not self.compiled or self.strict:
             return None
         if self.db is not None:
-            return self._measured_rocksdb(keys, deadline)
+            blocks = self._rocksdb_blocks(None)
+            return self._measured_rocksdb(keys, deadline) if blocks is None else self._measured(keys, deadline,
+                                                                                               blocks=blocks)
         if self.layout == HEAP_NATIVE:
             if self.meta.compressed or not all(_fastpath.measures_native(codec) for codec in self.codecs):
                 return None
@@ -230,18 +301,18 @@ class KeyedState:
         values are TTL wrappers the compiled scanner decodes; opened without timestamped values)."""
         return all(_fastpath.records_ttl(codec) for codec in self.codecs if ttl_meta.is_ttl_meta(codec.info))
 
-    def _measured(self, keys: list[dict], deadline: int | None, native: bool = False
+    def _measured(self, keys: list[dict], deadline: int | None, native: bool = False, blocks=None
                   ) -> Iterator[tuple[int, list[list[int]]]]:
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
         regions = ((kg, self.buf, start, end) for kg, start, end in self.checked_regions()) if native else \
-            self.data_regions()
+            blocks if blocks is not None else self.data_regions()
         for kg, data, pos, limit in regions:
             yield kg, self._measure_block(scan, kg, data, pos, limit, keys, deadline, f"key group {kg}", native)
 
     def _measured_rocksdb(self, keys: list[dict], deadline: int | None) -> Iterator[tuple[int, list[list[int]]]]:
+        """rocksdict's pairs framed in Python, per state and key group (the reference of the framing in C)."""
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
-        prefix = keyed.key_group_prefix_size(self.max_parallelism)
-        runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
+        prefix, runs = self._prefix(), self._runs()
         present = set(self.db.column_families)
         for sid, codec in enumerate(self.codecs):
             name = codec.info.name
@@ -267,8 +338,7 @@ class KeyedState:
             raise CorruptStateError(f"{where}: cannot decode the state bytes ({e})", self.source) from None
 
     def _rocksdb_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
-        prefix = keyed.key_group_prefix_size(self.max_parallelism)
-        runs = rocksdb.key_group_runs(self.key_groups, self.db.source.start_key_group, self.db.source.end_key_group)
+        prefix, runs = self._prefix(), self._runs()
         present = set(self.db.column_families)
         for sid, codec in enumerate(self.codecs):
             if (states is not None and sid not in states) or codec.info.name not in present:
@@ -277,12 +347,13 @@ class KeyedState:
                 ident, key, ns, value = rocksdb.decode_pair(codec, kg, kb, vb, self.source)
                 yield (sid, kg, ident, key, ns, value), len(kb), len(vb)
 
-    def _canonical_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
+    def _canonical_sized(self, states: set[int] | None, regions: Iterator[tuple[int, Any, int, int]]
+                         ) -> Iterator[tuple[keyed.Entry, int, int]]:
         codecs, source, n_states = self.codecs, self.source, len(self.codecs)
         prefix = keyed.key_group_prefix_size(self.max_parallelism)
         scan = (_fastpath.compiled_scanner(self.meta, codecs, self.max_parallelism, states, source)
                 if self.decoder == COMPILED else None)
-        for kg, data, pos, limit in self.data_regions():
+        for kg, data, pos, limit in regions:
             try:
                 pairs = keyed.canonical_pairs(data, pos, limit, kg, n_states, prefix, source)
                 if states is not None:
@@ -321,7 +392,7 @@ class KeyedState:
         """One row per (key, namespace) of the selected key groups: (key group, key, namespace,
         [value of each state in ``state_ids`` or None]). Decoding starts at the first row."""
         if self.decoder == COMPILED:  # rows grouped by the compiled scanner
-            yield from _fastpath.keyed_rows(self.data_regions(), self.meta, self.max_parallelism, state_ids,
+            yield from _fastpath.keyed_rows(self.data_regions(set(state_ids)), self.meta, self.max_parallelism, state_ids,
                                             self.codecs, self.source)
             return
         yield from keyed.rows_from_entries(self.entries(set(state_ids)), self.codecs, state_ids)
@@ -337,16 +408,17 @@ class KeyedState:
 @contextmanager
 def open_rocksdb(source: rocksdb.RocksDBSource, max_parallelism: int, *, key_groups: Iterable[int] | None = None,
                  io: FileIO | None = None, tmp_dir: str | None = None, header_search: bool = True,
-                 meta_of: Callable[[keyed.KeyedBackendMeta], keyed.KeyedBackendMeta] | None = None
-                 ) -> Iterator[KeyedState]:
+                 meta_of: Callable[[keyed.KeyedBackendMeta], keyed.KeyedBackendMeta] | None = None,
+                 strict: bool = False) -> Iterator[KeyedState]:
     """The keyed state of one subtask's RocksDB snapshot, in a ``with`` block (the database's
     temporary directory is removed when it ends, also on errors). ``meta_of``: see
-    :meth:`KeyedStateSource.open`."""
+    :meth:`KeyedStateSource.open`; ``strict``: :meth:`KeyedState.of_rocksdb`."""
     meta = rocksdb.read_meta(source, io, header_search=header_search)
     if meta_of is not None:
         meta = meta_of(meta)
     with rocksdb.open_snapshot(source, tmp_dir=tmp_dir, io=io) as db:
-        yield KeyedState.of_rocksdb(db, meta, max_parallelism, key_groups=key_groups, source=source.label)
+        yield KeyedState.of_rocksdb(db, meta, max_parallelism, key_groups=key_groups, source=source.label,
+                                    strict=strict)
 
 
 #: bytes of a key-group stream read at a time when it is large (a table partition, a verify step)
@@ -414,12 +486,12 @@ class KeyedStateSource:
              meta_of: Callable[[keyed.KeyedBackendMeta], keyed.KeyedBackendMeta] | None = None
              ) -> Iterator[KeyedState]:
         """The :class:`KeyedState`, in a ``with`` block. ``strict``: see :meth:`KeyedState.of_stream`
-        (key-group streams). ``header_search``: a serializer snapshot fstate cannot parse makes only
+        (key-group streams) and :meth:`KeyedState.of_rocksdb`. ``header_search``: a serializer snapshot fstate cannot parse makes only
         its own state opaque (False: it is an error). ``meta_of``: the header as the caller decodes
         it (e.g. the runtime's restore keeps TTL values' timestamps)."""
         if self.rocksdb is not None:
             with open_rocksdb(self.rocksdb, self.max_parallelism, key_groups=key_groups, io=io, tmp_dir=tmp_dir,
-                              header_search=header_search, meta_of=meta_of) as state:
+                              header_search=header_search, meta_of=meta_of, strict=strict) as state:
                 yield state
             return
         if self.span is not None and self.stream.path is not None:

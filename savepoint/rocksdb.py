@@ -24,8 +24,9 @@ exactly as the canonical savepoint layout stores it, so the canonical per-state 
 * value = the value (VALUE/REDUCING/AGGREGATING), elements joined by ``,`` (LIST, RocksDB's
   string-append merge operator), ``bool isNull`` + value (MAP).
 
-The columnar decoder reads the live table files of an opened snapshot in C instead
-(:mod:`.rocksdb_native`, rocksdict staying the reference and the fallback). The temporary directory
+Every reader reads the live table files of an opened snapshot in C instead
+(:mod:`.rocksdb_native`, chosen in :mod:`.keyed_state`), rocksdict staying the reference (``strict``,
+``FSTATE_ROCKSDB_NATIVE=0``) and the fallback. The temporary directory
 is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
 Nothing here imports Spark; ``rocksdict`` is imported only when a database is opened.
 """

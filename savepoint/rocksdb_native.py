@@ -1,6 +1,8 @@
 """RocksDB's table files read in C (``fstate.savepoint._sst``, savepoint/_sst.c): the live tables of
-an open :class:`.rocksdb.RocksDBSnapshot`, one merger a column family, whose pairs the columnar
-decoder reads from one buffer a key-group window (no Python object per pair).
+an open :class:`.rocksdb.RocksDBSnapshot`, one merger a column family, read a key-group window at a
+time (:func:`windows`, no Python object per pair): by the columnar decoder from the mergers' buffers,
+and by every other reader (rows, entries, ``verify``, ``sizes``, the writers) as canonical key groups
+(:func:`key_group_blocks`, framed in C) that the canonical decoders read as a savepoint's.
 
 rocksdict (RocksDB itself) stays the reference and the fallback: :func:`open_tables` gives None
 when the extension is missing, ``FSTATE_PURE_PYTHON=1`` or ``FSTATE_ROCKSDB_NATIVE=0`` is set, the
@@ -8,19 +10,21 @@ database holds entries outside its table files, or a table uses a feature the C 
 read (another comparator, format version or checksum, a compression without its library here,
 range deletions, a partitioned or hash index, a compression dictionary). Checked before the first
 pair is read; bytes that are not a valid table are a :class:`CorruptStateError` naming the file.
-tests/savepoint/test_sst.py compares both readers on generated databases and every sample.
+tests/savepoint/test_sst.py compares both readers on generated databases and every sample,
+test_sst_generated.py on databases written by Flink's own RocksDB (merges, every deletion).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Iterator, Sequence
 
 from ._compiled import compiled_extension, pure_python_forced
 from .errors import CorruptStateError
-from .rocksdb import RocksDBSnapshot
+from .rocksdb import RocksDBSnapshot, key_group_prefix_bytes
 
-ABI = 1  # the interface version of _sst.c this module speaks
+ABI = 2  # the interface version of _sst.c this module speaks
 
 _sst = compiled_extension("_sst", ABI)
 
@@ -86,3 +90,62 @@ def open_tables(db: RocksDBSnapshot, keys: tuple[bytes, bytes | None] | None = N
     if not set(families) <= known:
         return None  # a table of a column family RocksDB does not list: RocksDB decides
     return NativeTables({name: tuple(tables) for name, tables in families.items()}, origins)
+
+
+def run_keys(runs: Sequence[tuple[int, int]], prefix: int) -> tuple[bytes, bytes | None] | None:
+    """The user keys of the key-group ``runs`` (rocksdb.key_group_runs), [first, end) (end None: no
+    end), for :func:`open_tables`; None when there is no run."""
+    if not runs:
+        return None
+    after = runs[-1][1] + 1
+    return key_group_prefix_bytes(runs[0][0], prefix), \
+        key_group_prefix_bytes(after, prefix) if after < 1 << (8 * prefix) else None
+
+
+#: bytes of table files whose pairs the C table reader hands over at a time (a key-group window)
+WINDOW_BYTES = 8 << 20
+
+
+def windows(db: RocksDBSnapshot, tables: NativeTables, families: Sequence[tuple[int, str]],
+            runs: Sequence[tuple[int, int]], prefix: int) -> Iterator[tuple[tuple[int, bytes], ...]]:
+    """The pairs of the (state id, column family) ``families`` over the key-group ``runs``, a window
+    of key groups at a time: per run, one merger a family at the run's first key group, read in
+    windows of key groups holding about :data:`WINDOW_BYTES` of table files each; per window
+    ((state id, the merger's read: uint32 length, key, uint32 length, value, ...), ...) in state id
+    order (families without a table file left out). A table's bad bytes raise its
+    :class:`CorruptStateError`."""
+    for lo, hi in runs:
+        mergers = [(sid, tables.merger(name, prefix)) for sid, name in sorted(families)]
+        mergers = [(sid, merger) for sid, merger in mergers if merger is not None]
+        if not mergers:
+            continue
+        size = db.source.key_group_bytes(lo, hi)
+        step = max(1, (hi - lo + 1) * WINDOW_BYTES // size) if size else hi - lo + 1
+        try:
+            for _, merger in mergers:
+                merger.seek(key_group_prefix_bytes(lo, prefix))
+            for start in range(lo, hi + 1, step):
+                last = min(hi, start + step - 1)
+                parts = tuple((sid, merger.read(last)) for sid, merger in mergers)
+                yield parts
+        except _sst.Corrupt as e:
+            raise tables.error(e) from None
+
+
+def key_group_blocks(db: RocksDBSnapshot, tables: NativeTables, families: Sequence[tuple[int, str]],
+                     runs: Sequence[tuple[int, int]], prefix: int, source: str | None
+                     ) -> Iterator[tuple[int, bytes, int, int]]:
+    """The :func:`windows` framed as key groups of Flink's canonical layout (RocksDB stores every
+    entry as that layout does): (key group, bytes, start, end) as a key-group stream's regions, read
+    by the canonical decoders (rocksdb.iter_entries, over rocksdict, is the reference). A key
+    shorter than its key-group prefix is a :class:`CorruptStateError`."""
+    names = dict(families)
+    for parts in windows(db, tables, families, runs, prefix):
+        try:
+            data, regions = _sst.frame(parts, prefix)
+        except ValueError as e:
+            index, kg = e.args
+            raise CorruptStateError(f"state '{names[parts[index][0]]}', key group {kg}: a key is shorter than its "
+                                    f"key-group prefix", source) from None
+        for kg, start, end in regions:
+            yield kg, data, start, end

@@ -146,7 +146,8 @@ def verify(path: str, *, allow_external_paths: bool = False, decode: bool = True
            reference: bool = False) -> VerifyReport:
     """Check a savepoint or checkpoint (see the module doc). Keyed state is decoded by the compiled
     decoders, as strict as the plain-Python ones since both check every length, delimiter and flag;
-    ``reference``: by the plain-Python reference decoders instead (slower; the tests compare both)."""
+    ``reference``: by the plain-Python reference decoders instead, RocksDB's tables read by rocksdict
+    rather than the C table reader (slower; the tests compare both)."""
     try:
         sp = Savepoint.open(path, allow_external_paths=True, fs_options=fs_options)
     except SavepointNotFoundError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fstate.savepoint import _fastpath, columnar, keyed_state
+from fstate.savepoint import _fastpath, columnar, keyed_state, rocksdb_native
 from fstate.savepoint.decoders import RowShape, TableDecoder, new_decoder
 from fstate.savepoint.loader import Savepoint
 from tests.savepoint.test_columnar import batch_rows
@@ -30,15 +30,16 @@ def test_layout_and_decoder(sample, monkeypatch):
     for source in sources:
         with source.open() as state:
             assert state.layout == LAYOUTS[sample]
-            compiled = _fastpath.available() and state.layout == keyed_state.CANONICAL
+            compiled = _fastpath.available() and (state.layout == keyed_state.CANONICAL or (
+                state.layout == keyed_state.ROCKSDB and rocksdb_native.available()))  # the C table reader's pairs
             assert state.decoder == (keyed_state.COMPILED if compiled else keyed_state.PYTHON)
             with monkeypatch.context() as without_columnar:
                 without_columnar.setattr(columnar, "_columnar", None)
                 assert new_decoder(state, [0, 1]).name == ("compiled" if compiled else "python")
             assert all(source.start_key_group <= entry[1] <= source.end_key_group for entry in state.entries())
-        if state.layout != keyed_state.ROCKSDB:
-            with source.open(strict=True) as strict:  # verify decodes in Python
-                assert strict.decoder == keyed_state.PYTHON
+        with source.open(strict=True) as strict:  # verify decodes in Python
+            assert strict.decoder == keyed_state.PYTHON
+            with source.open() as state:
                 assert list(strict.entries()) == list(state.entries())
         with source.open() as state:
             ids = [i for i, _ in state.meta.value_states]

@@ -360,14 +360,40 @@ def _synthetic_db(path: Path, max_parallelism: int, start: int, end: int):
     return write_database(path, meta, max_parallelism, start, end, entries), expected
 
 
+def _no_rocksdict_reads(monkeypatch, db):
+    """Any read of the database's pairs through rocksdict fails the test (the C table reader's path)."""
+    def fail(*args, **kwargs):
+        raise AssertionError("rocksdict read a RocksDB pair although the C table reader reads this snapshot")
+    monkeypatch.setattr(db, "cursor", fail)
+    monkeypatch.setattr(db, "items", fail)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["sst-reader", "rocksdict"])
 @pytest.mark.parametrize("max_parallelism,start,end", [(1024, 200, 700), (128, 0, 127)])
-def test_synthetic_database_prefix_sizes(tmp_path, tmp_root, max_parallelism, start, end):
+def test_synthetic_database_prefix_sizes(tmp_path, tmp_root, monkeypatch, max_parallelism, start, end, native):
+    """Rows and timers of every key-group prefix size, on both table readers: the native one (the C table
+    reader framing the pairs for the compiled scanner, never rocksdict's iterators) and rocksdict."""
+    from fstate.savepoint import rocksdb_native
+
+    if native and not rocksdb_native.available():
+        pytest.skip("the C table reader is not built")
+    monkeypatch.setenv(rocksdb_native.ENV, "1" if native else "0")
     src, expected = _synthetic_db(tmp_path / "db", max_parallelism, start, end)
     assert expected and (max_parallelism == 128 or max(kg for kg, _ in expected.values()) > 255)
     meta = rocksdb.read_meta(src)
     with rocksdb.open_snapshot(src) as db:
+        reference = KeyedState.of_rocksdb(db, meta, max_parallelism, strict=True)  # rocksdict, Python decoders
+        assert reference.native_tables is None
+        want_entries, want_sized = list(reference.entries()), list(reference.sized_entries({0, 2}))
+        if native:
+            _no_rocksdict_reads(monkeypatch, db)
         state = KeyedState.of_rocksdb(db, meta, max_parallelism)
-        assert state.layout == "rocksdb" and state.decoder == "python"
+        assert list(state.entries()) == want_entries
+        # sized entries: ordered by key group within each state (rocksdict's path: state by state)
+        assert sorted(state.sized_entries({0, 2}), key=repr) == sorted(want_sized, key=repr) and want_sized
+        assert state.layout == "rocksdb"
+        assert (state.native_tables is not None) == native
+        assert state.decoder == ("compiled" if native and state.compiled else "python")
         rows = {key: (kg, vals) for kg, key, _, vals in state.rows([0, 1, 2])}
         timers = {key: (kg, ts) for _, kind, ts, key, _, kg in state.timer_rows()}
         some = {kg for kg, _ in list(expected.values())[:3]}

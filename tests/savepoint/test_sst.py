@@ -425,3 +425,15 @@ def test_the_c_reader_alone_on_damaged_files(tmp_path, format_version, checksum)
             assert got == want, (name, at)
             outcomes["same"] += 1
     assert outcomes["error"] > 200, outcomes
+
+
+def test_the_frame_of_a_short_key_names_the_state():
+    from fstate.savepoint import _sst
+
+    pairs = b"".join(len(k).to_bytes(4, "little") + k + len(v).to_bytes(4, "little") + v
+                     for k, v in [(b"\x00\x01a", b"x"), (b"\x01", b"y")])
+    with pytest.raises(ValueError) as e:
+        _sst.frame(((3, pairs),), 2)
+    assert e.value.args == (0, 256)
+    with pytest.raises(ValueError):
+        _sst.frame(((3, b""), (3, b"")), 1)  # state ids ascending
