@@ -125,7 +125,13 @@ def file_frame(path: str, fmt: str, options: dict[str, str], what: str) -> Arrow
         raise InvalidArgumentError(f"{what}: the {fmt} option {', '.join(unknown)} is not read by the embedded "
                                    "engine (--engine spark reads it)")
     try:
-        if fmt in ("parquet", "orc"):
+        if fmt == "parquet":
+            # row group after row group: pre-buffering reads the file's row groups ahead of the batches,
+            # as far as the consumer lags (memory growing with the file)
+            parquet = pyarrow.dataset.ParquetFileFormat(
+                default_fragment_scan_options=pyarrow.dataset.ParquetFragmentScanOptions(pre_buffer=False))
+            return dataset_frame(pyarrow.dataset.dataset(path, format=parquet))
+        if fmt == "orc":
             return dataset_frame(pyarrow.dataset.dataset(path, format=fmt))
         if fmt == "csv":
             return _csv_frame(path, given)

@@ -27,7 +27,7 @@ from ..savepoint import keyed
 from ..savepoint import pair_encoding
 from ..savepoint.builder import stream_name, write_stream
 from ..savepoint.errors import FStateError, InvalidArgumentError
-from ..savepoint.io import io_for, join
+from ..savepoint.io import io_for, is_remote, join, strip_file_scheme
 from ..savepoint.types import TypeInfo
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
 from .validation import row_error
@@ -199,6 +199,13 @@ def write_subtask_blocks(index: int, blocks: Iterable[tuple[int, bytes]], meta: 
 
 # ---------------------------------------------------------------------------------------------
 # the embedded engine: pairs spilled by range of key groups, then one stream per subtask
+
+
+def scratch_parent(directory: str | None) -> str | None:
+    """Where the embedded engine's temporary files of a write go: in the new savepoint's local staging
+    ``directory`` (the same disk as the result, removed with it), else (a remote target, or none) in the
+    system's temporary directory (None)."""
+    return None if directory is None or is_remote(directory) else strip_file_scheme(directory)
 
 _RECORD = struct.Struct(">HHII")  # key group, state id, key length, value length
 
