@@ -109,6 +109,32 @@ def dataset_frame(dataset: pyarrow.dataset.Dataset, schema: pyarrow.Schema | Non
     return ArrowFrame(schema, opener, dataset, sum(os.path.getsize(f) for f in files if os.path.isfile(f)) or None)
 
 
+def _parquet_frame(dataset: pyarrow.dataset.FileSystemDataset) -> ArrowFrame:
+    """A frame over Parquet files read a row group at a time, each by a reader of its own: memory stays
+    that of a row group whatever the file's size (one reader over a whole file, a dataset scan's too,
+    holds on to buffers of every row group it has read until it is closed: pyarrow 26)."""
+    import pyarrow.parquet
+
+    schema = dataset.schema
+
+    def opener(columns: list[str]) -> Iterator[pyarrow.RecordBatch]:
+        target = pyarrow.schema([schema.field(c) for c in columns])
+        for name in dataset.files:
+            metadata = None
+            group = 0
+            while metadata is None or group < metadata.num_row_groups:
+                with dataset.filesystem.open_input_file(name) as handle:
+                    reader = pyarrow.parquet.ParquetFile(handle, metadata=metadata)
+                    metadata = reader.metadata
+                    if group < metadata.num_row_groups:
+                        for batch in reader.iter_batches(engine.BATCH_ROWS, row_groups=[group], columns=columns):
+                            yield batch if batch.schema.equals(target) else batch.cast(target)
+                    reader.close()
+                group += 1
+
+    return ArrowFrame(schema, opener, dataset, dataset_frame(dataset).size)
+
+
 # ---------------------------------------------------------------------------------------------
 # files, read as Spark reads them
 
@@ -126,11 +152,7 @@ def file_frame(path: str, fmt: str, options: dict[str, str], what: str) -> Arrow
                                    "engine (--engine spark reads it)")
     try:
         if fmt == "parquet":
-            # row group after row group: pre-buffering reads the file's row groups ahead of the batches,
-            # as far as the consumer lags (memory growing with the file)
-            parquet = pyarrow.dataset.ParquetFileFormat(
-                default_fragment_scan_options=pyarrow.dataset.ParquetFragmentScanOptions(pre_buffer=False))
-            return dataset_frame(pyarrow.dataset.dataset(path, format=parquet))
+            return _parquet_frame(pyarrow.dataset.dataset(path, format=fmt))
         if fmt == "orc":
             return dataset_frame(pyarrow.dataset.dataset(path, format=fmt))
         if fmt == "csv":
