@@ -167,12 +167,12 @@ def write_subtask_stream(index: int, groups: Iterable[tuple[int, dict[int, list]
                                 fs_options)
 
 
-def key_group_block(kg: int, by_state: dict[int, list]) -> bytes:
+def key_group_block(kg: int, by_state: dict[int, list], what: str = "keyed state") -> bytes:
     """One key group's canonical block (``keyed.encode_key_group``); a key written twice is bad input."""
     try:
         return keyed.encode_key_group(kg, by_state)
     except ValueError as e:
-        raise InvalidArgumentError(f"keyed state: {e}") from None
+        raise InvalidArgumentError(f"{what}: {e}") from None
 
 
 def write_subtask_blocks(index: int, blocks: Iterable[tuple[int, bytes]], meta: keyed.KeyedBackendMeta,
@@ -215,17 +215,21 @@ class KeyGroupSpill:
     file whenever the buffer passes ``flush_bytes``; :func:`spilled_blocks` reads them back range after
     range (one range in memory at a time), in ascending key-group order."""
 
-    def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int = 1 << 16):
+    def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int = 1 << 16,
+                 scratch: str | None = None):
+        """``scratch``: the directory its files go into (:func:`scratch_parent`; None: the system's
+        temporary directory)."""
         self.max_parallelism = max_parallelism
         self.ranges = max(1, min(max_parallelism, ranges))
         self.flush_bytes = flush_bytes
+        self.scratch = scratch
         self.buffers = [bytearray() for _ in range(self.ranges)]
         self.spilled = [False] * self.ranges
         self._dir: tempfile.TemporaryDirectory | None = None
 
     def _path(self, index: int) -> str:
         if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="fstate-spill-")
+            self._dir = tempfile.TemporaryDirectory(prefix=".fstate-spill-", dir=self.scratch)
         return os.path.join(self._dir.name, str(index))
 
     def add(self, kg: int, sid: int, pair: tuple[bytes, bytes]) -> None:
@@ -265,14 +269,15 @@ class KeyGroupSpill:
             self._dir = None
 
 
-def spilled_blocks(files: list[str | None], max_parallelism: int, lo: int, hi: int) -> Iterator[tuple[int, bytes]]:
+def spilled_blocks(files: list[str | None], max_parallelism: int, lo: int, hi: int,
+                   what: str = "keyed state") -> Iterator[tuple[int, bytes]]:
     """The canonical blocks of key groups ``lo..hi`` of a spill's range ``files`` (:meth:`KeyGroupSpill.files`),
     in ascending order, one range in memory at a time: compiled, or else (no compiled encoder,
     or it declines a range: a key written twice) in Python, which is the reference."""
     for data in _range_files(files, max_parallelism, lo, hi):
         blocks = pair_encoding.key_group_blocks(data, lo, hi)
         if blocks is None:
-            blocks = ((kg, key_group_block(kg, by_state)) for kg, by_state in _groups_of(data, lo, hi))
+            blocks = ((kg, key_group_block(kg, by_state, what)) for kg, by_state in _groups_of(data, lo, hi))
         yield from blocks
 
 
@@ -307,9 +312,17 @@ def _groups_of(data: bytes, lo: int, hi: int) -> Iterator[tuple[int, dict[int, l
 def write_spilled_subtask(files: list[str | None], encoding: KeyedEncoding, index: int, directory: str,
                           inline_threshold: int, fs_options=None) -> handles.KeyGroupsHandle:
     """Subtask ``index``'s stream from a spill's range files (a pool worker's task)."""
-    parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
+    return write_spilled_stream(files, encoding.meta, index, encoding.parallelism, encoding.max_parallelism,
+                                directory, inline_threshold, fs_options)
+
+
+def write_spilled_stream(files: list[str | None], meta: keyed.KeyedBackendMeta, index: int, parallelism: int,
+                         max_parallelism: int, directory: str, inline_threshold: int, fs_options=None,
+                         what: str = "keyed state") -> handles.KeyGroupsHandle:
+    """Subtask ``index``'s stream from a spill's range files (:meth:`KeyGroupSpill.files`); ``what``
+    names the state in the error about a key written twice."""
     lo, hi = key_group_range(index, parallelism, max_parallelism)
-    return write_subtask_blocks(index, spilled_blocks(files, max_parallelism, lo, hi), encoding.meta, parallelism,
+    return write_subtask_blocks(index, spilled_blocks(files, max_parallelism, lo, hi, what), meta, parallelism,
                                 max_parallelism, directory, inline_threshold, fs_options)
 
 
@@ -350,7 +363,7 @@ def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: s
 
     parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
     check_parallelism(parallelism, max_parallelism)
-    spill = KeyGroupSpill(max_parallelism)
+    spill = KeyGroupSpill(max_parallelism, scratch=scratch_parent(directory))
     try:
         batches = iter(batches)
         # a source known to be large (``size`` bytes) goes to the pool at once; rows the compiled encoder
