@@ -209,20 +209,27 @@ def scratch_parent(directory: str | None) -> str | None:
 
 _RECORD = struct.Struct(">HHII")  # key group, state id, key length, value length
 
+#: the bytes a range's buffer holds before they are appended to the range's file: while rows are
+#: encoded the spill holds at most ranges × this (16 MiB), whatever the rows; writing a subtask's
+#: stream holds one range's records (one key group's, or 1/256 of the pairs with more key groups)
+FLUSH_BYTES = 1 << 16
+
 
 class KeyGroupSpill:
     """Encoded pairs by key group: each range of key groups in a buffer, appended to a local temporary
     file whenever the buffer passes ``flush_bytes``; :func:`spilled_blocks` reads them back range after
     range (one range in memory at a time), in ascending key-group order."""
 
-    def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int = 1 << 16,
+    def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int | None = None,
                  scratch: str | None = None):
-        """``scratch``: the directory its files go into (:func:`scratch_parent`; None: the system's
-        temporary directory)."""
+        """``flush_bytes``: :data:`FLUSH_BYTES` unless given; ``scratch``: the directory its files go
+        into (:func:`scratch_parent`; None: the system's temporary directory)."""
         self.max_parallelism = max_parallelism
         self.ranges = max(1, min(max_parallelism, ranges))
-        self.flush_bytes = flush_bytes
+        self.flush_bytes = FLUSH_BYTES if flush_bytes is None else flush_bytes
         self.scratch = scratch
+        #: buffers appended to their range's file so far
+        self.flushes = 0
         self.buffers = [bytearray() for _ in range(self.ranges)]
         self.spilled = [False] * self.ranges
         self._dir: tempfile.TemporaryDirectory | None = None
@@ -249,6 +256,7 @@ class KeyGroupSpill:
             self._flush(index)
 
     def _flush(self, index: int) -> None:
+        self.flushes += 1
         with open(self._path(index), "ab") as f:
             f.write(self.buffers[index])
         self.spilled[index] = True
