@@ -33,7 +33,7 @@ from ..savepoint.ttl_meta import stored_ttl, with_timestamped_states
 from ..savepoint.types import TtlValue
 from ..savepoint.types.composites import ttl_write_timestamp
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range
-from .keyed_stream import KeyGroupSpill, scratch_parent, write_spilled_stream
+from . import keyed_stream
 
 #: A mapping of one value (or list element, or (map key, map value) pair) of the old state to the
 #: new state's; returning :data:`DROP` leaves the entry out.
@@ -146,7 +146,7 @@ def reencode_keyed(view, plan: KeyedReencode, *, parallelism: int, max_paralleli
     key_fn = plan.key
     key_type = meta.key_type
     same_layout = key_fn is None and max_parallelism == view.max_parallelism
-    spill = KeyGroupSpill(max_parallelism, scratch=scratch_parent(directory))
+    spill = keyed_stream.KeyGroupSpill(max_parallelism, scratch=keyed_stream.scratch_parent(directory))
     try:
         if writers:
             for source in view.keyed_states():
@@ -164,8 +164,9 @@ def reencode_keyed(view, plan: KeyedReencode, *, parallelism: int, max_paralleli
                             for pair in pairs:
                                 spill.add(kg, writer.sid, pair)
         files = spill.files()
-        return {index: write_spilled_stream(files, meta, index, parallelism, max_parallelism, directory,
-                                            inline_threshold, fs_options, what) for index in range(parallelism)}
+        return {index: keyed_stream.write_spilled_stream(files, meta, index, parallelism, max_parallelism, directory,
+                                                         inline_threshold, fs_options, what)
+                for index in range(parallelism)}
     finally:
         spill.close()
 
