@@ -109,6 +109,32 @@ def dataset_frame(dataset: pyarrow.dataset.Dataset, schema: pyarrow.Schema | Non
     return ArrowFrame(schema, opener, dataset, sum(os.path.getsize(f) for f in files if os.path.isfile(f)) or None)
 
 
+def _parquet_frame(dataset: pyarrow.dataset.FileSystemDataset) -> ArrowFrame:
+    """A frame over Parquet files read a row group at a time, each by a reader of its own: memory stays
+    that of a row group whatever the file's size (one reader over a whole file, a dataset scan's too,
+    holds on to buffers of every row group it has read until it is closed: pyarrow 26)."""
+    import pyarrow.parquet
+
+    schema = dataset.schema
+
+    def opener(columns: list[str]) -> Iterator[pyarrow.RecordBatch]:
+        target = pyarrow.schema([schema.field(c) for c in columns])
+        for name in dataset.files:
+            metadata = None
+            group = 0
+            while metadata is None or group < metadata.num_row_groups:
+                with dataset.filesystem.open_input_file(name) as handle:
+                    reader = pyarrow.parquet.ParquetFile(handle, metadata=metadata)
+                    metadata = reader.metadata
+                    if group < metadata.num_row_groups:
+                        for batch in reader.iter_batches(engine.BATCH_ROWS, row_groups=[group], columns=columns):
+                            yield batch if batch.schema.equals(target) else batch.cast(target)
+                    reader.close()
+                group += 1
+
+    return ArrowFrame(schema, opener, dataset, dataset_frame(dataset).size)
+
+
 # ---------------------------------------------------------------------------------------------
 # files, read as Spark reads them
 
@@ -125,7 +151,9 @@ def file_frame(path: str, fmt: str, options: dict[str, str], what: str) -> Arrow
         raise InvalidArgumentError(f"{what}: the {fmt} option {', '.join(unknown)} is not read by the embedded "
                                    "engine (--engine spark reads it)")
     try:
-        if fmt in ("parquet", "orc"):
+        if fmt == "parquet":
+            return _parquet_frame(pyarrow.dataset.dataset(path, format=fmt))
+        if fmt == "orc":
             return dataset_frame(pyarrow.dataset.dataset(path, format=fmt))
         if fmt == "csv":
             return _csv_frame(path, given)

@@ -27,7 +27,7 @@ from ..savepoint import keyed
 from ..savepoint import pair_encoding
 from ..savepoint.builder import stream_name, write_stream
 from ..savepoint.errors import FStateError, InvalidArgumentError
-from ..savepoint.io import io_for, join
+from ..savepoint.io import io_for, is_remote, join, strip_file_scheme
 from ..savepoint.types import TypeInfo
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range, operator_index_for_key_group
 from .validation import row_error
@@ -167,12 +167,12 @@ def write_subtask_stream(index: int, groups: Iterable[tuple[int, dict[int, list]
                                 fs_options)
 
 
-def key_group_block(kg: int, by_state: dict[int, list]) -> bytes:
+def key_group_block(kg: int, by_state: dict[int, list], what: str = "keyed state") -> bytes:
     """One key group's canonical block (``keyed.encode_key_group``); a key written twice is bad input."""
     try:
         return keyed.encode_key_group(kg, by_state)
     except ValueError as e:
-        raise InvalidArgumentError(f"keyed state: {e}") from None
+        raise InvalidArgumentError(f"{what}: {e}") from None
 
 
 def write_subtask_blocks(index: int, blocks: Iterable[tuple[int, bytes]], meta: keyed.KeyedBackendMeta,
@@ -200,7 +200,19 @@ def write_subtask_blocks(index: int, blocks: Iterable[tuple[int, bytes]], meta: 
 # ---------------------------------------------------------------------------------------------
 # the embedded engine: pairs spilled by range of key groups, then one stream per subtask
 
+
+def scratch_parent(directory: str | None) -> str | None:
+    """Where the embedded engine's temporary files of a write go: in the new savepoint's local staging
+    ``directory`` (the same disk as the result, removed with it), else (a remote target, or none) in the
+    system's temporary directory (None)."""
+    return None if directory is None or is_remote(directory) else strip_file_scheme(directory)
+
 _RECORD = struct.Struct(">HHII")  # key group, state id, key length, value length
+
+#: the bytes a range's buffer holds before they are appended to the range's file: while rows are
+#: encoded the spill holds at most ranges × this (16 MiB), whatever the rows; writing a subtask's
+#: stream holds one range's records (one key group's, or 1/256 of the pairs with more key groups)
+FLUSH_BYTES = 1 << 16
 
 
 class KeyGroupSpill:
@@ -208,17 +220,23 @@ class KeyGroupSpill:
     file whenever the buffer passes ``flush_bytes``; :func:`spilled_blocks` reads them back range after
     range (one range in memory at a time), in ascending key-group order."""
 
-    def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int = 1 << 16):
+    def __init__(self, max_parallelism: int, ranges: int = 256, flush_bytes: int | None = None,
+                 scratch: str | None = None):
+        """``flush_bytes``: :data:`FLUSH_BYTES` unless given; ``scratch``: the directory its files go
+        into (:func:`scratch_parent`; None: the system's temporary directory)."""
         self.max_parallelism = max_parallelism
         self.ranges = max(1, min(max_parallelism, ranges))
-        self.flush_bytes = flush_bytes
+        self.flush_bytes = FLUSH_BYTES if flush_bytes is None else flush_bytes
+        self.scratch = scratch
+        #: buffers appended to their range's file so far
+        self.flushes = 0
         self.buffers = [bytearray() for _ in range(self.ranges)]
         self.spilled = [False] * self.ranges
         self._dir: tempfile.TemporaryDirectory | None = None
 
     def _path(self, index: int) -> str:
         if self._dir is None:
-            self._dir = tempfile.TemporaryDirectory(prefix="fstate-spill-")
+            self._dir = tempfile.TemporaryDirectory(prefix=".fstate-spill-", dir=self.scratch)
         return os.path.join(self._dir.name, str(index))
 
     def add(self, kg: int, sid: int, pair: tuple[bytes, bytes]) -> None:
@@ -238,6 +256,7 @@ class KeyGroupSpill:
             self._flush(index)
 
     def _flush(self, index: int) -> None:
+        self.flushes += 1
         with open(self._path(index), "ab") as f:
             f.write(self.buffers[index])
         self.spilled[index] = True
@@ -258,14 +277,15 @@ class KeyGroupSpill:
             self._dir = None
 
 
-def spilled_blocks(files: list[str | None], max_parallelism: int, lo: int, hi: int) -> Iterator[tuple[int, bytes]]:
+def spilled_blocks(files: list[str | None], max_parallelism: int, lo: int, hi: int,
+                   what: str = "keyed state") -> Iterator[tuple[int, bytes]]:
     """The canonical blocks of key groups ``lo..hi`` of a spill's range ``files`` (:meth:`KeyGroupSpill.files`),
     in ascending order, one range in memory at a time: compiled, or else (no compiled encoder,
     or it declines a range: a key written twice) in Python, which is the reference."""
     for data in _range_files(files, max_parallelism, lo, hi):
         blocks = pair_encoding.key_group_blocks(data, lo, hi)
         if blocks is None:
-            blocks = ((kg, key_group_block(kg, by_state)) for kg, by_state in _groups_of(data, lo, hi))
+            blocks = ((kg, key_group_block(kg, by_state, what)) for kg, by_state in _groups_of(data, lo, hi))
         yield from blocks
 
 
@@ -300,9 +320,17 @@ def _groups_of(data: bytes, lo: int, hi: int) -> Iterator[tuple[int, dict[int, l
 def write_spilled_subtask(files: list[str | None], encoding: KeyedEncoding, index: int, directory: str,
                           inline_threshold: int, fs_options=None) -> handles.KeyGroupsHandle:
     """Subtask ``index``'s stream from a spill's range files (a pool worker's task)."""
-    parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
+    return write_spilled_stream(files, encoding.meta, index, encoding.parallelism, encoding.max_parallelism,
+                                directory, inline_threshold, fs_options)
+
+
+def write_spilled_stream(files: list[str | None], meta: keyed.KeyedBackendMeta, index: int, parallelism: int,
+                         max_parallelism: int, directory: str, inline_threshold: int, fs_options=None,
+                         what: str = "keyed state") -> handles.KeyGroupsHandle:
+    """Subtask ``index``'s stream from a spill's range files (:meth:`KeyGroupSpill.files`); ``what``
+    names the state in the error about a key written twice."""
     lo, hi = key_group_range(index, parallelism, max_parallelism)
-    return write_subtask_blocks(index, spilled_blocks(files, max_parallelism, lo, hi), encoding.meta, parallelism,
+    return write_subtask_blocks(index, spilled_blocks(files, max_parallelism, lo, hi, what), meta, parallelism,
                                 max_parallelism, directory, inline_threshold, fs_options)
 
 
@@ -343,7 +371,7 @@ def write_keyed_batches(batches: Iterable, encoding: KeyedEncoding, directory: s
 
     parallelism, max_parallelism = encoding.parallelism, encoding.max_parallelism
     check_parallelism(parallelism, max_parallelism)
-    spill = KeyGroupSpill(max_parallelism)
+    spill = KeyGroupSpill(max_parallelism, scratch=scratch_parent(directory))
     try:
         batches = iter(batches)
         # a source known to be large (``size`` bytes) goes to the pool at once; rows the compiled encoder

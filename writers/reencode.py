@@ -14,8 +14,9 @@ TTL is kept: values decode with their last-access timestamps (``savepoint/ttl_me
 mapping sees the user value, and the new value keeps its timestamp; a value that gains TTL counts as
 written now, one that loses it drops the timestamp (as Flink 2.2+ converts across a TTL change).
 
-Everything is held in memory per operator (the decoded pairs of its state): fine for what fits one
-machine's memory several times over; a state beyond that is the big-state work's.
+The encoded pairs are spilled to local files by range of key groups (writers/keyed_stream.py,
+``KeyGroupSpill``, as the embedded engine's writer does) and each subtask's stream is written from them
+a range at a time: memory does not grow with the state.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ..savepoint.ttl_meta import stored_ttl, with_timestamped_states
 from ..savepoint.types import TtlValue
 from ..savepoint.types.composites import ttl_write_timestamp
 from ..savepoint.types.hashing import check_parallelism, key_group_for_hash, key_group_range
+from . import keyed_stream
 
 #: A mapping of one value (or list element, or (map key, map value) pair) of the old state to the
 #: new state's; returning :data:`DROP` leaves the entry out.
@@ -144,27 +146,29 @@ def reencode_keyed(view, plan: KeyedReencode, *, parallelism: int, max_paralleli
     key_fn = plan.key
     key_type = meta.key_type
     same_layout = key_fn is None and max_parallelism == view.max_parallelism
-    group_of: dict[Any, int] = {}
-    pairs_by_kg: dict[int, dict[int, list[tuple[bytes, bytes]]]] = {}
-    if writers:
-        for source in view.keyed_states():
-            with source.open(meta_of=with_timestamped_states) as state:
-                for old_id, kg, _, key, namespace, value in state.entries(set(writers)):
-                    new_key = key if key_fn is None else key_fn(key)
-                    if not same_layout:
-                        kg = group_of.get(new_key)
-                        if kg is None:
-                            kg = group_of[new_key] = key_group_for_hash(key_type.java_hash(new_key), max_parallelism)
-                    for writer in writers[old_id]:
-                        try:
-                            pairs = writer.pairs(kg, new_key, namespace, value)
-                        except ENCODE_ERRORS as e:
-                            raise InvalidArgumentError(f"{what}, state '{writer.new.name}': cannot encode the value "
-                                                       f"{value!r} of key {key!r} ({e})") from None
-                        if pairs:
-                            pairs_by_kg.setdefault(kg, {}).setdefault(writer.sid, []).extend(pairs)
-    return write_key_group_streams(meta, pairs_by_kg, parallelism, max_parallelism, directory, inline_threshold,
-                                   fs_options, what)
+    spill = keyed_stream.KeyGroupSpill(max_parallelism, scratch=keyed_stream.scratch_parent(directory))
+    try:
+        if writers:
+            for source in view.keyed_states():
+                with source.open(meta_of=with_timestamped_states) as state:
+                    for old_id, kg, _, key, namespace, value in state.entries(set(writers)):
+                        new_key = key if key_fn is None else key_fn(key)
+                        if not same_layout:
+                            kg = key_group_for_hash(key_type.java_hash(new_key), max_parallelism)
+                        for writer in writers[old_id]:
+                            try:
+                                pairs = writer.pairs(kg, new_key, namespace, value)
+                            except ENCODE_ERRORS as e:
+                                raise InvalidArgumentError(f"{what}, state '{writer.new.name}': cannot encode the "
+                                                           f"value {value!r} of key {key!r} ({e})") from None
+                            for pair in pairs:
+                                spill.add(kg, writer.sid, pair)
+        files = spill.files()
+        return {index: keyed_stream.write_spilled_stream(files, meta, index, parallelism, max_parallelism, directory,
+                                                         inline_threshold, fs_options, what)
+                for index in range(parallelism)}
+    finally:
+        spill.close()
 
 
 def write_key_group_streams(meta: keyed.KeyedBackendMeta, pairs_by_kg: dict[int, dict[int, list]], parallelism: int,

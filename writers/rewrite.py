@@ -221,7 +221,7 @@ class PlanWriter:
         if self.modifier.engine == "embedded":
             from .transform_embedded import EmbeddedTransform
 
-            embedded = EmbeddedTransform(base, view.uid_hash)
+            embedded = EmbeddedTransform(base, view.uid_hash, self.builder.temp_dir)
             try:
                 frame, types, timer_cols = embedded.run(planned.transforms, kinds)
                 self._write_transformed(planned, view, km, frame, specs, types, timer_cols, None)

@@ -3,7 +3,8 @@
 The keyed table (one ``key`` column, one column per state: ``flatten=False``, as on Spark) and the
 timers table are decoded by the embedded engine (a process pool over the partitions) into local Arrow
 IPC files, which DuckDB scans as often as the query plan needs (a transform and the join that puts its
-result back read the table twice) without holding them in memory. Each transform is the query
+result back read the table twice), a batch at a time (:class:`IpcFiles`); its joins spill past
+:data:`MEMORY_LIMIT`, so memory does not grow with the state's keys. Each transform is the query
 the Spark path runs (rewrite.py ``PlanWriter.transformed``), step for step:
 
 * the view ``state`` is ``SELECT key, STATE FROM`` the table as the transforms before left it;
@@ -29,9 +30,12 @@ from ..readers.options import savepoint_source
 from ..readers.planning import build_table
 from ..savepoint.errors import InvalidArgumentError
 from .arrow_frames import ArrowFrame, SqlSession, relation_frame
+from .keyed_stream import scratch_parent
 
-#: what DuckDB may hold in memory while it runs the transforms (beyond it, its joins spill to disk)
-MEMORY_LIMIT = "1GB"
+#: what DuckDB may hold in memory while it runs the transforms (beyond it, its joins and aggregates spill
+#: to its temporary directory): with the decoded tables streamed a batch at a time (:class:`IpcFiles`),
+#: this bounds the memory of a transform however many keys the state has
+MEMORY_LIMIT = "128MB"
 
 #: the views a transform's query can read
 VIEWS = {"state": "the state's key and value"}
@@ -50,15 +54,36 @@ def _ipc_task(table: tables.Table, partition: tables.Partition, path: str) -> tu
     return rows, rows
 
 
+class IpcFiles:
+    """Arrow IPC files DuckDB scans as one table, as often as a query reads it: each scan streams the
+    files one batch at a time (the Arrow PyCapsule stream interface), so it holds one batch, however
+    many rows the files have (a pyarrow dataset reads several files and batches ahead)."""
+
+    def __init__(self, schema: pyarrow.Schema, paths: list[str]):
+        self.schema, self.paths = schema, paths
+
+    def _batches(self):
+        for path in self.paths:
+            with pyarrow.ipc.open_file(path) as reader:
+                for index in range(reader.num_record_batches):
+                    yield reader.get_batch(index)
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        reader = pyarrow.RecordBatchReader.from_batches(self.schema, self._batches())
+        return reader.__arrow_c_stream__(requested_schema)
+
+
 class EmbeddedTransform:
     """The transforms of one operator, as a frame of its new keyed table (see the module doc)."""
 
-    def __init__(self, base, uid_hash: str):
+    def __init__(self, base, uid_hash: str, scratch: str | None = None):
+        """``scratch``: where the decoded tables and DuckDB's spill files go (a new savepoint's staging
+        directory, :func:`.keyed_stream.scratch_parent`), else the system's temporary directory."""
         self.base = base
         self.uid_hash = uid_hash
         self.session = SqlSession()
         self.connection = self.session.connection
-        self._dir = tempfile.TemporaryDirectory(prefix="fstate-transform-")
+        self._dir = tempfile.TemporaryDirectory(prefix=".fstate-transform-", dir=scratch_parent(scratch))
         #: bytes of state the transforms read
         self.state_bytes = 0
         # the joins may spill to disk rather than grow past a bound; rows in any order (the writer sorts)
@@ -68,6 +93,7 @@ class EmbeddedTransform:
         self.connection.execute("SET preserve_insertion_order = false")
 
     def close(self) -> None:
+        self.connection.close()  # its buffers go back before the new savepoint is verified
         self._dir.cleanup()
 
     def _table(self, kind: str) -> str:
@@ -77,7 +103,7 @@ class EmbeddedTransform:
         paths = [os.path.join(self._dir.name, f"{kind}-{index:05d}.arrow") for index in range(len(table.partitions))]
         for _ in engine.map_partitions(table, _ipc_task, arguments=[(path,) for path in paths]):
             pass
-        source = pyarrow.dataset.dataset(paths, format="ipc", schema=schema) if paths else schema.empty_table()
+        source = IpcFiles(schema, paths)
         self.state_bytes += engine.table_bytes(table)
         name = f"__fstate_{kind}"
         self.connection.register(name, source)
