@@ -96,8 +96,11 @@ def norm_typed(v: Any, t: TypeInfo) -> Any:
     return norm(v)
 
 
+_SORT_KEY = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode  # one encoder, not one a call
+
+
 def _sort_key(x: Any) -> str:
-    return json.dumps(x, sort_keys=True, ensure_ascii=False)
+    return _SORT_KEY(x)
 
 
 def norm_dump_map(pairs: list) -> list:
