@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 from typing import Any, Iterator
 
 import duckdb
@@ -152,7 +153,7 @@ class Query:
         return sum(engine.table_bytes(table) for table in planned if table is not None)
 
     def run(self) -> Result:
-        connection = connect()
+        connection = _query_connection()
         schemas = {view.name.lower(): view.schema() for view in self.views}
         duck_sql = sql_dialect.to_duckdb(self.parsed, schemas, self.catalog.registered)
         for view in self.views:
@@ -173,6 +174,21 @@ def connect():
     for name, function in sql_dialect.CASE_MAPPINGS.values():
         connection.create_function(name, function, ["VARCHAR"], "VARCHAR")
     return connection
+
+
+_SHARED: list = []  # the process's database of the queries (made by the first, under the lock)
+_SHARED_LOCK = threading.Lock()
+
+
+def _query_connection():
+    """A connection of its own for one query (its views are its own: ``register`` makes temporary
+    views), to one in-memory database of the process made by :func:`connect` (starting a database takes
+    milliseconds and threads; a cursor, nothing). Queries change nothing in it; a session that sets
+    options or creates views (writers' SqlSession) calls :func:`connect`."""
+    with _SHARED_LOCK:
+        if not _SHARED:
+            _SHARED.append(connect())
+        return _SHARED[0].cursor()
 
 
 def as_spark_types(relation):

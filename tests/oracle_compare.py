@@ -96,8 +96,11 @@ def norm_typed(v: Any, t: TypeInfo) -> Any:
     return norm(v)
 
 
+_SORT_KEY = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode  # one encoder, not one a call
+
+
 def _sort_key(x: Any) -> str:
-    return json.dumps(x, sort_keys=True, ensure_ascii=False)
+    return _SORT_KEY(x)
 
 
 def norm_dump_map(pairs: list) -> list:
@@ -124,25 +127,7 @@ def actual_state(sp: Savepoint, expected_op: dict) -> dict:
         kt, vt = table.columns[0][1], table.columns[1][1]
         result["broadcast_state"][e["state"]] = sorted(
             ([norm_typed(k, kt), norm_typed(v, vt)] for k, v in table.rows()), key=_sort_key)
-    keyed = {}
-    for e in expected_op.get("keyed_state", []):
-        table = tables.keyed_table(op, [e["state"]])
-        windowed = "window_start" in table.column_names
-        key_t = table.columns[0][1]
-        value_t = table.columns[-1][1]
-        entries = []
-        for row in table.rows():
-            if value_t.fully_decodable is False and not e.get("opaque"):
-                raise AssertionError(f"state {e['state']}: fstate cannot decode {value_t.name}")
-            value = norm_typed(row[-1], value_t)
-            if row[-1] is None:
-                continue
-            key = norm_typed(row[0], key_t)
-            if windowed:
-                key = [key, row[1], row[2]]
-            entries.append([key, value])
-        keyed[e["state"]] = sorted(entries, key=_sort_key)
-    result["keyed_state"] = keyed
+    result["keyed_state"] = _keyed_states(op, expected_op.get("keyed_state", []))
     if "timers" in expected_op and (expected_op["timers"] or expected_op.get("keyed_state")):
         t = tables.timers_table(op)
         cols = t.column_names
@@ -154,6 +139,41 @@ def actual_state(sp: Savepoint, expected_op: dict) -> dict:
                            "timestamp": r["timestamp"], "namespace": ns})
         result["timers"] = sorted(timers, key=_sort_key)
     return result
+
+
+def _keyed_states(op, dumped: list[dict]) -> dict[str, list]:
+    """fstate's entries of the dumped keyed states, [key, value] sorted, each state's by name. The
+    states of one namespace type are read as one table (a column each): a heap checkpoint's entries
+    have no framing, so reading one of its states decodes every state of the stream."""
+    opaque = {e["state"] for e in dumped if e.get("opaque")}
+    metas = {s.name: s for _, s in op.keyed_meta.value_states} if op.keyed_meta is not None else {}
+    groups: dict = {}
+    for name in dict.fromkeys(e["state"] for e in dumped):
+        meta = metas.get(name)  # (an unknown name: keyed_table's own error)
+        groups.setdefault(meta.namespace_type if meta is not None else name, []).append(name)
+    keyed: dict[str, list] = {}
+    for names in groups.values():
+        table = tables.keyed_table(op, names)
+        windowed = "window_start" in table.column_names
+        key_t = table.columns[0][1]
+        value_ts = [column[1] for column in table.columns[-len(names):]]
+        entries: list[list] = [[] for _ in names]
+        for row in table.rows():
+            key = None
+            for index, (name, value_t) in enumerate(zip(names, value_ts)):
+                stored = row[len(row) - len(names) + index]
+                if stored is None:
+                    continue
+                if value_t.fully_decodable is False and name not in opaque:
+                    raise AssertionError(f"state {name}: fstate cannot decode {value_t.name}")
+                if key is None:
+                    key = norm_typed(row[0], key_t)
+                    if windowed:
+                        key = [key, row[1], row[2]]
+                entries[index].append([key, norm_typed(stored, value_t)])
+        for name, found in zip(names, entries):
+            keyed[name] = sorted(found, key=_sort_key)
+    return keyed
 
 
 def expected_state(expected_op: dict) -> dict:

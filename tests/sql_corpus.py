@@ -45,8 +45,10 @@ def _literal(value) -> str:
     return "'" + value.replace("'", "\\'") + "'" if isinstance(value, str) else str(value)
 
 
-def sample_cases(sample: Path) -> list[Case]:
-    """The corpus over one sample (its views with the sample's plan, when it ships one)."""
+@functools.lru_cache(maxsize=None)
+def sample_cases(sample: Path) -> tuple[Case, ...]:
+    """The corpus over one sample (its views with the sample's plan, when it ships one); made once a
+    process (the tests of test_sql_engines.py share it)."""
     path = str(sample_snapshot(sample))
     plan = str(sample / "plan.json") if (sample / "plan.json").exists() else None
     catalog = Catalog()
@@ -118,7 +120,7 @@ def sample_cases(sample: Path) -> list[Case]:
             queries.append(("join", f"SELECT a.key, count(*) AS n FROM {left} a JOIN {right} b ON a.key = b.key "
                                     "GROUP BY a.key"))
     queries.append(("metadata", "SELECT operator_uid, state_name, kind, parallelism FROM savepoint_metadata"))
-    return [Case(sample.name, kind, query, path, plan) for kind, query in queries]
+    return tuple(Case(sample.name, kind, query, path, plan) for kind, query in queries)
 
 
 #: every kind of query the corpus holds (each sample has those its views allow)
@@ -142,8 +144,9 @@ def _embedded(path: str, plan: str | None, query: str) -> tuple[list[str], list[
     return result.columns, result.first_rows(1 << 30)
 
 
+@functools.lru_cache(maxsize=None)
 def embedded_result(case: Case) -> tuple[list[str], list[str]]:
-    """(columns, canonical rows) of the case on the embedded engine."""
+    """(columns, canonical rows) of the case on the embedded engine (once a process)."""
     columns, rows = _embedded(case.path, case.plan, case.query)
     return columns, sorted(canonical_row(row) for row in rows)
 

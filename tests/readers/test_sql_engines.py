@@ -67,3 +67,24 @@ def test_key_conditions_read_only_their_key_groups():
     assert 0 < pushed.state_bytes() < everything.state_bytes()
     assert sorted(pushed.run().first_rows(10)) == sorted(
         row for row in everything.run().first_rows(10_000) if row[0] in ("k-1", "k-2"))
+
+
+
+def test_queries_alive_at_once_read_their_own_views():
+    """Queries share one DuckDB database of the process (a cursor each): the view a query registers is
+    its own, though another query registers the same name over other rows before the first is read."""
+    from fstate.readers.engine_sql import Catalog, Query
+
+    keyed = next(sample for sample in SAMPLES if sample.name == "keyed-hashmap-savepoint")
+
+    def catalog():
+        made = Catalog()
+        made.add(str(keyed))
+        return made
+
+    every = len(Query(catalog(), "SELECT key FROM keyed").run().first_rows(10_000))
+    counted = Query(catalog(), "SELECT count(*) AS n FROM keyed").run()  # its view: every key group
+    one = Query(catalog(), "SELECT key FROM keyed WHERE key IN ('k-1')")  # its view: k-1's key group
+    assert 0 < one.state_bytes() < Query(catalog(), "SELECT key FROM keyed").state_bytes()
+    assert one.run().first_rows(10) == [("k-1",)]
+    assert every > 2 and counted.first_rows(1) == [(every,)]
