@@ -28,10 +28,11 @@ from . import tables
 EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "json"}
 
 #: a Parquet row group ends at this many rows or bytes of Arrow data, whichever comes first (pyarrow's
-#: ``write_batch`` makes a row group of every batch: 8192-row groups cost twice the CPU of large ones,
-#: mostly in a dictionary tried anew on every column chunk)
-ROW_GROUP_ROWS = 1 << 20
-ROW_GROUP_BYTES = 64 << 20
+#: ``write_batch`` makes a row group of every batch: 8192-row groups cost twice the CPU of 64 Ki-row
+#: ones, mostly in a dictionary tried anew on every column chunk; larger groups gain little more and
+#: hold more memory). The columnar decoder's batches (a key group at least) are often one group each.
+ROW_GROUP_ROWS = 1 << 17
+ROW_GROUP_BYTES = 32 << 20
 #: rows of the first row group whose values decide which columns get a dictionary
 DICTIONARY_SAMPLE_ROWS = 8192
 
