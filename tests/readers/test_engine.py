@@ -371,3 +371,25 @@ def test_parquet_parts_have_large_row_groups_and_dictionaries_only_where_values_
     assert dictionary == {"key": False, "colour": True, "seen.key_value.key": False,
                           "seen.key_value.value.tag": True, "seen.key_value.value.ids.list.element": False}
     assert pyarrow.parquet.read_table(path).equals(pyarrow.Table.from_batches(batches))
+
+
+def _fail_on(table, partition, index, bad):
+    if index == bad:
+        raise ValueError(f"partition {index} failed")
+    return index, 1
+
+
+@pytest.mark.parametrize("bad", ["first", "last"])
+def test_a_failing_partition_task_fails_the_map_on_the_pool_and_here(monkeypatch, bad):
+    """map_partitions shares the partitions between this process (from the last) and the pool (from
+    the first): every result comes back in partition order, and a task failing on either side fails it."""
+    label, options = next((label, options) for label, options in VARIANTS
+                          if label.startswith("keyed-hashmap-savepoint:keyed:") and "flat" not in label)
+    table = build_table(options)
+    count = len(table.partitions)
+    monkeypatch.setattr(pool, "SMALL_BYTES", 0)
+    arguments = [(index, -1) for index in range(count)]
+    assert list(engine.map_partitions(table, _fail_on, workers=2, arguments=arguments)) == list(range(count))
+    wrong = 0 if bad == "first" else count - 1
+    with pytest.raises(ValueError, match=f"partition {wrong} failed"):
+        list(engine.map_partitions(table, _fail_on, workers=2, arguments=[(index, wrong) for index in range(count)]))
