@@ -79,7 +79,7 @@ READ_PHASES = (
     "                  'write': write, 'workers': engine.workers_for(table)}))")
 
 #: the embedded engine's process pool starting: seconds until every worker has imported what a read
-#: task imports (argv[1] workers)
+#: task imports (argv[1] workers: the read's processes but its own, which reads partitions too)
 POOL_START = (
     "import sys, time\n"
     "from fstate.savepoint import pool\n"
@@ -256,7 +256,7 @@ def embedded_phases(sp_dir: str, files: list[Path], work: Path) -> dict:
     core = subprocess.run([sys.executable, "-c", READ_PHASES, sp_dir, str(work / "phases.parquet")],
                           capture_output=True, text=True, check=True)
     phases = json.loads(core.stdout)
-    start = subprocess.run([sys.executable, "-c", POOL_START, str(phases["workers"])],
+    start = subprocess.run([sys.executable, "-c", POOL_START, str(max(1, phases["workers"] - 1))],
                            capture_output=True, text=True, check=True)
     phases["pool_start"] = float(start.stdout)
     phases["runs"] = runs
@@ -265,11 +265,12 @@ def embedded_phases(sp_dir: str, files: list[Path], work: Path) -> dict:
 
 def print_phases(phases: dict, entries: int) -> None:
     rows = phases["rows"]
-    print(f"  embedded `read --out parquet`, its phases ({phases['partitions']} partitions, {phases['workers']} workers):")
+    print(f"  embedded `read --out parquet`, its phases ({phases['partitions']} partitions, {phases['workers']} processes):")
     for cache, (wall, cpu) in phases["runs"].items():
         print(f"    page cache {cache}: {wall:6.2f} s wall, {cpu:6.2f} CPU-s (pool included), "
               f"{entries / wall:,.0f} entries/s")
-    print(f"    pool start-up ({phases['workers']} spawned interpreters importing the reader) {phases['pool_start']:.2f} s wall")
+    print(f"    pool start-up ({max(1, phases['workers'] - 1)} spawned interpreter(s) importing the reader) "
+          f"{phases['pool_start']:.2f} s wall")
     one = phases["read"] + phases["decode"] + phases["write"]
     for name in ("read", "decode", "write"):
         label = {"read": "read the partitions' bytes (page cache)", "decode": "decode into Arrow batches",
