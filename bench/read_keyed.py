@@ -166,7 +166,9 @@ def main() -> None:
         return
 
     load_start = os.getloadavg()
+    before = os.times()
     restore = run_java(["restore", "--savepoint", gen["savepoint"], "--work", str(work)], work / "restore.log")
+    flink_cpu = _children_cpu(before)
     flink_s = restore["restore_s"]
 
     t = time.perf_counter()
@@ -195,7 +197,9 @@ def main() -> None:
             cmd += ["--master", a.master]
         return _timed(cmd)
 
+    before = os.times()
     embedded_s, embedded_peak = fstate_read("embedded")
+    embedded_cpu = _children_cpu(before)
     spark_s, spark_peak = fstate_read("spark")
     # the DataFrame API: the flink-savepoint data source, rows through Spark, Spark's Parquet writer
     frame_out = work / "parquet-dataframe"
@@ -226,6 +230,8 @@ def main() -> None:
     print(f"  DataFrame API (data source → Spark's writer)      {rate(frame_s)}")
     print(f"  fstate verify (every entry decoded and placed)    {rate(verify_s)}")
     print(f"  ratio fstate read embedded / Flink restore speed  {flink_s / embedded_s:.2f}")
+    print(f"  CPU seconds (user + system, every thread and process): Flink's restore JVM {flink_cpu:.1f} "
+          f"(its whole run), fstate read embedded {embedded_cpu:.1f}; ratio {flink_cpu / embedded_cpu:.2f}")
     print(f"  ratio fstate read Spark / Flink restore speed     {flink_s / spark_s:.2f}")
     print(f"  ratio DataFrame API / Flink restore speed         {flink_s / frame_s:.2f}")
     print(f"  ratio fstate verify / Flink restore speed         {flink_s / verify_s:.2f}")
@@ -302,14 +308,19 @@ def _timed(cmd: list[str]) -> tuple[float, int]:
     return seconds, peaks[0]
 
 
+def _children_cpu(before) -> float:
+    """CPU seconds (user + system) of the processes waited for since ``before`` (``os.times()``)."""
+    after = os.times()
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
 def _timed_cpu(cmd: list[str]) -> tuple[float, float]:
     """Wall seconds and CPU seconds (user + system, with every process it waited for) of a command."""
     before = os.times()
     t = time.perf_counter()
     subprocess.run(cmd, capture_output=True, text=True, check=True)
     seconds = time.perf_counter() - t
-    after = os.times()
-    return seconds, (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return seconds, _children_cpu(before)
 
 
 def _read_files(files: list[Path]) -> None:
