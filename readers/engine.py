@@ -162,46 +162,44 @@ def map_partitions(table: tables.Table, task: Callable, progress: Progress | Non
                 progress(rows, partition_bytes(partition))
             yield result
         return
-    results = _shared_work(light, table.partitions, task, arguments, count - 1)
-    for partition, result in zip(table.partitions, results):
-        value, rows = result.result() if isinstance(result, concurrent.futures.Future) else result
+    for partition, (value, rows) in zip(table.partitions, _shared_work(light, table.partitions, task, arguments,
+                                                                       count - 1)):
         if progress is not None:
             progress(rows, partition_bytes(partition))
         yield value
 
 
 def _shared_work(light: tables.Table, partitions: list[tables.Partition], task: Callable, arguments: list[tuple],
-                 pooled: int) -> list:
-    """Each partition's ``(result, rows)``, or the pool's future of it: ``pooled`` spawned workers take
-    partitions from the front (one at a time each), this process from the back, until they meet."""
+                 pooled: int) -> Iterator[tuple]:
+    """Each partition's ``(result, rows)``, in partition order: ``pooled`` spawned workers take
+    partitions from the front (one at a time each), this process from the back, until they meet; the
+    pool's results are passed on as they come, between this process's partitions."""
     results: list = [None] * len(partitions)
     lock = threading.Lock()
     bounds = [0, len(partitions)]  # the pool's next partition; one past this process's next
+    done = 0  # results passed on
 
-    def claim_front() -> int | None:
-        with lock:
-            if bounds[0] >= bounds[1]:
-                return None
-            bounds[0] += 1
-            return bounds[0] - 1
-
-    def submit(executor, index: int) -> None:
-        future = executor.submit(task, light, partitions[index], *arguments[index])
-        results[index] = future
-        future.add_done_callback(lambda _: _next(executor))
-
-    def _next(executor) -> None:
-        index = claim_front()
-        if index is not None:
+    def submit_next(executor) -> None:
+        with lock:  # claimed and its future in place at once (the callback runs outside: it may run at once)
+            index = bounds[0]
+            if index >= bounds[1]:
+                return
             try:
-                submit(executor, index)
+                future = executor.submit(task, light, partitions[index], *arguments[index])
             except RuntimeError:  # the executor is shutting down after a failure here
-                pass
+                return
+            results[index] = future
+            bounds[0] += 1
+        future.add_done_callback(lambda _: submit_next(executor))
+
+    def ready(index: int) -> bool:
+        result = results[index]
+        return result is not None and (not isinstance(result, concurrent.futures.Future) or result.done())
 
     with pool.spawn_pool(pooled) as executor:
         try:
             for _ in range(pooled):
-                _next(executor)
+                submit_next(executor)
             while True:
                 with lock:
                     if bounds[0] >= bounds[1]:
@@ -209,9 +207,13 @@ def _shared_work(light: tables.Table, partitions: list[tables.Partition], task: 
                     bounds[1] -= 1
                     index = bounds[1]
                 results[index] = task(light, partitions[index], *arguments[index])
-            for result in results:
-                if isinstance(result, concurrent.futures.Future):
-                    result.exception()  # wait: the pool ends with every future done
+                while done < len(partitions) and ready(done):
+                    yield _outcome(results[done])
+                    results[done] = None
+                    done += 1
+            for index in range(done, len(partitions)):
+                yield _outcome(results[index])
+                results[index] = None
         except BaseException:
             with lock:
                 bounds[0] = bounds[1]
@@ -219,7 +221,10 @@ def _shared_work(light: tables.Table, partitions: list[tables.Partition], task: 
                 if isinstance(result, concurrent.futures.Future):
                     result.cancel()
             raise
-    return results
+
+
+def _outcome(result) -> tuple:
+    return result.result() if isinstance(result, concurrent.futures.Future) else result
 
 
 def _read_task(table: tables.Table, partition: tables.Partition) -> tuple[pyarrow.Table, int]:
