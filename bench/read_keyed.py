@@ -53,6 +53,44 @@ COLUMNAR_DECODE = (
     "        n += sum(b.num_rows for b in new_decoder(state, ids).batches(names, None))\n"
     "print(n, time.perf_counter() - t)")
 
+#: a process on one core that reads every partition of the keyed table of the bench savepoint
+#: (argv[1]) as ``fstate read --out parquet`` does, timing each phase apart (CPU seconds of this
+#: process): the partition's bytes from the files, decoding them into Arrow batches, writing the
+#: Parquet part file (to argv[2])
+READ_PHASES = (
+    "import sys, os, time, resource, json\n"
+    "from fstate.savepoint.loader import Savepoint\n"
+    "from fstate.readers import tables as TB, engine, engine_files\n"
+    "os.sched_setaffinity(0, {0})\n"
+    "def cpu():\n"
+    "    r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime\n"
+    "table = TB.keyed_table(Savepoint.open(sys.argv[1]).operator('bench-keyed')); light = engine.shippable(table)\n"
+    "io = decode = write = 0.0; rows = 0\n"
+    "for p in table.partitions:\n"
+    "    c = cpu(); src = p.handle if p.source is None else p.source\n"
+    "    if p.span is not None and p.source is not None and p.source.path is not None:\n"
+    "        with open(p.source.path.replace('file:', ''), 'rb') as f: f.seek(p.source.start + p.span[0]); f.read(p.span[1] - p.span[0])\n"
+    "    io += cpu() - c; c = cpu()\n"
+    "    batches = list(engine.partition_batches(light, p, engine_files.ROW_GROUP_ROWS))\n"
+    "    decode += cpu() - c; c = cpu()\n"
+    "    rows += engine_files.write_batches(batches, engine.table_schema(table), sys.argv[2], 'parquet')\n"
+    "    write += cpu() - c\n"
+    "print(json.dumps({'rows': rows, 'partitions': len(table.partitions), 'read': io, 'decode': decode - io,\n"
+    "                  'write': write, 'workers': engine.workers_for(table)}))")
+
+#: the embedded engine's process pool starting: seconds until every worker has imported what a read
+#: task imports (argv[1] workers: the read's processes but its own, which reads partitions too)
+POOL_START = (
+    "import sys, time\n"
+    "from fstate.savepoint import pool\n"
+    "from fstate.readers import engine_files\n"
+    "if __name__ == '__main__':\n"
+    "    n = int(sys.argv[1]); t = time.perf_counter()\n"
+    "    with pool.spawn_pool(n) as ex:\n"
+    "        list(ex.map(engine_files._csv_header, ['x'] * 8 * n))\n"
+    "    print(time.perf_counter() - t)")
+
+
 def run_java(args: list[str], log_file: Path, timeout: int = 3600) -> dict:
     lib = harness.flink_lib_dir("2.3.0")
     classes = harness.compile_jobs("2.3.0", "BenchJob")
@@ -99,6 +137,8 @@ def main() -> None:
     ap.add_argument("--work", default=str(ROOT / ".cache" / "bench"))
     ap.add_argument("--master", default="local[*]")
     ap.add_argument("--generate-only", action="store_true", help="make the savepoint and stop")
+    ap.add_argument("--phases-only", action="store_true",
+                    help="only the embedded read's phases (cold and warm page cache), no Flink, no Spark")
     a = ap.parse_args()
     work = Path(a.work) / f"keyed-{a.records}"
     marker = work / "generated.json"
@@ -117,16 +157,22 @@ def main() -> None:
     size = sum(p.stat().st_size for p in files)
     print(f"savepoint {sp_dir}: {size / 1e6:.1f} MB, {entries:,} entries")
 
+    if a.phases_only:
+        load_start = os.getloadavg()
+        phases = embedded_phases(sp_dir, files, work)
+        print(f"\nN = {a.records:,} keys, {entries:,} entries, {size / 1e6:.1f} MB, {os.cpu_count()} cores")
+        print(f"  load averages at start {_load(load_start)}, at end {_load(os.getloadavg())}")
+        print_phases(phases, entries)
+        return
+
     load_start = os.getloadavg()
+    before = os.times()
     restore = run_java(["restore", "--savepoint", gen["savepoint"], "--work", str(work)], work / "restore.log")
+    flink_cpu = _children_cpu(before)
     flink_s = restore["restore_s"]
 
     t = time.perf_counter()
-    n = 0
-    for p in files:
-        with open(p, "rb") as f:
-            while chunk := f.read(1 << 24):
-                n += len(chunk)
+    _read_files(files)
     raw_s = time.perf_counter() - t
 
     core_cmd = [sys.executable, "-c", (
@@ -151,7 +197,9 @@ def main() -> None:
             cmd += ["--master", a.master]
         return _timed(cmd)
 
+    before = os.times()
     embedded_s, embedded_peak = fstate_read("embedded")
+    embedded_cpu = _children_cpu(before)
     spark_s, spark_peak = fstate_read("spark")
     # the DataFrame API: the flink-savepoint data source, rows through Spark, Spark's Parquet writer
     frame_out = work / "parquet-dataframe"
@@ -162,6 +210,7 @@ def main() -> None:
         "frame = spark.read.format('flink-savepoint').option('path', sys.argv[1]).option('uid', 'bench-keyed').load()\n"
         "write_frame(frame, sys.argv[2], 'parquet')"), sp_dir, str(frame_out), a.master])
     verify_s, verify_peak = _timed(["fstate", "verify", sp_dir])
+    phases = embedded_phases(sp_dir, files, work)
     sample = ROOT / "samples" / "keyed-hashmap-savepoint"
     first_row_s = _first_line(["fstate", "read", str(sample), "--uid", "keyed", "--engine", "embedded"])
     load_end = os.getloadavg()
@@ -181,6 +230,8 @@ def main() -> None:
     print(f"  DataFrame API (data source → Spark's writer)      {rate(frame_s)}")
     print(f"  fstate verify (every entry decoded and placed)    {rate(verify_s)}")
     print(f"  ratio fstate read embedded / Flink restore speed  {flink_s / embedded_s:.2f}")
+    print(f"  CPU seconds (user + system, every thread and process): Flink's restore JVM {flink_cpu:.1f} "
+          f"(its whole run), fstate read embedded {embedded_cpu:.1f}; ratio {flink_cpu / embedded_cpu:.2f}")
     print(f"  ratio fstate read Spark / Flink restore speed     {flink_s / spark_s:.2f}")
     print(f"  ratio DataFrame API / Flink restore speed         {flink_s / frame_s:.2f}")
     print(f"  ratio fstate verify / Flink restore speed         {flink_s / verify_s:.2f}")
@@ -191,6 +242,49 @@ def main() -> None:
     print(f"  peak memory, Spark (driver + JVM)                 {spark_peak / 2**20:,.0f} MiB")
     print(f"  peak memory, DataFrame API (driver + JVM)         {frame_peak / 2**20:,.0f} MiB")
     print(f"  peak memory, verify (with its pool)               {verify_peak / 2**20:,.0f} MiB")
+    print_phases(phases, entries)
+
+
+def embedded_phases(sp_dir: str, files: list[Path], work: Path) -> dict:
+    """``fstate read --out parquet --engine embedded`` with the savepoint's files dropped from the page
+    cache and then with them cached (wall and CPU seconds, the pool's workers included), the pool's
+    start-up alone, and each phase of the read on one core (CPU seconds)."""
+    out = work / "parquet-phases"
+    cmd = ["fstate", "read", sp_dir, "--uid", "bench-keyed", "--out", str(out), "--engine", "embedded"]
+    runs = {}
+    for cache in ("cold", "warm"):
+        if cache == "cold":
+            _drop_from_page_cache(files)
+        else:
+            _read_files(files)
+        shutil.rmtree(out, ignore_errors=True)
+        runs[cache] = _timed_cpu(cmd)
+    core = subprocess.run([sys.executable, "-c", READ_PHASES, sp_dir, str(work / "phases.parquet")],
+                          capture_output=True, text=True, check=True)
+    phases = json.loads(core.stdout)
+    start = subprocess.run([sys.executable, "-c", POOL_START, str(max(1, phases["workers"] - 1))],
+                           capture_output=True, text=True, check=True)
+    phases["pool_start"] = float(start.stdout)
+    phases["runs"] = runs
+    return phases
+
+
+def print_phases(phases: dict, entries: int) -> None:
+    rows = phases["rows"]
+    print(f"  embedded `read --out parquet`, its phases ({phases['partitions']} partitions, {phases['workers']} processes):")
+    for cache, (wall, cpu) in phases["runs"].items():
+        print(f"    page cache {cache}: {wall:6.2f} s wall, {cpu:6.2f} CPU-s (pool included), "
+              f"{entries / wall:,.0f} entries/s")
+    print(f"    pool start-up ({max(1, phases['workers'] - 1)} spawned interpreter(s) importing the reader) "
+          f"{phases['pool_start']:.2f} s wall")
+    one = phases["read"] + phases["decode"] + phases["write"]
+    for name in ("read", "decode", "write"):
+        label = {"read": "read the partitions' bytes (page cache)", "decode": "decode into Arrow batches",
+                 "write": "write the Parquet part files"}[name]
+        print(f"    one core: {label:42s} {phases[name]:6.2f} CPU-s  ({phases[name] / rows * 1e6:.3f} per M rows)")
+    warm_cpu = phases["runs"]["warm"][1]
+    print(f"    one core, the three together {one:.2f} CPU-s; the CLI's other {warm_cpu - one:.2f} CPU-s (warm) are "
+          "process start-up, imports, planning and the pool")
 
 
 def _load(avg) -> str:
@@ -212,6 +306,39 @@ def _timed(cmd: list[str]) -> tuple[float, int]:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
     return seconds, peaks[0]
+
+
+def _children_cpu(before) -> float:
+    """CPU seconds (user + system) of the processes waited for since ``before`` (``os.times()``)."""
+    after = os.times()
+    return (after.children_user - before.children_user) + (after.children_system - before.children_system)
+
+
+def _timed_cpu(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, with every process it waited for) of a command."""
+    before = os.times()
+    t = time.perf_counter()
+    subprocess.run(cmd, capture_output=True, text=True, check=True)
+    seconds = time.perf_counter() - t
+    return seconds, _children_cpu(before)
+
+
+def _read_files(files: list[Path]) -> None:
+    for p in files:
+        with open(p, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
+def _drop_from_page_cache(files: list[Path]) -> None:
+    """The files' pages out of the page cache (POSIX_FADV_DONTNEED: written pages must be on disk)."""
+    for p in files:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
 
 
 def _first_line(cmd: list[str]) -> float:

@@ -11,9 +11,11 @@ The batches have the schema and the values the Spark data source hands Spark for
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import gc
 import itertools
+import threading
 from typing import Callable, Iterator
 
 import pyarrow
@@ -144,9 +146,12 @@ def workers_for(table: tables.Table, workers: int | None = None) -> int:
 
 def map_partitions(table: tables.Table, task: Callable, progress: Progress | None = None,
                    workers: int | None = None, arguments: list[tuple] | None = None) -> Iterator:
-    """``task(shippable table, partition, *arguments[i])`` for every partition, in partition order; on a
-    process pool (``task`` a module-level function) when :func:`workers_for` says so. ``task`` returns
-    ``(result, rows)``; ``progress`` gets the rows and bytes of each partition done."""
+    """``task(shippable table, partition, *arguments[i])`` for every partition, in partition order; on
+    :func:`workers_for` processes when it says more than one (``task`` a module-level function): this
+    process and a pool of the others (it has already imported what the task needs; a spawned
+    interpreter more would import it again). The pool takes partitions from the first, this process
+    from the last, until they meet. ``task`` returns ``(result, rows)``; ``progress`` gets the rows and
+    bytes of each partition done, in partition order."""
     count = workers_for(table, workers)
     light = shippable(table)
     arguments = arguments or [()] * len(table.partitions)
@@ -157,19 +162,69 @@ def map_partitions(table: tables.Table, task: Callable, progress: Progress | Non
                 progress(rows, partition_bytes(partition))
             yield result
         return
-    with pool.spawn_pool(count) as executor:
-        futures = [executor.submit(task, light, partition, *extra)
-                   for partition, extra in zip(table.partitions, arguments)]
+    for partition, (value, rows) in zip(table.partitions, _shared_work(light, table.partitions, task, arguments,
+                                                                       count - 1)):
+        if progress is not None:
+            progress(rows, partition_bytes(partition))
+        yield value
+
+
+def _shared_work(light: tables.Table, partitions: list[tables.Partition], task: Callable, arguments: list[tuple],
+                 pooled: int) -> Iterator[tuple]:
+    """Each partition's ``(result, rows)``, in partition order: ``pooled`` spawned workers take
+    partitions from the front (one at a time each), this process from the back, until they meet; the
+    pool's results are passed on as they come, between this process's partitions."""
+    results: list = [None] * len(partitions)
+    lock = threading.Lock()
+    bounds = [0, len(partitions)]  # the pool's next partition; one past this process's next
+    done = 0  # results passed on
+
+    def submit_next(executor) -> None:
+        with lock:  # claimed and its future in place at once (the callback runs outside: it may run at once)
+            index = bounds[0]
+            if index >= bounds[1]:
+                return
+            try:
+                future = executor.submit(task, light, partitions[index], *arguments[index])
+            except RuntimeError:  # the executor is shutting down after a failure here
+                return
+            results[index] = future
+            bounds[0] += 1
+        future.add_done_callback(lambda _: submit_next(executor))
+
+    def ready(index: int) -> bool:
+        result = results[index]
+        return result is not None and (not isinstance(result, concurrent.futures.Future) or result.done())
+
+    with pool.spawn_pool(pooled) as executor:
         try:
-            for partition, future in zip(table.partitions, futures):
-                result, rows = future.result()
-                if progress is not None:
-                    progress(rows, partition_bytes(partition))
-                yield result
+            for _ in range(pooled):
+                submit_next(executor)
+            while True:
+                with lock:
+                    if bounds[0] >= bounds[1]:
+                        break
+                    bounds[1] -= 1
+                    index = bounds[1]
+                results[index] = task(light, partitions[index], *arguments[index])
+                while done < len(partitions) and ready(done):
+                    yield _outcome(results[done])
+                    results[done] = None
+                    done += 1
+            for index in range(done, len(partitions)):
+                yield _outcome(results[index])
+                results[index] = None
         except BaseException:
-            for future in futures:
-                future.cancel()
+            with lock:
+                bounds[0] = bounds[1]
+            for result in results:
+                if isinstance(result, concurrent.futures.Future):
+                    result.cancel()
             raise
+
+
+def _outcome(result) -> tuple:
+    return result.result() if isinstance(result, concurrent.futures.Future) else result
 
 
 def _read_task(table: tables.Table, partition: tables.Partition) -> tuple[pyarrow.Table, int]:

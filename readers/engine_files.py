@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime
 import decimal
+import itertools
 import json
 import math
 import os
@@ -25,6 +26,15 @@ from . import engine
 from . import tables
 
 EXTENSIONS = {"parquet": "parquet", "csv": "csv", "json": "json"}
+
+#: a Parquet row group ends at this many rows or bytes of Arrow data, whichever comes first (pyarrow's
+#: ``write_batch`` makes a row group of every batch: 8192-row groups cost twice the CPU of 64 Ki-row
+#: ones, mostly in a dictionary tried anew on every column chunk; larger groups gain little more and
+#: hold more memory). The columnar decoder's batches (a key group at least) are often one group each.
+ROW_GROUP_ROWS = 1 << 17
+ROW_GROUP_BYTES = 32 << 20
+#: rows of the first row group whose values decide which columns get a dictionary
+DICTIONARY_SAMPLE_ROWS = 8192
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,7 +163,9 @@ def _write_part(table: tables.Table, partition: tables.Partition, path: str, fil
         raise InvalidArgumentError(f"the output directory {directory} does not exist on {socket.gethostname()}, "
                                    "where this part is written: with Spark on a cluster, --out must be on a "
                                    "file system the driver and every executor share")
-    return write_batches(engine.partition_batches(table, partition), engine.table_schema(table), path, file_format)
+    batch_rows = ROW_GROUP_ROWS if file_format == "parquet" else engine.BATCH_ROWS
+    return write_batches(engine.partition_batches(table, partition, batch_rows), engine.table_schema(table), path,
+                         file_format)
 
 
 def write_batches(batches: Iterable[pyarrow.RecordBatch], schema: pyarrow.Schema, path: str,
@@ -163,10 +175,13 @@ def write_batches(batches: Iterable[pyarrow.RecordBatch], schema: pyarrow.Schema
     if file_format == "parquet":
         import pyarrow.parquet
 
-        with pyarrow.parquet.ParquetWriter(path, schema) as writer:
-            for batch in batches:
-                writer.write_batch(batch)
-                rows += batch.num_rows
+        groups = iter(_row_groups(batches))
+        first = next(groups, None)
+        dictionary = _dictionary_columns(schema, first[0]) if first else True
+        with pyarrow.parquet.ParquetWriter(path, schema, use_dictionary=dictionary) as writer:
+            for group in itertools.chain([first] if first else [], groups):
+                writer.write_table(pyarrow.Table.from_batches(group, schema), row_group_size=ROW_GROUP_ROWS)
+                rows += sum(batch.num_rows for batch in group)
         return rows
     with open(path, "w", encoding="utf-8", newline="") as handle:
         if file_format == "csv":
@@ -177,6 +192,69 @@ def write_batches(batches: Iterable[pyarrow.RecordBatch], schema: pyarrow.Schema
                              + "\n")
             rows += batch.num_rows
     return rows
+
+
+def _row_groups(batches: Iterable[pyarrow.RecordBatch]) -> Iterable[list[pyarrow.RecordBatch]]:
+    """Consecutive batches gathered into row groups of up to :data:`ROW_GROUP_ROWS` rows or
+    :data:`ROW_GROUP_BYTES` bytes (one batch larger than that is a row group of its own)."""
+    group: list[pyarrow.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if group and (rows + batch.num_rows > ROW_GROUP_ROWS or size + batch.nbytes > ROW_GROUP_BYTES):
+            yield group
+            group, rows, size = [], 0, 0
+        group.append(batch)
+        rows += batch.num_rows
+        size += batch.nbytes
+    if group:
+        yield group
+
+
+def _dictionary_columns(schema: pyarrow.Schema, batch: pyarrow.RecordBatch) -> list[str]:
+    """The Parquet column paths worth a dictionary: those whose values repeat (at most half of them
+    distinct) in the first :data:`DICTIONARY_SAMPLE_ROWS` rows. A key column, or any column of
+    unique values, would have the writer build a dictionary for every column chunk only to give it
+    up after its first megabyte."""
+    import io
+
+    import pyarrow.compute
+    import pyarrow.parquet
+
+    empty = io.BytesIO()
+    pyarrow.parquet.write_table(schema.empty_table(), empty)
+    empty.seek(0)
+    parquet_schema = pyarrow.parquet.ParquetFile(empty).schema
+    paths = [parquet_schema.column(index).path for index in range(len(parquet_schema))]
+    sample = batch.slice(0, DICTIONARY_SAMPLE_ROWS)
+    values = [leaf for column in sample.columns for leaf in _leaves(column)]
+    if len(values) != len(paths):  # a type whose leaves are not laid out as assumed: the writer's default
+        return paths
+    return [path for path, leaf in zip(paths, values) if _repeats(leaf)]
+
+
+def _leaves(array: pyarrow.Array) -> list[pyarrow.Array]:
+    """An array's leaf values in the order of its Parquet columns."""
+    kind = array.type
+    if pyarrow.types.is_struct(kind):
+        return [leaf for child in array.flatten() for leaf in _leaves(child)]
+    if pyarrow.types.is_map(kind):
+        return _leaves(array.keys) + _leaves(array.items)
+    if pyarrow.types.is_list(kind) or pyarrow.types.is_large_list(kind) or pyarrow.types.is_fixed_size_list(kind):
+        return _leaves(array.flatten())
+    return [array]
+
+
+def _repeats(values: pyarrow.Array) -> bool:
+    import pyarrow.compute
+
+    present = len(values) - values.null_count
+    if present == 0:
+        return True
+    try:
+        distinct = pyarrow.compute.count_distinct(values, mode="only_valid").as_py()
+    except (pyarrow.ArrowNotImplementedError, pyarrow.ArrowTypeError):
+        return True
+    return 2 * distinct <= present
 
 
 def _csv_header(name: str) -> str:

@@ -341,3 +341,55 @@ def _options(source_options, sample_dir: Path, arguments: list[str]) -> dict:
     named = dict(zip(arguments[::2], arguments[1::2]))
     return source_options(str(sample_snapshot(sample_dir)), named["--uid"], table=named.get("--table"),
                           state=named.get("--state"), plan=named.get("--plan"))
+
+
+def test_parquet_parts_have_large_row_groups_and_dictionaries_only_where_values_repeat(tmp_path):
+    """The embedded engine's Parquet writer gathers batches into row groups and gives a dictionary to
+    the columns whose values repeat (nested ones too), none to those of unique values; the rows stay."""
+    import pyarrow
+    import pyarrow.parquet
+
+    from fstate.readers import engine_files
+
+    value = pyarrow.struct([("tag", pyarrow.string()), ("ids", pyarrow.list_(pyarrow.int64()))])
+    schema = pyarrow.schema([("key", pyarrow.string()), ("colour", pyarrow.string()),
+                             ("seen", pyarrow.map_(pyarrow.string(), value))])
+
+    def batch(start: int) -> pyarrow.RecordBatch:
+        rows = range(start, start + 1000)
+        return pyarrow.RecordBatch.from_pylist(
+            [{"key": f"key-{i}", "colour": ("red", "green", None)[i % 3],
+              "seen": [(f"k{i}", {"tag": "t", "ids": [i, i + 1]})]} for i in rows], schema=schema)
+
+    batches = [batch(start) for start in range(0, 5000, 1000)]
+    path = str(tmp_path / "part.parquet")
+    assert engine_files.write_batches(iter(batches), schema, path, "parquet") == 5000
+    meta = pyarrow.parquet.ParquetFile(path).metadata
+    assert meta.num_row_groups == 1
+    dictionary = {meta.row_group(0).column(i).path_in_schema:
+                  meta.row_group(0).column(i).has_dictionary_page for i in range(meta.num_columns)}
+    assert dictionary == {"key": False, "colour": True, "seen.key_value.key": False,
+                          "seen.key_value.value.tag": True, "seen.key_value.value.ids.list.element": False}
+    assert pyarrow.parquet.read_table(path).equals(pyarrow.Table.from_batches(batches))
+
+
+def _fail_on(table, partition, index, bad):
+    if index == bad:
+        raise ValueError(f"partition {index} failed")
+    return index, 1
+
+
+@pytest.mark.parametrize("bad", ["first", "last"])
+def test_a_failing_partition_task_fails_the_map_on_the_pool_and_here(monkeypatch, bad):
+    """map_partitions shares the partitions between this process (from the last) and the pool (from
+    the first): every result comes back in partition order, and a task failing on either side fails it."""
+    label, options = next((label, options) for label, options in VARIANTS
+                          if label.startswith("keyed-hashmap-savepoint:keyed:") and "flat" not in label)
+    table = build_table(options)
+    count = len(table.partitions)
+    monkeypatch.setattr(pool, "SMALL_BYTES", 0)
+    arguments = [(index, -1) for index in range(count)]
+    assert list(engine.map_partitions(table, _fail_on, workers=2, arguments=arguments)) == list(range(count))
+    wrong = 0 if bad == "first" else count - 1
+    with pytest.raises(ValueError, match=f"partition {wrong} failed"):
+        list(engine.map_partitions(table, _fail_on, workers=2, arguments=[(index, wrong) for index in range(count)]))
