@@ -123,9 +123,9 @@ def test_a_renamed_operator_is_gone_and_new(tmp_path):
         state_growth(str(BASE), str(renamed), operators=["nope"])
 
 
-def test_the_join_holds_one_bucket_of_keys_at_a_time(grown, monkeypatch):
-    """Memory: OLD's keys of one bucket (a few key groups) are held, never the whole table."""
-    held = []
+def _count_held(monkeypatch) -> tuple[list[int], object]:
+    """Counts, per joined bucket, the values of OLD's keys the join holds; gives the list and the real join."""
+    held: list[int] = []
     join = sizes_join._join_bucket
 
     def counted(old, new, changes, top):
@@ -134,6 +134,12 @@ def test_the_join_holds_one_bucket_of_keys_at_a_time(grown, monkeypatch):
         return join(iter(records), new, changes, top)
 
     monkeypatch.setattr(sizes_join, "_join_bucket", counted)
+    return held, join
+
+
+def test_the_join_holds_one_bucket_of_keys_at_a_time(grown, monkeypatch):
+    """Memory: OLD's keys of one bucket (a few key groups) are held, never the whole table."""
+    held, join = _count_held(monkeypatch)
     report = state_growth(str(BASE), str(grown), top=TOP, workers=1).to_dict()
     keys = sum(len(state) for state in measured_keys(BASE, "keyed").values())
     assert sum(held) >= keys and max(held) * 20 < keys
@@ -145,15 +151,7 @@ def test_more_state_is_spilled_into_more_buckets(tmp_path, monkeypatch):
     """A hash-partitioned join (one task for the operator) spreads its keys over more buckets as there is
     more state (here the most, MAX_BUCKETS): each holds fewer keys, the report is the same."""
     rekeyed = _modified(tmp_path, "rekeyed", lambda m: m.set_max_parallelism_of_all(256))
-    held = []
-    join = sizes_join._join_bucket
-
-    def counted(old, new, changes, top):
-        records = list(old)
-        held.append(sum(len(values) for _, _, values in records))
-        return join(iter(records), new, changes, top)
-
-    monkeypatch.setattr(sizes_join, "_join_bucket", counted)
+    held, join = _count_held(monkeypatch)
     report = state_growth(str(BASE), str(rekeyed), top=TOP, operators=["keyed"], workers=1).to_dict()
     assert len(held) == sizes_join.BUCKETS
     few, held[:] = max(held), []
