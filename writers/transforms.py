@@ -138,7 +138,10 @@ class ArrowFunction(Transform):
             raise TransformError(f"{what}: the {self.keyword}= function returned the key as {_type_name(given)}; "
                                  f"the state's key is {_type_name(key.type)}")
         column = first.field(state)
-        column_type(column.type, f"{what}: the {self.keyword}= function's column '{state}'")
+        try:
+            column_type(column.type, f"{what}: the {self.keyword}= function's column '{state}'")
+        except InvalidArgumentError as error:
+            raise TransformError(str(error)) from None
         return pyarrow.schema([key, pyarrow.field(state, column.type, column.nullable)])
 
     def _cast(self, batch: pyarrow.RecordBatch, schema: pyarrow.Schema, state: str, what: str):
