@@ -63,7 +63,7 @@ class SavepointModifier:
         ``allow_external_paths``: BASE's handles may name files outside BASE (e.g. BASE is itself a
         shallow copy); without it such a file is neither copied (deep) nor referred to (shallow).
         ``engine``: what rewrites state (transforms, re-keying): ``embedded`` (in this process: DuckDB runs
-        the transforms' SQL, no JVM) or ``spark``; by default Spark when a session is given, else embedded.
+        the transforms' SQL, functions of Arrow batches are called here; no JVM) or ``spark``; by default Spark when a session is given, else embedded.
         Both write the same bytes."""
         from ..readers.engine import choose_engine
 

@@ -47,6 +47,10 @@ EQUIVALENTS = {
     "drop-rows": (KEYED, "total", "SELECT key, total FROM state WHERE total > 1500", above_1500),
     "change-list": (KEYED, "events", "SELECT key, filter(events, e -> e != 'e152') AS events FROM state",
                     without_e152),
+    "map-as-it-is": (KEYED, "counts", "SELECT key, counts FROM state", lambda batch: batch),
+    "struct-field-filter": (KEYED, "avg", "SELECT key, avg FROM state WHERE avg.f1 > 1",
+                            lambda batch: batch.filter(pyarrow.compute.greater(
+                                pyarrow.compute.struct_field(batch["avg"], "f1"), 1))),
     "rocksdb-multiply": (ROCKS, "total", "SELECT key, total * 10 AS total FROM state", times_ten),
 }
 
@@ -195,6 +199,8 @@ def test_functions_on_spark_write_what_the_embedded_engine_writes(spark, tmp_pat
         m.rename_uid("keyed", "counter").set_max_parallelism_of_all(256)
         m.transform_state("counter", "total", arrow=above_1500)
         m.transform_state("counter", "events", arrow=without_e152)
+        m.transform_state("counter", "counts", arrow=lambda batch: batch)  # a map, as Spark's tasks hand it over
+        m.transform_state("counter", "avg", arrow=lambda batch: batch)  # a struct
 
     embedded = _write(KEYED, tmp_path / "embedded", arrow_steps)
     assert _write(KEYED, tmp_path / "spark", arrow_steps, spark) == embedded
@@ -203,6 +209,8 @@ def test_functions_on_spark_write_what_the_embedded_engine_writes(spark, tmp_pat
         m.rename_uid("keyed", "counter").set_max_parallelism_of_all(256)
         m.transform_state("counter", "total", fn=lambda frame: frame.where("total > 1500"))
         m.transform_state("counter", "events", sql="SELECT key, filter(events, e -> e != 'e152') AS events FROM state")
+        m.transform_state("counter", "counts", sql="SELECT key, counts FROM state")
+        m.transform_state("counter", "avg", fn=lambda frame: frame)
 
     assert _write(KEYED, tmp_path / "dataframe", spark_function, spark) == embedded
     with pytest.raises(TransformError, match="operator counter, state 'total': the arrow= function returned columns"):
