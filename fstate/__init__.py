@@ -47,6 +47,7 @@ _EXPORTS = {
     "UnknownOperatorError": "fstate.savepoint.errors",
     "UnknownStateError": "fstate.savepoint.errors",
     "SqlError": "fstate.savepoint.errors",
+    "TransformError": "fstate.savepoint.errors",
     "StorageError": "fstate.savepoint.errors",
     "spark_errors": "fstate.savepoint.errors",
     "FStateWarning": "fstate.savepoint.errors",

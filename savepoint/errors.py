@@ -100,6 +100,11 @@ class SqlError(InvalidArgumentError):
         self.problem = problem
 
 
+class TransformError(InvalidArgumentError):
+    """A transform function's result that cannot be written back to its state (not a batch or frame, a
+    missing column, the key of another type, a type no state holds, results of different types)."""
+
+
 class ModifyConflictError(InvalidArgumentError):
     """Operations of one modify that contradict each other (two operators end up with one uid, an
     operation names an operator an earlier one removed or renamed); raised before anything is written."""

@@ -38,6 +38,7 @@ from .operations import (AddOperators, ModifyPlan, Operation, RemoveOperator, Re
                          SetMaxParallelismOfAll, SetParallelism, TransformState)
 from .flink_target import operator_proxy_version_of
 from .rewrite import PlanWriter
+from .transforms import transform_of
 from .writer import SavepointWriter
 
 
@@ -62,7 +63,7 @@ class SavepointModifier:
         ``allow_external_paths``: BASE's handles may name files outside BASE (e.g. BASE is itself a
         shallow copy); without it such a file is neither copied (deep) nor referred to (shallow).
         ``engine``: what rewrites state (transforms, re-keying): ``embedded`` (in this process: DuckDB runs
-        the transforms' SQL, no JVM) or ``spark``; by default Spark when a session is given, else embedded.
+        the transforms' SQL, functions of Arrow batches are called here; no JVM) or ``spark``; by default Spark when a session is given, else embedded.
         Both write the same bytes."""
         from ..readers.engine import choose_engine
 
@@ -135,12 +136,16 @@ class SavepointModifier:
         broadcast copy)."""
         return self.apply(SetParallelism(uid, parallelism))
 
-    def transform_state(self, uid: str, state: str, *, sql: str | None = None,
-                        fn: Callable | None = None, type: Any = None) -> "SavepointModifier":
-        """Rewrite one keyed state: ``sql`` over the view ``state`` (columns: key and the state), or
-        ``fn(DataFrame) -> DataFrame``; the result's ``key`` and ``state`` columns are written back
-        (rows whose value is null drop that state for the key). ``type`` overrides the new type."""
-        return self.apply(TransformState(uid, state, sql, fn, type))
+    def transform_state(self, uid: str, state: str, *, sql: str | None = None, fn: Callable | None = None,
+                        arrow: Callable | None = None, pandas: Callable | None = None,
+                        type: Any = None) -> "SavepointModifier":
+        """Rewrite one keyed state with exactly one of: ``sql`` over the view ``state`` (columns: key and the
+        state); ``fn(DataFrame) -> DataFrame`` (Spark only); ``arrow(RecordBatch) -> RecordBatch | Table``,
+        called a batch at a time (on Spark through ``mapInArrow``); ``pandas(DataFrame) -> DataFrame``, the
+        same per batch in pandas (writers/transforms.py). The result's ``key`` and ``state`` columns are
+        written back (rows whose value is null, or whose key is missing, drop that state for the key; keys
+        the state did not have are not added). ``type`` overrides the new type."""
+        return self.apply(TransformState(uid, state, transform_of(sql=sql, fn=fn, arrow=arrow, pandas=pandas), type))
 
     def plan(self) -> ModifyPlan:
         """The new savepoint's operators after every operation and the added operators; raises

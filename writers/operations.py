@@ -18,21 +18,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..savepoint.builder import resolve_operator_id
 from ..savepoint.errors import InvalidArgumentError, ModifyConflictError, UnknownOperatorError
 from ..savepoint.loader import OperatorView, Savepoint
 from ..savepoint.types.hashing import check_parallelism, operator_id_for_uid, parse_operator_id
+from .transforms import Transform
 
 
 @dataclass
 class StateTransform:
-    """A rewrite of one keyed state: ``sql`` over the view ``state`` or ``fn(DataFrame)``."""
+    """A rewrite of one keyed state, ``how`` one of the kinds of writers/transforms.py."""
 
     state: str
-    sql: str | None
-    fn: Callable | None
+    how: Transform
     type: Any
 
 
@@ -295,20 +295,15 @@ class TransformState(Operation):
 
     uid: str
     state: str
-    sql: str | None = None
-    fn: Callable | None = None
+    how: Transform
     type: Any = None
-
-    def __post_init__(self):
-        if (self.sql is None) == (self.fn is None):
-            raise InvalidArgumentError("give exactly one of sql= or fn=")
 
     def apply(self, plan: ModifyPlan) -> None:
         target = plan.find(self.uid, self)
         meta = target.source.keyed_meta if target.source is not None else None
         if meta is None or meta.state_id(self.state) is None:
             raise InvalidArgumentError(f"operator {self.uid} has no keyed state '{self.state}'")
-        target.transforms.append(StateTransform(self.state, self.sql, self.fn, self.type))
+        target.transforms.append(StateTransform(self.state, self.how, self.type))
         target.history.append(str(self))
 
     def __str__(self) -> str:

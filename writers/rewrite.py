@@ -221,7 +221,7 @@ class PlanWriter:
         if self.modifier.engine == "embedded":
             from .transform_embedded import EmbeddedTransform
 
-            embedded = EmbeddedTransform(base, view.uid_hash, self.builder.temp_dir)
+            embedded = EmbeddedTransform(base, view.uid_hash, self.builder.temp_dir, planned.display_name)
             try:
                 frame, types, timer_cols = embedded.run(planned.transforms, kinds)
                 self._write_transformed(planned, view, km, frame, specs, types, timer_cols, None)
@@ -229,7 +229,8 @@ class PlanWriter:
                 embedded.close()
             return
         spark = self.spark
-        df, types, timer_cols = _transformed_on_spark(spark, base, view, planned.transforms, kinds)
+        df, types, timer_cols = _transformed_on_spark(spark, base, view, planned.transforms, kinds,
+                                                       planned.display_name)
         self._write_transformed(planned, view, km, df, specs, types, timer_cols, spark)
 
     def _write_transformed(self, planned: PlannedOperator, view, km, df, specs: dict[str, Any], types: list,
@@ -250,8 +251,9 @@ class PlanWriter:
             writer.write_operator(builder, writer.operators[0])
         else:  # the transforms run here: their runtime errors (a cast that fails) are the query's
             from ..readers.views import spark_sql_errors
+            from ..savepoint.errors import spark_errors
 
-            with spark_sql_errors(["state"]):
+            with spark_errors(), spark_sql_errors(["state"]):  # (an fstate error of a function's task as itself)
                 writer.write_operator(builder, writer.operators[0])
         built = builder.operators.pop(planned.operator_id)
         operator_meta = operator_carry_for_target(view, builder.metadata_version, builder.operator_proxy_version)
@@ -268,11 +270,11 @@ class PlanWriter:
                                                  name=planned.name, uid=planned.uid))
 
 
-def _transformed_on_spark(spark, base, view, transforms, kinds: list[str]):
+def _transformed_on_spark(spark, base, view, transforms, kinds: list[str], name: str):
     """The transformed keyed table as a DataFrame, each transformed state's old and new Spark types, and
-    the timers columns by kind (``kinds``: the kinds of user timers the operator has)."""
+    the timers columns by kind (``kinds``: the kinds of user timers the operator has); ``name``: the
+    operator's, in messages."""
     from ..readers.reader import SavepointReader
-    from ..readers.views import spark_sql_errors
 
     reader = SavepointReader(base.location.metadata_path, spark, allow_external_paths=base.allow_external_paths,
                              fs_options=base.fs_options)
@@ -284,12 +286,7 @@ def _transformed_on_spark(spark, base, view, transforms, kinds: list[str]):
         # scan the table shares would leave out the other keys' other states too
         sub = (df if t.state in transformed else reader.keyed(view.uid_hash, flatten=False)).select("key", t.state)
         transformed.add(t.state)
-        if t.sql is not None:
-            sub.createOrReplaceTempView("state")
-            with spark_sql_errors(["state"]):
-                new = spark.sql(t.sql)
-        else:
-            new = t.fn(sub)
+        new = t.how.spark_result(spark, sub, t.state, f"operator {name}, state '{t.state}'")
         if {"key", t.state} - set(new.columns):
             raise InvalidArgumentError(f"transform of '{t.state}' must return columns key and {t.state}")
         df = df.drop(t.state).join(new.select("key", t.state), on="key", how="left")

@@ -8,6 +8,8 @@ result back read the table twice), a batch at a time (:class:`IpcFiles`); its jo
 the Spark path runs (rewrite.py ``PlanWriter.transformed``), step for step:
 
 * the view ``state`` is ``SELECT key, STATE FROM`` the table as the transforms before left it;
+  a function of Arrow batches (writers/transforms.py ``ArrowFunction``) gets those rows a batch at a
+  time, its results written to an Arrow IPC file in the scratch directory that stands for its result;
 * the transform's result (``key`` and ``STATE`` columns) replaces the state's column by a left join on
   the key (a key the result lacks, or gives a null, drops that state for the key);
 * timers are gathered into one list per key and kind and joined on the key (full outer join).
@@ -76,11 +78,16 @@ class IpcFiles:
 class EmbeddedTransform:
     """The transforms of one operator, as a frame of its new keyed table (see the module doc)."""
 
-    def __init__(self, base, uid_hash: str, scratch: str | None = None):
-        """``scratch``: where the decoded tables and DuckDB's spill files go (a new savepoint's staging
-        directory, :func:`.keyed_stream.scratch_parent`), else the system's temporary directory."""
+    def __init__(self, base, uid_hash: str, scratch: str | None = None, operator: str | None = None):
+        """``scratch``: where the decoded tables, a function's results and DuckDB's spill files go (a new
+        savepoint's staging directory, :func:`.keyed_stream.scratch_parent`), else the system's temporary
+        directory; ``operator``: its name in messages (by default the uid hash)."""
         self.base = base
         self.uid_hash = uid_hash
+        self.operator = operator or uid_hash
+        #: the view of the keyed table as the transforms so far left it, and how many results were made
+        self._current = ""
+        self._index = 0
         self.session = SqlSession()
         self.connection = self.session.connection
         self._dir = tempfile.TemporaryDirectory(prefix=".fstate-transform-", dir=scratch_parent(scratch))
@@ -113,28 +120,58 @@ class EmbeddedTransform:
         return relation_frame(self.connection.sql(f"SELECT * FROM {_quoted(view)}"), VIEWS, self.connection) \
             .arrow_schema
 
+    def sql_result(self, sql: str, state: str) -> str:
+        """The view of a SQL transform's result: ``sql`` over the view ``state`` (the current table's key and
+        ``state`` columns)."""
+        schema = self._schema(self._current)
+        self._index += 1
+        state_view = f"__fstate_state_{self._index}"
+        self.connection.execute(f"CREATE VIEW {_quoted(state_view)} AS SELECT key, {_quoted(state)} "
+                                f"FROM {_quoted(self._current)}")
+        self.session.frames = {"state": ArrowFrame(pyarrow.schema([schema.field("key"), schema.field(state)]),
+                                                   lambda columns: iter(()))}
+        relation = self.session.relation(self.session.duckdb_sql(sql, rename={"state": state_view}))
+        result = f"__fstate_result_{self._index}"
+        relation.create_view(result)
+        return result
+
+    def function_result(self, function, state: str, what: str) -> str:
+        """The view of a function's result (a writers.transforms.ArrowFunction): the current table's key and
+        ``state`` streamed through it a batch at a time into an Arrow IPC file in the scratch directory,
+        which the view scans."""
+        from .transforms import spark_arrow_type
+
+        self._index += 1
+        rows = relation_frame(self.connection.sql(f"SELECT key, {_quoted(state)} FROM {_quoted(self._current)}"),
+                              VIEWS, self.connection)
+        key, column = rows.arrow_schema.field("key"), rows.arrow_schema.field(state)
+        # typed as Spark hands the batches to mapInArrow: the same function sees the same batches on both engines
+        input_schema = pyarrow.schema([pyarrow.field("key", spark_arrow_type(key.type), False),
+                                       pyarrow.field(state, spark_arrow_type(column.type), column.nullable)])
+        path = os.path.join(self._dir.name, f"result-{self._index:05d}.arrow")
+        results = function.results(rows.open(), input_schema, state, what)
+        first = next(results)
+        with pyarrow.ipc.new_file(path, first.schema) as out:
+            out.write_batch(first)
+            for batch in results:
+                out.write_batch(batch)
+        result = f"__fstate_result_{self._index}"
+        self.connection.register(result, IpcFiles(first.schema, [path]))
+        return result
+
     def run(self, transforms: list, timer_kinds: list[str]) -> tuple[ArrowFrame, list[tuple[Any, Any]], dict[str, str]]:
-        """The new keyed table after ``transforms`` (each with ``state`` and ``sql``), with a timers column
-        per kind of ``timer_kinds`` (event, processing); also each transformed state's old and new Spark
-        types (for the type the state is written with) and the timers columns by kind."""
+        """The new keyed table after ``transforms`` (each with ``state`` and ``how``, a writers.transforms
+        kind), with a timers column per kind of ``timer_kinds`` (event, processing); also each transformed
+        state's old and new Spark types (for the type the state is written with) and the timers columns by
+        kind."""
         from .column_types import column_type
 
-        current = self._table("keyed")
+        self._current = self._table("keyed")
         types: list[tuple[Any, Any]] = []
         for index, t in enumerate(transforms):
-            if t.sql is None:
-                raise InvalidArgumentError(f"the transform of '{t.state}' is a Python function of a Spark DataFrame: "
-                                           "it runs on Spark (engine spark), SQL runs on either engine")
-            schema = self._schema(current)
             state = t.state
-            state_view = f"__fstate_state_{index}"
-            self.connection.execute(f"CREATE VIEW {_quoted(state_view)} AS SELECT key, {_quoted(state)} "
-                                    f"FROM {_quoted(current)}")
-            self.session.frames = {"state": ArrowFrame(pyarrow.schema([schema.field("key"), schema.field(state)]),
-                                                       lambda columns: iter(()))}
-            relation = self.session.relation(self.session.duckdb_sql(t.sql, rename={"state": state_view}))
-            result = f"__fstate_result_{index}"
-            relation.create_view(result)
+            schema = self._schema(self._current)
+            result = t.how.embedded_result(self, state, f"operator {self.operator}, state '{state}'")
             result_schema = self._schema(result)
             if {"key", state} - set(result_schema.names):
                 raise InvalidArgumentError(f"transform of '{state}' must return columns key and {state}")
@@ -143,9 +180,10 @@ class EmbeddedTransform:
             following = f"__fstate_table_{index}"
             self.connection.execute(
                 f"CREATE VIEW {_quoted(following)} AS SELECT d.* EXCLUDE ({_quoted(state)}), r.{_quoted(state)} "
-                f"FROM {_quoted(current)} d LEFT JOIN (SELECT key, {_quoted(state)} FROM {_quoted(result)}) r "
+                f"FROM {_quoted(self._current)} d LEFT JOIN (SELECT key, {_quoted(state)} FROM {_quoted(result)}) r "
                 "ON d.key = r.key")
-            current = following
+            self._current = following
+        current = self._current
         timer_columns = {kind: f"__fstate_{kind}_timers" for kind in timer_kinds}
         if timer_columns:
             timers = self._table("timers")

@@ -136,12 +136,13 @@ DATA_SOURCE = "python: Spark DataFrames #2"
 WRITER = "python: Writing #1"
 SQL_WRITER = "python: Writing #2"
 MODIFIER = "python: Writing #3"
+ARROW_MODIFIER = "python: Writing #4"
 RUNTIME = "python: The runtime #1"
 CEP_MATCHES = "python: Flink SQL and CEP state #1"
 UPGRADER = "python: Change a SQL query and keep its state #1"
 SIZES = "python: Where is my state #1"
 #: the Python snippets that do not say Spark, each run by a test through run_python_without_spark
-NO_SPARK_TESTS = {ARROW_API, API_ERRORS, RUNTIME, CEP_MATCHES, UPGRADER, SIZES, MODIFIER}
+NO_SPARK_TESTS = {ARROW_API, API_ERRORS, RUNTIME, CEP_MATCHES, UPGRADER, SIZES, MODIFIER, ARROW_MODIFIER}
 #: Python snippets that start Spark without saying so, and why
 SPARK_WITHOUT_SAYING: dict[str, str] = {}
 PYTHON_TESTS = {PYTHON_API, DATA_SOURCE, WRITER, SQL_WRITER, *SPARK_WITHOUT_SAYING, *NO_SPARK_TESTS}
@@ -258,6 +259,15 @@ def test_modifier_renames_rescales_and_transforms(tmp_path):
     assert keyed_rows(new.location.directory, "counter") == {
         key: ((None if row[0] is None else row[0] * 10),) + row[1:] for key, row in old_rows.items()}
     assert {o.max_parallelism for o in new.operators} == {256}  # every operator's: Flink checks them per task
+
+
+def test_arrow_transform_without_spark(tmp_path):
+    run_python_without_spark(ARROW_MODIFIER, tmp_path)  # functions of Arrow batches and pandas frames, no JVM
+    old_rows = keyed_rows(KEYED_SAMPLE, "keyed")
+    new_rows = keyed_rows(tmp_path / "fstate-readme" / "arrow-modified", "keyed")
+    assert new_rows == {key: ((row[0] * 10 if row[0] is not None and row[0] > 1500 else None),) + row[1:-1]
+                        + ((None if key == "k-1" else row[-1]),) for key, row in old_rows.items()}
+    assert old_rows["k-1"][-1] is not None and any(row[0] is not None and row[0] <= 1500 for row in old_rows.values())
 
 
 def test_arrow_api_without_spark(tmp_path):
