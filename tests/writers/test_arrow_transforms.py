@@ -193,29 +193,21 @@ def test_the_embedded_path_imports_no_pyspark(tmp_path):
     assert tree_hash(tmp_path / "new") == expected
 
 
+def _arrow_steps(m, avg=None):
+    """``avg``: the struct state's transform, by default an Arrow function passing it on."""
+    m.rename_uid("keyed", "counter").set_max_parallelism_of_all(256)
+    m.transform_state("counter", "total", arrow=above_1500)
+    m.transform_state("counter", "events", arrow=without_e152)
+    m.transform_state("counter", "counts", arrow=lambda batch: batch)  # a map, as Spark's tasks hand it over
+    m.transform_state("counter", "avg", **(avg or {"arrow": lambda batch: batch}))  # a struct
+
+
 @pytest.mark.spark
 def test_functions_on_spark_write_what_the_embedded_engine_writes(spark, tmp_path):
-    def arrow_steps(m):
-        m.rename_uid("keyed", "counter").set_max_parallelism_of_all(256)
-        m.transform_state("counter", "total", arrow=above_1500)
-        m.transform_state("counter", "events", arrow=without_e152)
-        m.transform_state("counter", "counts", arrow=lambda batch: batch)  # a map, as Spark's tasks hand it over
-        m.transform_state("counter", "avg", arrow=lambda batch: batch)  # a struct
+    embedded = _write(KEYED, tmp_path / "embedded", _arrow_steps)
 
-    embedded = _write(KEYED, tmp_path / "embedded", arrow_steps)
-    assert _write(KEYED, tmp_path / "spark", arrow_steps, spark) == embedded
-
-    def spark_function(m):  # the DataFrame function of Spark, the same rows
-        m.rename_uid("keyed", "counter").set_max_parallelism_of_all(256)
-        m.transform_state("counter", "total", fn=lambda frame: frame.where("total > 1500"))
-        m.transform_state("counter", "events", sql="SELECT key, filter(events, e -> e != 'e152') AS events FROM state")
-        m.transform_state("counter", "counts", sql="SELECT key, counts FROM state")
-        m.transform_state("counter", "avg", fn=lambda frame: frame)
-
-    assert _write(KEYED, tmp_path / "dataframe", spark_function, spark) == embedded
-    with pytest.raises(TransformError, match="operator counter, state 'total': the arrow= function returned columns"):
-        _write(KEYED, tmp_path / "wrong", lambda m: m.rename_uid("keyed", "counter").transform_state(
-            "counter", "total", arrow=lambda batch: batch.select(["key"])), spark)
+    # Arrow functions and, for the struct, a DataFrame function of Spark in one write: the same rows
+    assert _write(KEYED, tmp_path / "spark", lambda m: _arrow_steps(m, {"fn": lambda frame: frame}), spark) == embedded
 
     driver = os.getpid()
 
@@ -228,3 +220,23 @@ def test_functions_on_spark_write_what_the_embedded_engine_writes(spark, tmp_pat
         _write(KEYED, tmp_path / "tasks", lambda m: m.transform_state("keyed", "total", arrow=other_type_in_tasks),
                spark)
     assert not (tmp_path / "tasks").exists()
+
+
+@pytest.mark.spark
+def test_dataframe_functions_on_spark_write_what_arrow_functions_write(spark, tmp_path, exhaustive):
+    if not exhaustive:
+        pytest.skip("a Spark comparison of the exhaustive run (pytest --exhaustive); the default run writes "
+                    "Arrow and DataFrame functions in one Spark write")
+    embedded = _write(KEYED, tmp_path / "embedded", _arrow_steps)
+
+    def spark_function(m):  # the DataFrame function of Spark, the same rows
+        m.rename_uid("keyed", "counter").set_max_parallelism_of_all(256)
+        m.transform_state("counter", "total", fn=lambda frame: frame.where("total > 1500"))
+        m.transform_state("counter", "events", sql="SELECT key, filter(events, e -> e != 'e152') AS events FROM state")
+        m.transform_state("counter", "counts", sql="SELECT key, counts FROM state")
+        m.transform_state("counter", "avg", fn=lambda frame: frame)
+
+    assert _write(KEYED, tmp_path / "dataframe", spark_function, spark) == embedded
+    with pytest.raises(TransformError, match="operator counter, state 'total': the arrow= function returned columns"):
+        _write(KEYED, tmp_path / "wrong", lambda m: m.rename_uid("keyed", "counter").transform_state(
+            "counter", "total", arrow=lambda batch: batch.select(["key"])), spark)
