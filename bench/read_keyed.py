@@ -123,11 +123,19 @@ def peak_rss(pid: int, stop: threading.Event, out: list) -> None:
 
 
 def _children(pid: int) -> list[int]:
+    """Every descendant: the children of each of the process's threads (a JVM starts its children, Spark's
+    executors and Python workers, from threads other than its main one)."""
+    kids = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            kids = [int(x) for x in f.read().split()]
+        threads = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return []
+    for tid in threads:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
     return kids + [g for k in kids for g in _children(k)]
 
 
