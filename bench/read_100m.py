@@ -28,7 +28,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -36,7 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from read_keyed import ROOT, _load, peak_rss  # noqa: E402
+from read_keyed import ROOT, _load, _timed  # noqa: E402
 from write_embedded import FSTATE  # noqa: E402
 
 ENTRIES_PER_KEY = 2  # count and recent
@@ -83,31 +82,8 @@ def savepoint(records: int, work: Path) -> tuple[Path, float, int]:
     spec.write_text(f"max_parallelism: 128\noperators:\n  - uid: bench-keyed\n    parallelism: 2\n    keyed:\n"
                     f"      source: {{path: {source}}}\n      key: key\n{SCHEMA_SPEC}")
     shutil.rmtree(out, ignore_errors=True)
-    seconds, peak = timed([FSTATE, "bootstrap", "--spec", str(spec), "--out", str(out), "--engine", "embedded"])
+    seconds, peak = _timed([FSTATE, "bootstrap", "--spec", str(spec), "--out", str(out), "--engine", "embedded"])
     return out, seconds, peak
-
-
-def timed(cmd: list[str], watch: int | None = None) -> tuple[float, int] | tuple[float, int, int]:
-    """Seconds and peak RSS (with children) of a command, which must succeed; with ``watch`` (a pid),
-    also that process tree's peak RSS over the same time."""
-    stop = threading.Event()
-    peaks: list = []
-    watched: list = []
-    t = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watchers = [threading.Thread(target=peak_rss, args=(proc.pid, stop, peaks))]
-    if watch is not None:
-        watchers.append(threading.Thread(target=peak_rss, args=(watch, stop, watched)))
-    for w in watchers:
-        w.start()
-    _, err = proc.communicate()
-    seconds = time.perf_counter() - t
-    stop.set()
-    for w in watchers:
-        w.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    return (seconds, peaks[0], watched[0]) if watch is not None else (seconds, peaks[0])
 
 
 def parquet_rows(directory: Path) -> int:
@@ -177,7 +153,7 @@ def measure(records: int, work: Path, cluster: Cluster | None) -> dict:
         shutil.rmtree(out, ignore_errors=True)
         cmd = [FSTATE, "read", str(sp), "--uid", "bench-keyed", "--out", str(out), "--format", "parquet",
                "--engine", engine, *extra]
-        measured = timed(cmd, cluster.worker_pid() if engine == "spark" else None)
+        measured = _timed(cmd, cluster.worker_pid() if engine == "spark" else None)
         rows = parquet_rows(out)
         if rows != records:
             raise SystemExit(f"{engine} read {rows:,} rows of {records:,}")

@@ -299,21 +299,27 @@ def _load(avg) -> str:
     return " / ".join(f"{x:.2f}" for x in avg)
 
 
-def _timed(cmd: list[str]) -> tuple[float, int]:
-    """Seconds and peak RSS (with children) of a command, which must succeed."""
+def _timed(cmd: list[str], watch: int | None = None) -> tuple:
+    """Seconds and peak RSS (with every descendant) of a command, which must succeed; with ``watch`` (a
+    pid, e.g. a Spark standalone worker), also that process tree's peak RSS over the same time."""
     stop = threading.Event()
     peaks: list = []
+    watched: list = []
     t = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    watcher = threading.Thread(target=peak_rss, args=(proc.pid, stop, peaks))
-    watcher.start()
+    watchers = [threading.Thread(target=peak_rss, args=(proc.pid, stop, peaks))]
+    if watch is not None:
+        watchers.append(threading.Thread(target=peak_rss, args=(watch, stop, watched)))
+    for w in watchers:
+        w.start()
     _, err = proc.communicate()
     seconds = time.perf_counter() - t
     stop.set()
-    watcher.join()
+    for w in watchers:
+        w.join()
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-3000:]}")
-    return seconds, peaks[0]
+    return (seconds, peaks[0], watched[0]) if watch is not None else (seconds, peaks[0])
 
 
 def _children_cpu(before) -> float:

@@ -67,7 +67,7 @@ from fstate.readers.sizes_measure import KeyedTask, measure_subtask
 os.sched_setaffinity(0, {0})
 op = Savepoint.open(sys.argv[1]).operator('bench-keyed'); t = time.perf_counter(); n = 0
 for source in op.keyed_states():
-    n += sum(m.sizes.entries for m in measure_subtask(KeyedTask(source, 10, 0, None, {})).states.values())
+    n += sum(m.sizes.entries for m in measure_subtask(KeyedTask(source, 10, 0, None)).states.values())
 print(n, time.perf_counter() - t)
 """
 

@@ -14,6 +14,7 @@ import dataclasses
 import heapq
 import itertools
 import json
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -99,6 +100,16 @@ class TopKeys:
             return True
         (lowest, text, _), _ = self.heap[0]
         return value > lowest or (value == lowest and str.__lt__(key_text(key), text))
+
+    def threshold(self) -> tuple[int, str]:
+        """What a key must beat to rank, as ``(value, text)``: a greater value, or the same value and a
+        smaller key text (ranks nothing below a value of 1: ``(0, "")``, since no text is below "")."""
+        if self.n <= 0:
+            return sys.maxsize, ""
+        if len(self.heap) < self.n:
+            return 0, ""
+        (lowest, text, _), _ = self.heap[0]
+        return lowest, str(text)
 
     def offer(self, item: KeySize) -> None:
         value = getattr(item, self.measure)
@@ -350,12 +361,23 @@ def _flush(measure: StateMeasure, kg: int, keys: dict, on_keys: OnKeys | None) -
         on_keys(measure.sizes.name, kg, keys)
     by_bytes, by_elements = measure.by_bytes, measure.by_elements
     counts_elements = measure.sizes.kind in ("LIST", "MAP")
+    # the heaps' thresholds held here and renewed on each admission: a string key that does not rank
+    # (most of them) costs two comparisons, no call (key_text of a string is the string itself)
+    floor, text = by_bytes.threshold()
+    e_floor, e_text = by_elements.threshold() if counts_elements else (sys.maxsize, "")
     for size, entries, elements, key in keys.values():
-        if by_bytes.admits(size, key) or (counts_elements and by_elements.admits(elements, key)):
+        if type(key) is str:
+            ranks = (size > floor or (size == floor and key < text)
+                     or elements > e_floor or (elements == e_floor and key < e_text))
+        else:
+            ranks = by_bytes.admits(size, key) or (counts_elements and by_elements.admits(elements, key))
+        if ranks:
             item = KeySize(key, kg, size, entries, elements)
             by_bytes.offer(item)
+            floor, text = by_bytes.threshold()
             if counts_elements:
                 by_elements.offer(item)
+                e_floor, e_text = by_elements.threshold()
 
 
 def _count_ttl(ttl: TtlSizes, kind: str, value: Any, entry_bytes: int, deadline: int | None) -> None:
