@@ -28,13 +28,15 @@ def exhaustive(request) -> bool:
 
 
 @pytest.fixture(scope="session")
-def spark():
+def spark(tmp_path_factory):
     """The test session's Spark: a plain ``SparkSession.builder`` session, as a notebook or spark-submit
     has, made without fstate's settings; ``fstate.readers.register`` is all fstate adds. Every Spark
     test so runs on what users run (fstate's own quiet start-up, readers/session.get_spark, is run by the
     real-process test in tests/writers/test_bootstrap_validation.py). One setting is the suite's own:
     two shuffle partitions (Spark's default, 200, makes every join, grouping and write of a few
-    hundred rows 200 tasks; fstate's get_spark sets 8), which changes no result."""
+    hundred rows 200 tasks; fstate's get_spark sets 8), which changes no result; and Spark's catalog
+    directory (``spark-warehouse``, made in the working directory when a query first touches the
+    catalog) in the session's temporary directory, not in the checkout."""
     import sys
 
     from pyspark.sql import SparkSession
@@ -42,6 +44,7 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # the workers must import this fstate
     s = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
+         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     import fstate.readers
