@@ -20,6 +20,7 @@ here and its keyword in :data:`KINDS`.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow
@@ -27,19 +28,19 @@ import pyarrow
 from ..savepoint.errors import InvalidArgumentError, TransformError
 
 
-class Transform:
-    """How a transform makes its state's new rows."""
+class Transform(ABC):
+    """How a transform makes its state's new rows (a kind lacking an engine's method cannot be made)."""
 
     #: the keyword of ``transform_state`` that gives it
     keyword = ""
 
+    @abstractmethod
     def embedded_result(self, run, state: str, what: str) -> str:
         """The result's DuckDB view, made by ``run`` (a writers.transform_embedded.EmbeddedTransform)."""
-        raise NotImplementedError(type(self).__name__)
 
+    @abstractmethod
     def spark_result(self, spark, rows, state: str, what: str):
         """The result as a Spark DataFrame, from ``rows`` (the DataFrame of ``key`` and the state)."""
-        raise NotImplementedError(type(self).__name__)
 
 
 class SqlTransform(Transform):
