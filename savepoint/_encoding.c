@@ -373,21 +373,33 @@ encode_timers(Buf *out, long kg, int prefix, long sid, const StateSpec *s, PyObj
     return ENC_OK;
 }
 
+/* The arguments encode_rows and encode_arrow share: (columns: list, key_code, states: tuple, max
+ * parallelism, ranges), checked to agree (a column per state after the keys'); 0, or -1 with the error
+ * set naming ``name``. */
+static int
+parse_encode_args(PyObject *args, const char *name, PyObject **columns, int *key_code, PyObject **states,
+                  long *max_parallelism, long *ranges)
+{
+    if (!PyArg_ParseTuple(args, "O!iO!ll", &PyList_Type, columns, key_code, &PyTuple_Type, states,
+                          max_parallelism, ranges))
+        return -1;
+    if (PyList_GET_SIZE(*columns) != PyTuple_GET_SIZE(*states) + 1 || *max_parallelism <= 0
+        || *max_parallelism > 32768 || *ranges <= 0 || *ranges > *max_parallelism) {
+        PyErr_Format(PyExc_ValueError, "%s: columns, states, max parallelism or ranges do not agree", name);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
 {
     PyObject *columns, *states;
     int key_code;
     long max_parallelism, ranges;
-    if (!PyArg_ParseTuple(args, "O!iO!ll", &PyList_Type, &columns, &key_code, &PyTuple_Type, &states,
-                          &max_parallelism, &ranges))
+    if (parse_encode_args(args, "encode_rows", &columns, &key_code, &states, &max_parallelism, &ranges) < 0)
         return NULL;
     Py_ssize_t n_states = PyTuple_GET_SIZE(states);
-    if (PyList_GET_SIZE(columns) != n_states + 1 || max_parallelism <= 0 || max_parallelism > 32768 || ranges <= 0
-        || ranges > max_parallelism) {
-        PyErr_SetString(PyExc_ValueError, "encode_rows: columns, states, max parallelism or ranges do not agree");
-        return NULL;
-    }
     PyObject *keys = PyList_GET_ITEM(columns, 0);
     if (!PyList_CheckExact(keys)) {
         PyErr_SetString(PyExc_TypeError, "encode_rows: columns must be lists");

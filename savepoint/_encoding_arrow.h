@@ -301,15 +301,9 @@ py_encode_arrow(PyObject *Py_UNUSED(mod), PyObject *args)
     PyObject *columns, *states;
     int key_code;
     long max_parallelism, ranges;
-    if (!PyArg_ParseTuple(args, "O!iO!ll", &PyList_Type, &columns, &key_code, &PyTuple_Type, &states,
-                          &max_parallelism, &ranges))
+    if (parse_encode_args(args, "encode_arrow", &columns, &key_code, &states, &max_parallelism, &ranges) < 0)
         return NULL;
     Py_ssize_t n_states = PyTuple_GET_SIZE(states), n_cols = PyList_GET_SIZE(columns);
-    if (n_cols != n_states + 1 || max_parallelism <= 0 || max_parallelism > 32768 || ranges <= 0
-        || ranges > max_parallelism) {
-        PyErr_SetString(PyExc_ValueError, "encode_arrow: columns, states, max parallelism or ranges do not agree");
-        return NULL;
-    }
     StateSpec *specs = PyMem_Calloc((size_t)n_states + 1, sizeof(StateSpec));
     ArrowCol *cols = PyMem_Calloc((size_t)n_cols * 2, sizeof(ArrowCol));
     Buf *bufs = PyMem_Calloc((size_t)ranges, sizeof(Buf));
