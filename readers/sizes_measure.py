@@ -280,14 +280,22 @@ class _Pass:
 
 
 def _measure_compiled(state, task: KeyedTask, on_keys: OnKeys | None = None) -> SubtaskMeasure | None:
-    """The compiled scanner adds up each key group's entries per key; its keys go to the top heaps."""
+    """The compiled scanner adds up each key group's entries per key; its keys go to the top heaps
+    (without ``on_keys``, only those that may rank past the heaps' thresholds are handed over)."""
     counted = _Pass(state, task, on_keys)
     keys: list[dict] = [{} for _ in range(counted.count)]
-    groups = state.measured_key_groups(keys, None if task.ttl_ms is None else task.at - task.ttl_ms)
+    measures = counted.measures
+
+    def ranks() -> tuple[int, list[tuple[int, str, int, str]]]:
+        return task.top, [(*m.by_bytes.threshold(), *(m.by_elements.threshold() if _counts_elements(m)
+                                                       else (sys.maxsize, ""))) for m in measures]
+
+    groups = state.measured_key_groups(keys, None if task.ttl_ms is None else task.at - task.ttl_ms,
+                                       None if on_keys is not None else ranks)
     if groups is None:
         return None
     ttls = [m.sizes.ttl for m in counted.measures]
-    for kg, totals in groups:
+    for kg, totals, ranked in groups:
         for sid, found in enumerate(totals):
             if not found[0]:
                 continue
@@ -303,8 +311,13 @@ def _measure_compiled(state, task: KeyedTask, on_keys: OnKeys | None = None) -> 
                 ttl.expired_elements += found[10]
             counted.kg_bytes[kg] += found[1]
             counted.kg_entries[kg] += found[0]
-            _flush(counted.measures[sid], kg, keys[sid], on_keys)
-            keys[sid].clear()
+            if ranked is None:
+                _flush(counted.measures[sid], kg, keys[sid], on_keys)
+                keys[sid].clear()
+            else:  # the key group's keys counted in C, only those that may rank here
+                number, candidates = ranked[sid]
+                counted.measures[sid].sizes.keys += number
+                _rank(counted.measures[sid], kg, candidates)
     return counted.finish()
 
 
@@ -359,13 +372,24 @@ def _flush(measure: StateMeasure, kg: int, keys: dict, on_keys: OnKeys | None) -
     measure.sizes.keys += len(keys)
     if on_keys is not None:
         on_keys(measure.sizes.name, kg, keys)
+    _rank(measure, kg, keys.values())
+
+
+def _counts_elements(measure: StateMeasure) -> bool:
+    """Whether a state's keys rank by their elements too (lists, maps)."""
+    return measure.sizes.kind in ("LIST", "MAP")
+
+
+def _rank(measure: StateMeasure, kg: int, keys: Iterable[list]) -> None:
+    """Keys of one key group ([bytes, entries, elements, key] each, in the order they came) offered to
+    the state's top heaps."""
     by_bytes, by_elements = measure.by_bytes, measure.by_elements
-    counts_elements = measure.sizes.kind in ("LIST", "MAP")
+    counts_elements = _counts_elements(measure)
     # the heaps' thresholds held here and renewed on each admission: a string key that does not rank
     # (most of them) costs two comparisons, no call (key_text of a string is the string itself)
     floor, text = by_bytes.threshold()
     e_floor, e_text = by_elements.threshold() if counts_elements else (sys.maxsize, "")
-    for size, entries, elements, key in keys.values():
+    for size, entries, elements, key in keys:
         if type(key) is str:
             ranks = (size > floor or (size == floor and key < text)
                      or elements > e_floor or (elements == e_floor and key < e_text))

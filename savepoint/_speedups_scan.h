@@ -4,7 +4,7 @@
 #ifndef FSTATE_SPEEDUPS_SCAN_H
 #define FSTATE_SPEEDUPS_SCAN_H
 
-#include "_speedups_sink.h"
+#include "_speedups_top.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* one entry */
@@ -50,17 +50,6 @@ split_key(Plan *plan, int prefix, const uint8_t *kb, Py_ssize_t klen, PyObject *
     }
     *after = p;
     return 0;
-}
-
-/* keyed_codecs._exact_length: a stored key or value is exactly its serializer's bytes, a decode
- * that stops short (or runs past) means the bytes are damaged */
-static int
-exact(Py_ssize_t end, Py_ssize_t length, const char *what)
-{
-    if (end == length)
-        return 0;
-    PyErr_Format(PyExc_ValueError, "the %s decodes to %zd of its %zd bytes", what, end, length);
-    return -1;
 }
 
 static int
@@ -282,7 +271,8 @@ scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg,
         if (plan->mode != M_SKIP) {
             sink->klen = en.klen;
             sink->vlen = en.vlen;
-            if (decode_entry(self, plan, sink, d + en.kstart, en.klen, en.flag, d + en.vstart, en.vlen) < 0)
+            if ((sink->top != NULL ? top_entry(self, plan, sink, d + en.kstart, en.klen, d + en.vstart, en.vlen)
+                 : decode_entry(self, plan, sink, d + en.kstart, en.klen, en.flag, d + en.vstart, en.vlen)) < 0)
                 return -1;
         }
         if (en.flag) {

@@ -30,6 +30,7 @@ typedef struct {
     /* measure(): a key Python cannot hash (a list, a map, a row holding one: only the Python
      * decoders make such keys) is counted under freeze(key) (NULL: an error) */
     PyObject *freeze;
+    struct TopPass *top;  /* measure_top(): the keys by their bytes (else NULL) */
 } Sink;
 
 #define TOTALS 5
@@ -159,6 +160,32 @@ add_to(PyObject *list, Py_ssize_t i, long long delta)
     return 0;
 }
 
+/* measure_entry's TTL part: the timestamps the entry's TTL wrappers recorded (size: its bytes) */
+static void
+count_ttl(Sink *sink, Plan *plan, Py_ssize_t s, long long size)
+{
+    if (!ttl_stamps.n)
+        return;
+    long long *x = sink->ttl + TTL_FIELDS * s, expired = 0;
+    for (Py_ssize_t i = 0; i < ttl_stamps.n; i++) {
+        long long stamp = ttl_stamps.stamps[i];
+        if (x[0] == 0 || stamp < x[1])
+            x[1] = stamp;
+        if (x[0] == 0 || stamp > x[2])
+            x[2] = stamp;
+        x[0] += 1;
+        if (sink->has_deadline && stamp <= sink->deadline)
+            expired++;
+    }
+    if (plan->column_kind == C_LIST)
+        x[5] += expired;
+    if (sink->has_deadline && expired == ttl_stamps.n) {
+        x[3] += 1;
+        x[4] += size;
+    }
+    ttl_stamps.n = 0;
+}
+
 /* measure(): one entry into its state's totals and its key's [bytes, entries, elements, key] (a list
  * has its elements, a map entry is one). Takes the references of ident, key, ns and value. */
 static int
@@ -180,26 +207,7 @@ measure_entry(Sink *sink, Plan *plan, PyObject *ident, PyObject *key, PyObject *
     t[2] += sink->klen;
     t[3] += sink->vlen;
     t[4] += elements;
-    if (ttl_stamps.n) {  /* readers/sizes_measure._count_ttl: expired when all its timestamps are */
-        long long *x = sink->ttl + TTL_FIELDS * s, expired = 0;
-        for (Py_ssize_t i = 0; i < ttl_stamps.n; i++) {
-            long long stamp = ttl_stamps.stamps[i];
-            if (x[0] == 0 || stamp < x[1])
-                x[1] = stamp;
-            if (x[0] == 0 || stamp > x[2])
-                x[2] = stamp;
-            x[0] += 1;
-            if (sink->has_deadline && stamp <= sink->deadline)
-                expired++;
-        }
-        if (plan->column_kind == C_LIST)
-            x[5] += expired;
-        if (sink->has_deadline && expired == ttl_stamps.n) {
-            x[3] += 1;
-            x[4] += size;
-        }
-        ttl_stamps.n = 0;
-    }
+    count_ttl(sink, plan, s, size);  /* readers/sizes_measure._count_ttl: expired when all its timestamps are */
     PyObject *keys = PyList_GET_ITEM(sink->measure, s);
     PyObject *identity = Py_NewRef(key);
     PyObject *acc = PyDict_GetItemWithError(keys, identity);

@@ -65,6 +65,10 @@ ROCKSDB = "rocksdb"
 COMPILED = "compiled"
 PYTHON = "python"
 
+#: what a measuring pass's top heaps hold now (:meth:`KeyedState.measured_key_groups`): the keys each
+#: state ranks, and per state ``(bytes, text, elements, text)``, what a key must beat to rank
+Ranks = Callable[[], tuple[int, list[tuple[int, str, int, str]]]]
+
 class KeyedState:
     """The keyed state of one subtask, or of some of its key groups, with its layout and decoder.
 
@@ -267,8 +271,8 @@ class KeyedState:
             return self._canonical_sized(states, self.data_regions())
         return self._native_sized(states)
 
-    def measured_key_groups(self, keys: list[dict], deadline: int | None = None
-                            ) -> Iterator[tuple[int, list[list[int]]]] | None:
+    def measured_key_groups(self, keys: list[dict], deadline: int | None = None, ranks: Ranks | None = None
+                            ) -> Iterator[tuple[int, list[list[int]], list | None]] | None:
         """The compiled scanner measuring every entry as :meth:`sized_entries` does, without handing
         them over one by one: per key group of a stream (in order), or per state and key group of a
         RocksDB snapshot (its pairs framed as a canonical key group), each entry's bytes, entry and
@@ -281,35 +285,45 @@ class KeyedState:
         stream or one with a state of types it does not decode): measure :meth:`sized_entries` then.
         A heap-native key group is measured as the canonical layout stores it (as
         :meth:`sized_entries` does). A key Python cannot hash (a list, a dict, a row holding one) is
-        counted under :func:`.keyed_codecs.frozen` of it."""
+        counted under :func:`.keyed_codecs.frozen` of it.
+
+        With ``ranks`` (what the caller's top heaps hold now: the keys each state ranks, and per state
+        its thresholds ``(bytes, text, elements, text)``, asked before each key group), a canonical key
+        group is measured without its keys (``Scanner.measure_top``): ``keys`` stays empty and the third
+        item is, per state, (its number of keys, [[bytes, entries, elements, key], ...] of the keys
+        that may rank past those thresholds, in the order they came); else (a heap-native key group,
+        a state whose keys the scanner does not know by their bytes) it is None and ``keys`` is
+        filled."""
         if not self.compiled or self.strict:
             return None
         if self.db is not None:
             blocks = self._rocksdb_blocks(None)
-            return self._measured_rocksdb(keys, deadline) if blocks is None else self._measured(keys, deadline,
-                                                                                               blocks=blocks)
+            return (self._measured_rocksdb(keys, deadline, ranks) if blocks is None
+                    else self._measured(keys, deadline, ranks, blocks=blocks))
         if self.layout == HEAP_NATIVE:
             if self.meta.compressed or not all(_fastpath.measures_native(codec) for codec in self.codecs):
                 return None
-            return self._measured(keys, deadline, native=True)
+            return self._measured(keys, deadline, None, native=True)
         if self.decoder != COMPILED:
             return None
-        return self._measured(keys, deadline)
+        return self._measured(keys, deadline, ranks)
 
     def records_ttl(self) -> bool:
         """Whether :meth:`measured_key_groups` records every TTL state's timestamps (each TTL state's
         values are TTL wrappers the compiled scanner decodes; opened without timestamped values)."""
         return all(_fastpath.records_ttl(codec) for codec in self.codecs if ttl_meta.is_ttl_meta(codec.info))
 
-    def _measured(self, keys: list[dict], deadline: int | None, native: bool = False, blocks=None
-                  ) -> Iterator[tuple[int, list[list[int]]]]:
+    def _measured(self, keys: list[dict], deadline: int | None, ranks: Ranks | None, native: bool = False,
+                  blocks=None) -> Iterator[tuple[int, list[list[int]], list | None]]:
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
         regions = ((kg, self.buf, start, end) for kg, start, end in self.checked_regions()) if native else \
             blocks if blocks is not None else self.data_regions()
         for kg, data, pos, limit in regions:
-            yield kg, self._measure_block(scan, kg, data, pos, limit, keys, deadline, f"key group {kg}", native)
+            yield (kg, *self._measure_block(scan, kg, data, pos, limit, keys, deadline, f"key group {kg}", native,
+                                            ranks))
 
-    def _measured_rocksdb(self, keys: list[dict], deadline: int | None) -> Iterator[tuple[int, list[list[int]]]]:
+    def _measured_rocksdb(self, keys: list[dict], deadline: int | None, ranks: Ranks | None
+                          ) -> Iterator[tuple[int, list[list[int]], list | None]]:
         """rocksdict's pairs framed in Python, per state and key group (the reference of the framing in C)."""
         scan = _fastpath.compiled_scanner(self.meta, self.codecs, self.max_parallelism, None, self.source)
         prefix, runs = self._prefix(), self._runs()
@@ -324,16 +338,25 @@ class KeyedState:
                                               ((None, b"", b""),)):
                 if kg != current and pairs:
                     block = keyed.encode_key_group(current, {sid: pairs})
-                    yield current, self._measure_block(scan, current, block, 0, len(block), keys, deadline,
-                                                       f"state '{name}', key group {current}")
+                    yield (current, *self._measure_block(scan, current, block, 0, len(block), keys, deadline,
+                                                         f"state '{name}', key group {current}", ranks=ranks))
                     pairs = []
                 current = kg
                 pairs.append((kb, vb))
 
     def _measure_block(self, scan, kg: int, data, pos: int, limit: int, keys: list[dict], deadline: int | None,
-                       where: str, native: bool = False) -> list[list[int]]:
+                       where: str, native: bool = False, ranks: Ranks | None = None
+                       ) -> tuple[list[list[int]], list | None]:
+        """A key group's totals per state, and (with ``ranks``, when the scanner knows this key group's
+        keys by their bytes) per state its number of keys and the keys that may rank, else None (its
+        keys in ``keys``)."""
         try:
-            return scan.measure(data, pos, limit, kg, keys, deadline, native, frozen)
+            if ranks is not None:
+                top, thresholds = ranks()
+                rows = scan.measure_top(data, pos, limit, kg, thresholds, top, deadline)
+                if rows is not None:
+                    return [row[:11] for row in rows], [(row[11], row[12]) for row in rows]
+            return scan.measure(data, pos, limit, kg, keys, deadline, native, frozen), None
         except DECODE_ERRORS as e:
             raise CorruptStateError(f"{where}: cannot decode the state bytes ({e})", self.source) from None
 

@@ -1,0 +1,520 @@
+/* fstate.savepoint._speedups, part 2b (included by _speedups_scan.h only): measure_top(), the
+ * measuring pass of `fstate sizes` without a Python object per entry. Each entry of a canonical key
+ * group is walked (skip(): decode()'s checks and errors, nothing made), its bytes, entry and
+ * elements (a list's elements counted from its delimited layout, a map entry is one) added to its
+ * key, which is known by its serialized bytes; at the key group's end only the keys that can rank
+ * in the state's top heaps (readers/sizes_measure.TopKeys: their thresholds handed in) become
+ * Python objects. A key whose bytes are not its identity (a string with a padded varint, a boolean
+ * byte other than 0 or 1, a NaN or -0.0, a null flag other than 1 or padded with other than zeros,
+ * a TTL wrapper or an unread byte) makes the call give up (None): measure() does the key group. */
+
+#ifndef FSTATE_SPEEDUPS_TOP_H
+#define FSTATE_SPEEDUPS_TOP_H
+
+#include "_speedups_sink.h"
+
+/* keyed_codecs._exact_length: a stored key or value is exactly its serializer's bytes, a decode
+ * that stops short (or runs past) means the bytes are damaged */
+static int
+exact(Py_ssize_t end, Py_ssize_t length, const char *what)
+{
+    if (end == length)
+        return 0;
+    PyErr_Format(PyExc_ValueError, "the %s decodes to %zd of its %zd bytes", what, end, length);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* skip: decode() without its objects (the same checks, errors and TTL timestamps). odd (keys only,
+ * else NULL) is set when the bytes read are not the only encoding of the value they decode to. */
+
+static Py_ssize_t
+varint_size(uint64_t v)
+{
+    Py_ssize_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static int
+skip_string(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int *odd)
+{
+    Py_ssize_t start = *ppos, n;
+    switch (wire_string_length(b, len, ppos, &n)) {
+    case WIRE_STRING_NULL:
+        if (odd != NULL && *ppos - start != 1)
+            *odd = 1;
+        return 0;
+    case WIRE_NO_LENGTH:
+        return err_index("string length"), -1;
+    case WIRE_TRUNCATED:
+        return err_index("truncated string"), -1;
+    default:
+        break;
+    }
+    if (odd != NULL && *ppos - start != varint_size((uint64_t)n + 1))
+        *odd = 1;
+    Py_ssize_t pos = *ppos;
+    if (is_ascii(b + pos, n)) {
+        *ppos = pos + n;
+        return 0;
+    }
+    int bad_unit = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t at = pos;
+        uint32_t c;
+        int rc = wire_unit(b, len, &pos, &c);
+        if (rc < 0)
+            return err_index("truncated string"), -1;
+        bad_unit |= rc;
+        if (odd != NULL && !rc && pos - at != varint_size(c))
+            *odd = 1;
+    }
+    if (bad_unit) {
+        PyErr_SetString(StructError ? StructError : PyExc_ValueError, "'H' format requires 0 <= number <= 65535");
+        return -1;
+    }
+    *ppos = pos;
+    return 0;
+}
+
+static int
+skip_fixed(Py_ssize_t need, Py_ssize_t len, Py_ssize_t *ppos)
+{
+    if (*ppos + need > len)
+        return err_struct(need, *ppos, len), -1;
+    *ppos += need;
+    return 0;
+}
+
+static int
+skip(const TNode *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int *odd)
+{
+    Py_ssize_t pos = *ppos;
+    switch (t->code) {
+    case T_STRING:
+        return skip_string(b, len, ppos, odd);
+    case T_LONG:
+    case T_WINDOW:
+        return skip_fixed(t->code == T_LONG ? 8 : 16, len, ppos);
+    case T_INT:
+        return skip_fixed(4, len, ppos);
+    case T_SHORT:
+    case T_CHAR:
+        return skip_fixed(2, len, ppos);
+    case T_BYTE:
+        return skip_fixed(1, len, ppos);
+    case T_BOOL:
+        if (pos >= len)
+            return err_index("boolean"), -1;
+        if (odd != NULL && b[pos] > 1)
+            *odd = 1;
+        *ppos = pos + 1;
+        return 0;
+    case T_DOUBLE:
+    case T_FLOAT: {
+        Py_ssize_t width = t->code == T_DOUBLE ? 8 : 4;
+        if (skip_fixed(width, len, ppos) < 0)
+            return -1;
+        if (odd != NULL) {  /* NaN is unequal to itself, -0.0 equal to 0.0 */
+            double d;
+            if (width == 8) {
+                uint64_t u = be64(b + pos);
+                memcpy(&d, &u, 8);
+            } else {
+                uint32_t u = be32(b + pos);
+                float f;
+                memcpy(&f, &u, 4);
+                d = f;
+            }
+            if (d != d || d == 0.0)
+                *odd = 1;
+        }
+        return 0;
+    }
+    case T_ZERO:
+        if (odd != NULL)
+            *odd = 1;
+        *ppos = pos + 1;
+        return 0;
+    case T_TUPLE:
+        for (Py_ssize_t i = 0; i < t->n; i++)
+            if (skip(&t->kids[i], b, len, &pos, odd) < 0)
+                return -1;
+        *ppos = pos;
+        return 0;
+    case T_NULLABLE:
+        if (pos < 0 || pos >= len)
+            return err_index("null flag"), -1;
+        if (b[pos]) {
+            if (odd != NULL) {
+                if (b[pos] != 1 || pos + 1 + t->padding > len)
+                    *odd = 1;
+                for (Py_ssize_t i = pos + 1; !*odd && i < pos + 1 + t->padding; i++)
+                    *odd = b[i] != 0;
+            }
+            *ppos = pos + 1 + t->padding;
+            return 0;
+        }
+        pos += 1;
+        if (skip(&t->kids[0], b, len, &pos, odd) < 0)
+            return -1;
+        *ppos = pos;
+        return 0;
+    case T_TTL:
+        if (odd != NULL)
+            *odd = 1;
+        if (ttl_stamps.on && pos >= 0 && pos + 8 <= len && record_stamp((long long)(int64_t)be64(b + pos)) < 0)
+            return -1;
+        pos += 8;
+        if (skip(&t->kids[0], b, len, &pos, odd) < 0)
+            return -1;
+        *ppos = pos;
+        return 0;
+    case T_RAW:
+        *ppos = len > pos ? len : pos;
+        return 0;
+    default:
+        PyErr_Format(PyExc_SystemError, "fstate._speedups: unknown type code %d", t->code);
+        return -1;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one state's keys of one key group, by their bytes, in the order they first appear */
+
+typedef struct {
+    Py_ssize_t off, len;       /* the key's bytes in the scanned buffer */
+    uint64_t hash;
+    long long bytes, entries, elements;
+} KeyAcc;
+
+typedef struct {
+    KeyAcc *items;
+    Py_ssize_t n, cap;
+    Py_ssize_t *slots;         /* open addressing: an index into items, -1 empty */
+    size_t mask;
+} KeyTable;
+
+typedef struct TopPass {
+    const uint8_t *base;       /* the scanned buffer */
+    KeyTable *tables;          /* one a state id */
+    int odd;                   /* a key's bytes are not its identity: give up */
+} TopPass;
+
+static uint64_t
+key_hash(const uint8_t *p, Py_ssize_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;  /* FNV-1a */
+    for (Py_ssize_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h ^ (h >> 29);
+}
+
+static int
+table_grow(KeyTable *t)
+{
+    size_t size = t->slots == NULL ? 1024 : 2 * (t->mask + 1);
+    Py_ssize_t *slots = PyMem_Malloc(size * sizeof(Py_ssize_t));
+    if (slots == NULL)
+        return PyErr_NoMemory(), -1;
+    for (size_t i = 0; i < size; i++)
+        slots[i] = -1;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        size_t i = (size_t)t->items[k].hash & (size - 1);
+        while (slots[i] >= 0)
+            i = (i + 1) & (size - 1);
+        slots[i] = k;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->mask = size - 1;
+    return 0;
+}
+
+static int
+table_add(KeyTable *t, const uint8_t *base, Py_ssize_t off, Py_ssize_t len, long long bytes, long long elements)
+{
+    if (t->slots == NULL || (size_t)(t->n + 1) * 2 > t->mask + 1)
+        if (table_grow(t) < 0)
+            return -1;
+    uint64_t h = key_hash(base + off, len);
+    size_t i = (size_t)h & t->mask;
+    for (;;) {
+        Py_ssize_t k = t->slots[i];
+        if (k < 0)
+            break;
+        KeyAcc *a = &t->items[k];
+        if (a->hash == h && a->len == len && memcmp(base + a->off, base + off, (size_t)len) == 0) {
+            a->bytes += bytes;
+            a->entries += 1;
+            a->elements += elements;
+            return 0;
+        }
+        i = (i + 1) & t->mask;
+    }
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? 2 * t->cap : 512;
+        KeyAcc *grown = PyMem_Realloc(t->items, (size_t)cap * sizeof(KeyAcc));
+        if (grown == NULL)
+            return PyErr_NoMemory(), -1;
+        t->items = grown;
+        t->cap = cap;
+    }
+    t->slots[i] = t->n;
+    t->items[t->n++] = (KeyAcc){off, len, h, bytes, 1, elements};
+    return 0;
+}
+
+static void
+table_free(KeyTable *t)
+{
+    PyMem_Free(t->items);
+    PyMem_Free(t->slots);
+    memset(t, 0, sizeof(*t));
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* one canonical entry (decode_entry's checks, in its order) */
+
+static int
+top_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_t klen, const uint8_t *vb,
+          Py_ssize_t vlen)
+{
+    TopPass *tp = sink->top;
+    Py_ssize_t prefix = self->prefix, p = prefix, key_start, key_end;
+    long long n = 0;
+    int *odd = &tp->odd;
+    if (plan->mode == M_TIMER) {
+        if (p + 8 > klen)
+            return err_struct(8, p, klen), -1;
+        p += 8;
+        key_start = p;
+        if (skip(&plan->key, kb, klen, &p, odd) < 0)
+            return -1;
+        key_end = p;
+        if (skip(&plan->ns, kb, klen, &p, NULL) < 0 || exact(p, klen, "timer") < 0)
+            return -1;
+        if (vlen) {
+            PyErr_Format(PyExc_ValueError, "a timer entry has a %zd-byte value (timers store none)", vlen);
+            return -1;
+        }
+    } else {
+        key_start = p;
+        if (skip(&plan->key, kb, klen, &p, odd) < 0)
+            return -1;
+        key_end = p;
+        if (plan->ambiguous)
+            p += var_len_size(p - prefix);
+        Py_ssize_t ns_start = p;
+        if (skip(&plan->ns, kb, klen, &p, NULL) < 0)
+            return -1;
+        if (plan->ambiguous)
+            p += var_len_size(p - ns_start);
+        if (plan->mode == M_MAP && skip(&plan->ukey, kb, klen, &p, NULL) < 0)
+            return -1;
+        if (exact(p, klen, plan->mode == M_MAP ? "map key" : "key") < 0)
+            return -1;
+        switch (plan->mode) {
+        case M_VALUE:
+            p = 0;
+            if (skip(&plan->val, vb, vlen, &p, NULL) < 0 || exact(p, vlen, "value") < 0)
+                return -1;
+            break;
+        case M_LIST_RAW:
+            n = 1;
+            break;
+        case M_LIST:
+            p = 0;
+            while (p < vlen) {
+                if (skip(&plan->val, vb, vlen, &p, NULL) < 0)
+                    return -1;
+                n++;
+                if (p < vlen) {
+                    if (vb[p] != LIST_DELIMITER) {
+                        PyErr_Format(PyExc_ValueError,
+                                     "list state element not followed by the ',' delimiter at byte %zd", p);
+                        return -1;
+                    }
+                    p++;
+                    if (p == vlen) {
+                        PyErr_SetString(PyExc_ValueError, "the list ends with the ',' delimiter");
+                        return -1;
+                    }
+                }
+            }
+            if (exact(p, vlen, "list") < 0)
+                return -1;
+            break;
+        default: /* M_MAP */
+            if (vlen < 1)
+                return err_index("map value null flag"), -1;
+            if (vb[0] > 1) {
+                PyErr_Format(PyExc_ValueError, "map value null flag %d", (int)vb[0]);
+                return -1;
+            }
+            if (vb[0]) {
+                if (vlen > 2) {
+                    PyErr_Format(PyExc_ValueError, "a null map value has %zd bytes after its null flag", vlen - 1);
+                    return -1;
+                }
+            } else {
+                Py_ssize_t q = 1;
+                if (skip(&plan->val, vb, vlen, &q, NULL) < 0 || exact(q, vlen, "map value") < 0)
+                    return -1;
+            }
+            break;
+        }
+    }
+    Py_ssize_t s = plan - sink->plans;
+    long long size = (long long)klen + (long long)vlen;
+    long long elements = plan->column_kind == C_MAP ? 1 : plan->column_kind == C_LIST ? n : 0;
+    long long *t = sink->totals + TOTALS * s;
+    t[0] += 1;
+    t[1] += size;
+    t[2] += klen;
+    t[3] += vlen;
+    t[4] += elements;
+    count_ttl(sink, plan, s, size);
+    return table_add(&tp->tables[s], tp->base, (kb + key_start) - tp->base, key_end - key_start, size, elements);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the keys that can rank */
+
+/* a min-heap of the n largest values seen (what a key must reach to rank once it is full) */
+typedef struct {
+    long long *v;
+    Py_ssize_t size, cap;
+} Floor;
+
+static void
+floor_push(Floor *f, long long value)
+{
+    long long *v = f->v;
+    if (f->cap <= 0)
+        return;
+    Py_ssize_t i;
+    if (f->size < f->cap) {
+        i = f->size++;
+        while (i > 0 && v[(i - 1) / 2] > value) {
+            v[i] = v[(i - 1) / 2];
+            i = (i - 1) / 2;
+        }
+        v[i] = value;
+        return;
+    }
+    if (value <= v[0])
+        return;
+    i = 0;
+    for (;;) {  /* the root replaced: sift down */
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= f->size)
+            break;
+        if (c + 1 < f->size && v[c + 1] < v[c])
+            c++;
+        if (v[c] >= value)
+            break;
+        v[i] = v[c];
+        i = c;
+    }
+    v[i] = value;
+}
+
+/* what a heap's threshold is: a value and the text of its lowest key (TopKeys.threshold) */
+typedef struct {
+    long long value;
+    PyObject *text;
+} Threshold;
+
+/* whether key a (a string key) sorts before the text t; -1 on an error, 2 when a is not a string */
+static int
+key_before(const Plan *plan, const uint8_t *base, const KeyAcc *a, PyObject *t)
+{
+    if (plan->key.code != T_STRING || !PyUnicode_Check(t))
+        return 2;
+    Py_ssize_t p = a->off, n;
+    if (wire_string_length(base, a->off + a->len, &p, &n) != WIRE_STRING_OK)
+        return 2;
+    if (is_ascii(base + p, n) && PyUnicode_IS_ASCII(t)) {
+        Py_ssize_t tn = PyUnicode_GET_LENGTH(t);
+        int c = memcmp(base + p, PyUnicode_1BYTE_DATA(t), (size_t)(n < tn ? n : tn));
+        return c < 0 || (c == 0 && n < tn);
+    }
+    p = a->off;
+    PyObject *key = decode_string(base, a->off + a->len, &p);
+    if (key == NULL)
+        return -1;
+    int rc = PyUnicode_Check(key) ? PyUnicode_Compare(key, t) : 2;
+    Py_DECREF(key);
+    if (rc == -1 && PyErr_Occurred())
+        return -1;
+    return rc == 2 ? 2 : rc < 0;
+}
+
+/* whether a key of this value may rank in a heap of this threshold after those before it in this
+ * key group (f): 1 yes, 0 no, -1 an error (a superset of TopKeys.admits: Python decides) */
+static int
+may_rank(const Plan *plan, const uint8_t *base, const KeyAcc *a, long long value, const Threshold *th,
+         const Floor *f)
+{
+    if (value <= 0 || (f->cap > 0 && f->size == f->cap && value < f->v[0]) || value < th->value)
+        return 0;
+    if (value > th->value)
+        return 1;
+    int rc = key_before(plan, base, a, th->text);
+    return rc < 0 ? -1 : rc != 0;
+}
+
+/* [[bytes, entries, elements, key], ...]: the keys of one state that may rank, in the order they came */
+static PyObject *
+ranking_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, const Threshold th[2], Py_ssize_t top)
+{
+    PyObject *out = PyList_New(0);
+    Floor floors[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
+    Py_ssize_t cap = top < t->n ? top : t->n;
+    if (out == NULL)
+        return NULL;
+    for (int m = 0; m < 2 && cap > 0; m++) {
+        floors[m].v = PyMem_Malloc((size_t)cap * sizeof(long long));
+        floors[m].cap = cap;
+        if (floors[m].v == NULL) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+    }
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        const KeyAcc *a = &t->items[k];
+        int rc = may_rank(plan, base, a, a->bytes, &th[0], &floors[0]);
+        if (rc == 0)
+            rc = may_rank(plan, base, a, a->elements, &th[1], &floors[1]);
+        if (rc < 0)
+            goto fail;
+        floor_push(&floors[0], a->bytes);
+        floor_push(&floors[1], a->elements);
+        if (!rc)
+            continue;
+        Py_ssize_t p = a->off;
+        PyObject *key = decode(&plan->key, base, a->off + a->len, &p);
+        PyObject *item = key == NULL ? NULL : Py_BuildValue("[LLLN]", a->bytes, a->entries, a->elements, key);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+    }
+    PyMem_Free(floors[0].v);
+    PyMem_Free(floors[1].v);
+    return out;
+
+fail:
+    PyMem_Free(floors[0].v);
+    PyMem_Free(floors[1].v);
+    Py_DECREF(out);
+    return NULL;
+}
+
+#endif
