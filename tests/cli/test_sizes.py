@@ -313,7 +313,7 @@ def test_the_compiled_pass_equals_the_entry_by_entry_one(sample, monkeypatch):
     fast = state_sizes(str(SAMPLES / sample), top=4, parallelisms=[2, 7], at=0).to_dict()
     assert any(result is not None for result in used)
 
-    def declined(self, keys, deadline=None):
+    def declined(self, keys, deadline=None, ranks=None):
         return None
 
     monkeypatch.setattr(sizes_measure.KeyedStateSource, "open", _opening_with(declined))
