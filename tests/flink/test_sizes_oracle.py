@@ -323,3 +323,38 @@ def test_growth_by_key_equals_the_dumps():
         counts = expected_key_growth(_dump_keys(old, "keyed"), _dump_keys(new, "keyed"), TOP)["counts"]["counts"]
         assert counts["new_keys" if new is large else "gone_keys"] == 9000
         assert {j["join"] for j in report["key_joins"]} == {"key group"}
+
+
+@pytest.mark.parametrize("run", [("KeyedStateJob", "hashmap", "savepoint"), ("KeyedStateJob", "rocksdb", "savepoint"),
+                                 ("KeyedStateJob", "rocksdb", "checkpoint"), ("TtlStateJob", "hashmap", "savepoint")])
+def test_measure_top_equals_the_pure_pass(run, monkeypatch):
+    """The compiled pass keeping each key group's keys in C (Scanner.measure_top: only the keys that
+    may rank reach Python) gives the very report of the pure-Python pass and of the pass handing
+    Python every key (Scanner.measure), top lists of 1 and 5 keys (ties among them), TTL expiry
+    counted at a time some values have expired."""
+    from fstate.readers import sizes_measure
+    from fstate.savepoint.keyed_state import KeyedState
+
+    harness.require_flink(VERSION)
+    job, backend, snapshot = run
+    res = harness.generate(job, VERSION, backend, snapshot)
+    path, day = str(res.snapshot_dir), 24 * 3600 * 1000
+    stamps = sorted(s for op in state_sizes(path, ttl_ms=day).operators for state in op.states
+                    if state.ttl is not None for s in (state.ttl.oldest_access, state.ttl.newest_access))
+    at = stamps[0] + day if stamps else 0
+
+    def reports():
+        return [state_sizes(path, top=top, parallelisms=[3], at=at, ttl_ms=day).to_dict() for top in (1, TOP)]
+
+    flushed, flush = [], sizes_measure._flush
+    monkeypatch.setattr(sizes_measure, "_flush", lambda *a: flushed.append(a) or flush(*a))
+    fast = reports()
+    assert not flushed  # no key group's keys all handed to Python
+    original = KeyedState.measured_key_groups
+    with monkeypatch.context() as patched:
+        patched.setattr(KeyedState, "measured_key_groups",
+                        lambda self, keys, deadline=None, ranks=None: original(self, keys, deadline))
+        assert reports() == fast
+    assert flushed
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    assert reports() == fast
