@@ -139,6 +139,10 @@ parse_node(PyObject *spec, TNode *t, int depth)
 static void
 Scanner_clear_plans(Scanner *self)
 {
+    for (Py_ssize_t i = 0; self->tables != NULL && i < self->nstates; i++)
+        table_free(&self->tables[i]);
+    PyMem_Free(self->tables);
+    self->tables = NULL;
     if (self->plans == NULL)
         return;
     for (Py_ssize_t i = 0; i < self->nstates; i++) {
@@ -472,7 +476,16 @@ Scanner_measure_top(Scanner *self, PyObject *args)
     Threshold *th = PyMem_Calloc(states * 2, sizeof(Threshold));
     long long *totals = PyMem_Calloc(states * TOTALS, sizeof(long long));
     long long *ttl = PyMem_Calloc(states * TTL_FIELDS, sizeof(long long));
-    TopPass tp = {NULL, PyMem_Calloc(states, sizeof(KeyTable)), 0};
+    /* the scanner's tables, emptied (fresh ones when they are in use: a call from inside a call) */
+    int own_tables = self->tables_busy;
+    if (!own_tables && self->tables == NULL)
+        self->tables = PyMem_Calloc(states, sizeof(KeyTable));
+    TopPass tp = {NULL, own_tables ? PyMem_Calloc(states, sizeof(KeyTable)) : self->tables, 0};
+    if (!own_tables && tp.tables != NULL) {
+        self->tables_busy = 1;
+        for (Py_ssize_t i = 0; i < self->nstates; i++)
+            table_reset(&tp.tables[i]);
+    }
     PyObject *out = NULL;
     Py_buffer view;
     int have_view = 0;
@@ -507,9 +520,13 @@ Scanner_measure_top(Scanner *self, PyObject *args)
 done:
     if (have_view)
         PyBuffer_Release(&view);
-    for (Py_ssize_t i = 0; tp.tables != NULL && i < self->nstates; i++)
-        table_free(&tp.tables[i]);
-    PyMem_Free(tp.tables);
+    if (own_tables) {
+        for (Py_ssize_t i = 0; tp.tables != NULL && i < self->nstates; i++)
+            table_free(&tp.tables[i]);
+        PyMem_Free(tp.tables);
+    } else if (tp.tables != NULL) {
+        self->tables_busy = 0;
+    }
     PyMem_Free(th);
     PyMem_Free(totals);
     PyMem_Free(ttl);

@@ -192,10 +192,10 @@ typedef struct {
     long long bytes, entries, elements;
 } KeyAcc;
 
-typedef struct {
+typedef struct KeyTable {
     KeyAcc *items;
     Py_ssize_t n, cap;
-    Py_ssize_t *slots;         /* open addressing: an index into items, -1 empty */
+    int32_t *slots;            /* open addressing: an index into items, -1 empty */
     size_t mask;
 } KeyTable;
 
@@ -208,9 +208,18 @@ typedef struct TopPass {
 static uint64_t
 key_hash(const uint8_t *p, Py_ssize_t n)
 {
-    uint64_t h = 0xcbf29ce484222325ULL;  /* FNV-1a */
-    for (Py_ssize_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ULL;
+    uint64_t h = 0x9e3779b97f4a7c15ULL ^ (uint64_t)n, w;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdULL;
+        h ^= h >> 32;
+    }
+    if (i < n) {
+        w = 0;
+        memcpy(&w, p + i, (size_t)(n - i));
+        h = (h ^ w) * 0xc4ceb9fe1a85ec53ULL;
+    }
     return h ^ (h >> 29);
 }
 
@@ -218,7 +227,7 @@ static int
 table_grow(KeyTable *t)
 {
     size_t size = t->slots == NULL ? 1024 : 2 * (t->mask + 1);
-    Py_ssize_t *slots = PyMem_Malloc(size * sizeof(Py_ssize_t));
+    int32_t *slots = PyMem_Malloc(size * sizeof(int32_t));
     if (slots == NULL)
         return PyErr_NoMemory(), -1;
     for (size_t i = 0; i < size; i++)
@@ -227,7 +236,7 @@ table_grow(KeyTable *t)
         size_t i = (size_t)t->items[k].hash & (size - 1);
         while (slots[i] >= 0)
             i = (i + 1) & (size - 1);
-        slots[i] = k;
+        slots[i] = (int32_t)k;
     }
     PyMem_Free(t->slots);
     t->slots = slots;
@@ -244,7 +253,7 @@ table_add(KeyTable *t, const uint8_t *base, Py_ssize_t off, Py_ssize_t len, long
     uint64_t h = key_hash(base + off, len);
     size_t i = (size_t)h & t->mask;
     for (;;) {
-        Py_ssize_t k = t->slots[i];
+        int32_t k = t->slots[i];
         if (k < 0)
             break;
         KeyAcc *a = &t->items[k];
@@ -257,6 +266,10 @@ table_add(KeyTable *t, const uint8_t *base, Py_ssize_t off, Py_ssize_t len, long
         i = (i + 1) & t->mask;
     }
     if (t->n == t->cap) {
+        if (t->cap >= INT32_MAX / 2) {
+            PyErr_SetString(PyExc_OverflowError, "measure_top(): over 2**30 keys in one key group");
+            return -1;
+        }
         Py_ssize_t cap = t->cap ? 2 * t->cap : 512;
         KeyAcc *grown = PyMem_Realloc(t->items, (size_t)cap * sizeof(KeyAcc));
         if (grown == NULL)
@@ -264,9 +277,18 @@ table_add(KeyTable *t, const uint8_t *base, Py_ssize_t off, Py_ssize_t len, long
         t->items = grown;
         t->cap = cap;
     }
-    t->slots[i] = t->n;
+    t->slots[i] = (int32_t)t->n;
     t->items[t->n++] = (KeyAcc){off, len, h, bytes, 1, elements};
     return 0;
+}
+
+/* empty again, its memory kept */
+static void
+table_reset(KeyTable *t)
+{
+    t->n = 0;
+    if (t->slots != NULL)
+        memset(t->slots, 0xFF, (t->mask + 1) * sizeof(int32_t));  /* every slot -1 */
 }
 
 static void

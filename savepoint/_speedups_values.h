@@ -39,6 +39,8 @@ typedef struct {
     int prefix;
     PyObject *corrupt;         /* CorruptStateError */
     PyObject *source;
+    struct KeyTable *tables;   /* measure_top(): each state's keys, kept from one call to the next */
+    int tables_busy;
 } Scanner;
 
 /* ------------------------------------------------------------------------------------------ */
