@@ -24,6 +24,7 @@ setup(
                 "savepoint/_wire.h",
                 "savepoint/_speedups_values.h",
                 "savepoint/_speedups_sink.h",
+                "savepoint/_speedups_skip.h",
                 "savepoint/_speedups_top.h",
                 "savepoint/_speedups_scan.h",
                 "savepoint/_speedups_hash.h",

@@ -18,8 +18,9 @@
  * Nothing here trusts a length from the stream: every read is bounds-checked against the buffer.
  *
  * Files: this one (the Scanner type and the module) includes _speedups_values.h (plans, errors,
- * strings, values), _speedups_sink.h (where entries go), _speedups_top.h (measure_top), _speedups_scan.h
- * (one entry, one key group) and _speedups_hash.h (String.hashCode, key groups); all of them stand on _wire.h.
+ * strings, values), _speedups_sink.h (where entries go), _speedups_skip.h (values walked, nothing
+ * made), _speedups_scan.h (one entry, one key group), _speedups_top.h (measure_top: keys by their
+ * bytes) and _speedups_hash.h (String.hashCode, key groups); all of them stand on _wire.h.
  *
  * Scanner(plans, prefix, corrupt_error, source)
  *     plans: one tuple per state id: (mode, key, namespace, value, user_key, ambiguous, func, column,
@@ -60,6 +61,7 @@
 #include "_speedups_values.h"   /* plans, errors, strings, values */
 #include "_speedups_sink.h"     /* where entries go */
 #include "_speedups_scan.h"     /* one entry, one key group */
+#include "_speedups_top.h"      /* measure_top */
 #include "_speedups_hash.h"     /* String.hashCode, key groups */
 
 /* ------------------------------------------------------------------------------------------ */
@@ -261,20 +263,6 @@ Scanner_init(Scanner *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
-/* the buffer of data; end (the key group's region end) must lie inside it */
-static int
-get_data(PyObject *data, Py_buffer *view, Py_ssize_t end)
-{
-    if (PyObject_GetBuffer(data, view, PyBUF_SIMPLE) < 0)
-        return -1;
-    if (end < 0 || end > view->len) {
-        PyErr_Format(PyExc_ValueError, "region end %zd is outside the buffer of %zd bytes", end, view->len);
-        PyBuffer_Release(view);
-        return -1;
-    }
-    return 0;
-}
-
 /* one key group of data[pos:end] into sink (its kg set here) */
 static PyObject *
 run_scan(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Sink *sink, int native)
@@ -416,118 +404,6 @@ Scanner_measure(Scanner *self, PyObject *args)
         else
             PyList_SET_ITEM(out, i, row);
     }
-    PyMem_Free(totals);
-    PyMem_Free(ttl);
-    return out;
-}
-
-/* measure_top(): per state, its totals row, its number of keys and the keys that may rank; None when
- * a plan or a key is not for it (Python decodes those states' keys: measure()) */
-static PyObject *
-top_rows(Scanner *self, const uint8_t *base, TopPass *tp, const long long *totals, const long long *ttl,
-         const Threshold *th, Py_ssize_t top)
-{
-    PyObject *out = PyList_New(self->nstates);
-    for (Py_ssize_t i = 0; out != NULL && i < self->nstates; i++) {
-        long long *t = (long long *)totals + TOTALS * i, *x = (long long *)ttl + TTL_FIELDS * i;
-        PyObject *ranked = ranking_keys(&self->plans[i], base, &tp->tables[i], th + 2 * i, top);
-        PyObject *row = ranked == NULL ? NULL
-                        : Py_BuildValue("[LLLLLLLLLLLnN]", t[0], t[1], t[2], t[3], t[4], x[0], x[1], x[2], x[3], x[4],
-                                        x[5], tp->tables[i].n, ranked);
-        if (row == NULL)
-            Py_CLEAR(out);
-        else
-            PyList_SET_ITEM(out, i, row);
-    }
-    return out;
-}
-
-static PyObject *
-Scanner_measure_top(Scanner *self, PyObject *args)
-{
-    PyObject *data, *thresholds, *deadline = Py_None;
-    Py_ssize_t pos, end, top;
-    long kg;
-    if (!PyArg_ParseTuple(args, "OnnlO!n|O:measure_top", &data, &pos, &end, &kg, &PyList_Type, &thresholds, &top,
-                          &deadline))
-        return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
-        return NULL;
-    }
-    if (PyList_GET_SIZE(thresholds) != self->nstates) {
-        PyErr_Format(PyExc_ValueError, "measure_top(): %zd thresholds for %zd states", PyList_GET_SIZE(thresholds),
-                     self->nstates);
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < self->nstates; i++) {
-        Plan *plan = &self->plans[i];
-        if (plan->mode == M_PY || plan->mode == M_SKIP ||
-            (plan->column_kind == C_LIST && plan->mode != M_LIST && plan->mode != M_LIST_RAW))
-            Py_RETURN_NONE;
-    }
-    long long limit = 0;
-    if (deadline != Py_None) {
-        limit = PyLong_AsLongLong(deadline);
-        if (limit == -1 && PyErr_Occurred())
-            return NULL;
-    }
-    size_t states = (size_t)(self->nstates ? self->nstates : 1);
-    Threshold *th = PyMem_Calloc(states * 2, sizeof(Threshold));
-    long long *totals = PyMem_Calloc(states * TOTALS, sizeof(long long));
-    long long *ttl = PyMem_Calloc(states * TTL_FIELDS, sizeof(long long));
-    /* the scanner's tables, emptied (fresh ones when they are in use: a call from inside a call) */
-    int own_tables = self->tables_busy;
-    if (!own_tables && self->tables == NULL)
-        self->tables = PyMem_Calloc(states, sizeof(KeyTable));
-    TopPass tp = {NULL, own_tables ? PyMem_Calloc(states, sizeof(KeyTable)) : self->tables, 0};
-    if (!own_tables && tp.tables != NULL) {
-        self->tables_busy = 1;
-        for (Py_ssize_t i = 0; i < self->nstates; i++)
-            table_reset(&tp.tables[i]);
-    }
-    PyObject *out = NULL;
-    Py_buffer view;
-    int have_view = 0;
-    if (th == NULL || totals == NULL || ttl == NULL || tp.tables == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < self->nstates; i++) {
-        PyObject *t = PyList_GET_ITEM(thresholds, i);
-        if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "LULU", &th[2 * i].value, &th[2 * i].text,
-                                                    &th[2 * i + 1].value, &th[2 * i + 1].text)) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "measure_top(): a threshold is (bytes, text, elements, text)");
-            goto done;
-        }
-    }
-    if (get_data(data, &view, end) < 0)
-        goto done;
-    have_view = 1;
-    tp.base = view.buf;
-    Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, NULL, totals, self->plans, 0, 0, ttl, deadline != Py_None, limit,
-                 NULL, &tp};
-    ttl_stamps.on = 1;
-    ttl_stamps.n = 0;
-    int rc = scan(self, view.buf, end, pos, kg, &sink);
-    ttl_stamps.on = 0;
-    ttl_stamps.n = 0;
-    if (rc == 0 && tp.odd)
-        out = Py_NewRef(Py_None);
-    else if (rc == 0)
-        out = top_rows(self, view.buf, &tp, totals, ttl, th, top);
-done:
-    if (have_view)
-        PyBuffer_Release(&view);
-    if (own_tables) {
-        for (Py_ssize_t i = 0; tp.tables != NULL && i < self->nstates; i++)
-            table_free(&tp.tables[i]);
-        PyMem_Free(tp.tables);
-    } else if (tp.tables != NULL) {
-        self->tables_busy = 0;
-    }
-    PyMem_Free(th);
     PyMem_Free(totals);
     PyMem_Free(ttl);
     return out;

@@ -4,7 +4,7 @@
 #ifndef FSTATE_SPEEDUPS_SCAN_H
 #define FSTATE_SPEEDUPS_SCAN_H
 
-#include "_speedups_top.h"
+#include "_speedups_skip.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* one entry */
@@ -237,6 +237,10 @@ truncated(Scanner *self, long kg, Py_ssize_t limit)
 {
     return corrupt(self, "key group %ld: its data ends at byte %zd, inside an entry", kg, limit);
 }
+
+/* measure_top's entry (_speedups_top.h) */
+static int top_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_t klen, const uint8_t *vb,
+                     Py_ssize_t vlen);
 
 static int
 scan(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, long kg, Sink *sink)

@@ -1,8 +1,8 @@
-/* fstate.savepoint._speedups, part 2b (included by _speedups_scan.h only): measure_top(), the
+/* fstate.savepoint._speedups, part 4 (included by _speedups.c only): Scanner.measure_top(), the
  * measuring pass of `fstate sizes` without a Python object per entry. Each entry of a canonical key
- * group is walked (skip(): decode()'s checks and errors, nothing made), its bytes, entry and
- * elements (a list's elements counted from its delimited layout, a map entry is one) added to its
- * key, which is known by its serialized bytes; at the key group's end only the keys that can rank
+ * group is walked (skip(), _speedups_skip.h: decode()'s checks and errors, nothing made), its
+ * bytes, entry and elements (a list's elements counted from its delimited layout, a map entry is
+ * one) added to its key, which is known by its serialized bytes; at the key group's end only the keys that can rank
  * in the state's top heaps (readers/sizes_measure.TopKeys: their thresholds handed in) become
  * Python objects. A key whose bytes are not its identity (a string with a padded varint, a boolean
  * byte other than 0 or 1, a NaN or -0.0, a null flag other than 1 or padded with other than zeros,
@@ -11,177 +11,7 @@
 #ifndef FSTATE_SPEEDUPS_TOP_H
 #define FSTATE_SPEEDUPS_TOP_H
 
-#include "_speedups_sink.h"
-
-/* keyed_codecs._exact_length: a stored key or value is exactly its serializer's bytes, a decode
- * that stops short (or runs past) means the bytes are damaged */
-static int
-exact(Py_ssize_t end, Py_ssize_t length, const char *what)
-{
-    if (end == length)
-        return 0;
-    PyErr_Format(PyExc_ValueError, "the %s decodes to %zd of its %zd bytes", what, end, length);
-    return -1;
-}
-
-/* ------------------------------------------------------------------------------------------ */
-/* skip: decode() without its objects (the same checks, errors and TTL timestamps). odd (keys only,
- * else NULL) is set when the bytes read are not the only encoding of the value they decode to. */
-
-static Py_ssize_t
-varint_size(uint64_t v)
-{
-    Py_ssize_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-static int
-skip_string(const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int *odd)
-{
-    Py_ssize_t start = *ppos, n;
-    switch (wire_string_length(b, len, ppos, &n)) {
-    case WIRE_STRING_NULL:
-        if (odd != NULL && *ppos - start != 1)
-            *odd = 1;
-        return 0;
-    case WIRE_NO_LENGTH:
-        return err_index("string length"), -1;
-    case WIRE_TRUNCATED:
-        return err_index("truncated string"), -1;
-    default:
-        break;
-    }
-    if (odd != NULL && *ppos - start != varint_size((uint64_t)n + 1))
-        *odd = 1;
-    Py_ssize_t pos = *ppos;
-    if (is_ascii(b + pos, n)) {
-        *ppos = pos + n;
-        return 0;
-    }
-    int bad_unit = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_ssize_t at = pos;
-        uint32_t c;
-        int rc = wire_unit(b, len, &pos, &c);
-        if (rc < 0)
-            return err_index("truncated string"), -1;
-        bad_unit |= rc;
-        if (odd != NULL && !rc && pos - at != varint_size(c))
-            *odd = 1;
-    }
-    if (bad_unit) {
-        PyErr_SetString(StructError ? StructError : PyExc_ValueError, "'H' format requires 0 <= number <= 65535");
-        return -1;
-    }
-    *ppos = pos;
-    return 0;
-}
-
-static int
-skip_fixed(Py_ssize_t need, Py_ssize_t len, Py_ssize_t *ppos)
-{
-    if (*ppos + need > len)
-        return err_struct(need, *ppos, len), -1;
-    *ppos += need;
-    return 0;
-}
-
-static int
-skip(const TNode *t, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int *odd)
-{
-    Py_ssize_t pos = *ppos;
-    switch (t->code) {
-    case T_STRING:
-        return skip_string(b, len, ppos, odd);
-    case T_LONG:
-    case T_WINDOW:
-        return skip_fixed(t->code == T_LONG ? 8 : 16, len, ppos);
-    case T_INT:
-        return skip_fixed(4, len, ppos);
-    case T_SHORT:
-    case T_CHAR:
-        return skip_fixed(2, len, ppos);
-    case T_BYTE:
-        return skip_fixed(1, len, ppos);
-    case T_BOOL:
-        if (pos >= len)
-            return err_index("boolean"), -1;
-        if (odd != NULL && b[pos] > 1)
-            *odd = 1;
-        *ppos = pos + 1;
-        return 0;
-    case T_DOUBLE:
-    case T_FLOAT: {
-        Py_ssize_t width = t->code == T_DOUBLE ? 8 : 4;
-        if (skip_fixed(width, len, ppos) < 0)
-            return -1;
-        if (odd != NULL) {  /* NaN is unequal to itself, -0.0 equal to 0.0 */
-            double d;
-            if (width == 8) {
-                uint64_t u = be64(b + pos);
-                memcpy(&d, &u, 8);
-            } else {
-                uint32_t u = be32(b + pos);
-                float f;
-                memcpy(&f, &u, 4);
-                d = f;
-            }
-            if (d != d || d == 0.0)
-                *odd = 1;
-        }
-        return 0;
-    }
-    case T_ZERO:
-        if (odd != NULL)
-            *odd = 1;
-        *ppos = pos + 1;
-        return 0;
-    case T_TUPLE:
-        for (Py_ssize_t i = 0; i < t->n; i++)
-            if (skip(&t->kids[i], b, len, &pos, odd) < 0)
-                return -1;
-        *ppos = pos;
-        return 0;
-    case T_NULLABLE:
-        if (pos < 0 || pos >= len)
-            return err_index("null flag"), -1;
-        if (b[pos]) {
-            if (odd != NULL) {
-                if (b[pos] != 1 || pos + 1 + t->padding > len)
-                    *odd = 1;
-                for (Py_ssize_t i = pos + 1; !*odd && i < pos + 1 + t->padding; i++)
-                    *odd = b[i] != 0;
-            }
-            *ppos = pos + 1 + t->padding;
-            return 0;
-        }
-        pos += 1;
-        if (skip(&t->kids[0], b, len, &pos, odd) < 0)
-            return -1;
-        *ppos = pos;
-        return 0;
-    case T_TTL:
-        if (odd != NULL)
-            *odd = 1;
-        if (ttl_stamps.on && pos >= 0 && pos + 8 <= len && record_stamp((long long)(int64_t)be64(b + pos)) < 0)
-            return -1;
-        pos += 8;
-        if (skip(&t->kids[0], b, len, &pos, odd) < 0)
-            return -1;
-        *ppos = pos;
-        return 0;
-    case T_RAW:
-        *ppos = len > pos ? len : pos;
-        return 0;
-    default:
-        PyErr_Format(PyExc_SystemError, "fstate._speedups: unknown type code %d", t->code);
-        return -1;
-    }
-}
+#include "_speedups_scan.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* one state's keys of one key group, by their bytes, in the order they first appear */
@@ -537,6 +367,121 @@ fail:
     PyMem_Free(floors[1].v);
     Py_DECREF(out);
     return NULL;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* the method */
+
+/* measure_top(): per state, its totals row, its number of keys and the keys that may rank; None when
+ * a plan or a key is not for it (Python decodes those states' keys: measure()) */
+static PyObject *
+top_rows(Scanner *self, const uint8_t *base, TopPass *tp, const long long *totals, const long long *ttl,
+         const Threshold *th, Py_ssize_t top)
+{
+    PyObject *out = PyList_New(self->nstates);
+    for (Py_ssize_t i = 0; out != NULL && i < self->nstates; i++) {
+        long long *t = (long long *)totals + TOTALS * i, *x = (long long *)ttl + TTL_FIELDS * i;
+        PyObject *ranked = ranking_keys(&self->plans[i], base, &tp->tables[i], th + 2 * i, top);
+        PyObject *row = ranked == NULL ? NULL
+                        : Py_BuildValue("[LLLLLLLLLLLnN]", t[0], t[1], t[2], t[3], t[4], x[0], x[1], x[2], x[3], x[4],
+                                        x[5], tp->tables[i].n, ranked);
+        if (row == NULL)
+            Py_CLEAR(out);
+        else
+            PyList_SET_ITEM(out, i, row);
+    }
+    return out;
+}
+
+static PyObject *
+Scanner_measure_top(Scanner *self, PyObject *args)
+{
+    PyObject *data, *thresholds, *deadline = Py_None;
+    Py_ssize_t pos, end, top;
+    long kg;
+    if (!PyArg_ParseTuple(args, "OnnlO!n|O:measure_top", &data, &pos, &end, &kg, &PyList_Type, &thresholds, &top,
+                          &deadline))
+        return NULL;
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+        return NULL;
+    }
+    if (PyList_GET_SIZE(thresholds) != self->nstates) {
+        PyErr_Format(PyExc_ValueError, "measure_top(): %zd thresholds for %zd states", PyList_GET_SIZE(thresholds),
+                     self->nstates);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < self->nstates; i++) {
+        Plan *plan = &self->plans[i];
+        if (plan->mode == M_PY || plan->mode == M_SKIP ||
+            (plan->column_kind == C_LIST && plan->mode != M_LIST && plan->mode != M_LIST_RAW))
+            Py_RETURN_NONE;
+    }
+    long long limit = 0;
+    if (deadline != Py_None) {
+        limit = PyLong_AsLongLong(deadline);
+        if (limit == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    size_t states = (size_t)(self->nstates ? self->nstates : 1);
+    Threshold *th = PyMem_Calloc(states * 2, sizeof(Threshold));
+    long long *totals = PyMem_Calloc(states * TOTALS, sizeof(long long));
+    long long *ttl = PyMem_Calloc(states * TTL_FIELDS, sizeof(long long));
+    /* the scanner's tables, emptied (fresh ones when they are in use: a call from inside a call) */
+    int own_tables = self->tables_busy;
+    if (!own_tables && self->tables == NULL)
+        self->tables = PyMem_Calloc(states, sizeof(KeyTable));
+    TopPass tp = {NULL, own_tables ? PyMem_Calloc(states, sizeof(KeyTable)) : self->tables, 0};
+    if (!own_tables && tp.tables != NULL) {
+        self->tables_busy = 1;
+        for (Py_ssize_t i = 0; i < self->nstates; i++)
+            table_reset(&tp.tables[i]);
+    }
+    PyObject *out = NULL;
+    Py_buffer view;
+    int have_view = 0;
+    if (th == NULL || totals == NULL || ttl == NULL || tp.tables == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < self->nstates; i++) {
+        PyObject *t = PyList_GET_ITEM(thresholds, i);
+        if (!PyTuple_Check(t) || !PyArg_ParseTuple(t, "LULU", &th[2 * i].value, &th[2 * i].text,
+                                                    &th[2 * i + 1].value, &th[2 * i + 1].text)) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "measure_top(): a threshold is (bytes, text, elements, text)");
+            goto done;
+        }
+    }
+    if (get_data(data, &view, end) < 0)
+        goto done;
+    have_view = 1;
+    tp.base = view.buf;
+    Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, NULL, totals, self->plans, 0, 0, ttl, deadline != Py_None, limit,
+                 NULL, &tp};
+    ttl_stamps.on = 1;
+    ttl_stamps.n = 0;
+    int rc = scan(self, view.buf, end, pos, kg, &sink);
+    ttl_stamps.on = 0;
+    ttl_stamps.n = 0;
+    if (rc == 0 && tp.odd)
+        out = Py_NewRef(Py_None);
+    else if (rc == 0)
+        out = top_rows(self, view.buf, &tp, totals, ttl, th, top);
+done:
+    if (have_view)
+        PyBuffer_Release(&view);
+    if (own_tables) {
+        for (Py_ssize_t i = 0; tp.tables != NULL && i < self->nstates; i++)
+            table_free(&tp.tables[i]);
+        PyMem_Free(tp.tables);
+    } else if (tp.tables != NULL) {
+        self->tables_busy = 0;
+    }
+    PyMem_Free(th);
+    PyMem_Free(totals);
+    PyMem_Free(ttl);
+    return out;
 }
 
 #endif

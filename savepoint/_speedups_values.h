@@ -303,4 +303,19 @@ slice(const uint8_t *b, Py_ssize_t len, Py_ssize_t start, Py_ssize_t end)
     return PyBytes_FromStringAndSize((const char *)b + start, end - start);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* the buffer of data; end (the key group's region end) must lie inside it */
+static int
+get_data(PyObject *data, Py_buffer *view, Py_ssize_t end)
+{
+    if (PyObject_GetBuffer(data, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (end < 0 || end > view->len) {
+        PyErr_Format(PyExc_ValueError, "region end %zd is outside the buffer of %zd bytes", end, view->len);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
 #endif
