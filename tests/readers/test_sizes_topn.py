@@ -18,6 +18,7 @@ from fstate.readers import sizes_measure
 from fstate.readers.sizes import state_sizes
 from fstate.readers.sizes_measure import KeyedTask, measure_subtask
 from fstate.savepoint import _fastpath, handles, keyed, ttl_meta
+from fstate.savepoint.errors import FStateError
 from fstate.savepoint.keyed_state import KeyedState
 from fstate.savepoint.types import DOUBLE, INT, LONG, STRING, TIME_WINDOW, MapType, TtlValue, TupleType
 from tests.support import SAMPLES, sample_dirs, sample_snapshot
@@ -188,3 +189,30 @@ def test_samples_measure_the_same(sample, monkeypatch):
         assert [state_sizes(sample, top=top, parallelisms=[3], at=0).to_dict() for top in (1, 4)] == report
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     assert [state_sizes(sample, top=top, parallelisms=[3], at=0).to_dict() for top in (1, 4)] == report
+
+
+def _outcome(task):
+    try:
+        return _report(measure_subtask(task))
+    except FStateError as e:
+        return type(e), str(e)
+
+
+@pytest.mark.parametrize("ttl", [False, True])
+def test_damaged_streams_fail_as_the_per_key_pass_does(ttl, monkeypatch):
+    """A byte of the key groups changed (flipped, set to a length's or a delimiter's value): measure_top
+    gives what Scanner.measure gives, the same report or the same error."""
+    source = _generated("String", ttl, 5)
+    rng, start = random.Random(7), source.meta.header_size
+    failed = 0
+    for _ in range(150):
+        damaged = bytearray(source.buf)
+        at = rng.randrange(start, len(damaged))
+        damaged[at] = rng.choice([damaged[at] ^ rng.randint(1, 255), 0x00, 0x01, 0x2C, 0x80, 0xFF])
+        task = KeyedTask(dataclasses.replace(source, buf=bytes(damaged)), 2, DEADLINE + 86_400_000, 86_400_000)
+        fast = _outcome(task)
+        with monkeypatch.context() as patched:
+            _without_measure_top(patched)
+            assert _outcome(task) == fast, at
+        failed += isinstance(fast, tuple)
+    assert failed > 10  # most damage is found
