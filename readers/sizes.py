@@ -10,7 +10,8 @@ Two sources of sizes:
   prefix, key, namespace and a map entry's user key; the value), the same for every layout and
   backend. A subtask is measured in one process (several on a process pool), keeping per state the
   ``top`` largest keys in two heaps (by bytes, by list / map elements) and one key group's keys at a
-  time: memory is bounded by the largest key group, never the whole table.
+  time: memory is bounded by the largest key group, never the whole table. The compiled scanner
+  adds each key group's keys up in C and hands over only the keys that may enter the heaps.
 
 Per key group the bytes are exact, so the state each subtask would own at another parallelism
 (Flink's key-group ranges, :func:`..savepoint.types.hashing.key_group_range`) is exact too.

@@ -241,7 +241,9 @@ def measure_subtask(task: KeyedTask, key_groups: Iterable[int] | None = None,
     uncompressed heap-native streams, RocksDB snapshots; TTL states whose wrappers it decodes, their
     last accesses recorded as it goes; a key Python cannot hash, a list or a map or a row holding one,
     counted under :func:`..savepoint.keyed_codecs.frozen` of it), else entry by entry (TTL values
-    decoded with their timestamps)."""
+    decoded with their timestamps). Without ``on_keys``, a canonical key group's keys stay in C
+    (``Scanner.measure_top``: each key known by its bytes) and only those that may rank reach the
+    top heaps here (:func:`_rank`); with it (growth by key: every key is wanted) they all come."""
     with task.source.open(key_groups=key_groups) as state:
         ttl = any(ttl_meta.is_ttl_meta(codec.info) for codec in state.codecs)
         if not ttl or state.records_ttl():
