@@ -109,10 +109,13 @@ def main() -> None:
 
     print(f"\nN = {args.records:,} keys, {entries:,} entries, {size / 1e6:.1f} MB, {os.cpu_count()} cores, "
           f"load averages at start {read_keyed._load(load_start)}, at end {read_keyed._load(load_end)}")
-    print(f"  fstate read --out parquet (embedded engine)   {rate(read_s, read_cpu)}   peak {read_peak / 2**20:,.0f} MiB")
-    print(f"  fstate sizes --json                           {rate(sizes_s, sizes_cpu)}   peak {sizes_peak / 2**20:,.0f} MiB")
+    print(f"  fstate read --out parquet (embedded engine)   {rate(read_s, read_cpu)}   "
+          f"peak {read_peak / 2**20:,.0f} MiB")
+    print(f"  fstate sizes --json                           {rate(sizes_s, sizes_cpu)}   "
+          f"peak {sizes_peak / 2**20:,.0f} MiB")
     print(f"  Arrow batches, one core                       {rate(read_core_s, read_core_cpu)}   [{rows:,} rows]")
-    print(f"  sizes pass, one core                          {rate(sizes_core_s, sizes_core_cpu)}   [{measured:,} entries]")
+    print(f"  sizes pass, one core                          {rate(sizes_core_s, sizes_core_cpu)}   "
+          f"[{measured:,} entries]")
     print(f"  ratio sizes / read time (CLI, whole pipeline) {sizes_s / read_s:.2f}")
     print(f"  ratio sizes / read time (one core, decoding)  {sizes_core_s / read_core_s:.2f}")
     print(f"  ratio sizes / read CPU (CLI, whole pipeline)  {sizes_cpu / read_cpu:.2f}")
