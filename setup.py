@@ -26,6 +26,7 @@ setup(
                 "savepoint/_speedups_sink.h",
                 "savepoint/_speedups_scan.h",
                 "savepoint/_speedups_hash.h",
+                "savepoint/_speedups_split.h",
             ],
             optional=True,
         ),
