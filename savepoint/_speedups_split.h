@@ -20,6 +20,48 @@
 
 #include "_wire.h"
 
+#ifndef _WIN32
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+/* A mapped file (the caller says so): the whole pages a pass has read behind it are dropped from
+ * the process every few MB (the page cache keeps them; read again, they come back), so that a pass
+ * over a large key group holds a few MB of it, not all. Never on memory of the process's own (its
+ * bytes would be lost). */
+typedef struct {
+    const uint8_t *base;
+    int on;
+} SplitDrop;
+
+#define SPLIT_DROP_EVERY ((Py_ssize_t)4 << 20)
+
+static inline void
+split_drop(SplitDrop *dr, Py_ssize_t from, Py_ssize_t to)
+{
+#if !defined(_WIN32) && defined(MADV_DONTNEED)
+    if (!dr->on)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)(dr->base + from) + page - 1) / page * page;
+    uintptr_t b = (uintptr_t)(dr->base + to) / page * page;
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+#else
+    (void)dr; (void)from; (void)to;
+#endif
+}
+
+/* a pass at pos: what it read since the last drop is dropped when it is large enough */
+static inline void
+split_passed(SplitDrop *dr, Py_ssize_t *since, Py_ssize_t pos)
+{
+    if (dr->on && pos - *since >= SPLIT_DROP_EVERY) {
+        split_drop(dr, *since, pos);
+        *since = pos;
+    }
+}
+
 typedef struct {
     long sid;
     Py_ssize_t start, end;     /* its entries: from the first one's key length to the last one's value end */
@@ -37,8 +79,9 @@ split_entry(const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, int prefix, Wire
 /* Sections of the key group d[pos..end): their count, or -1 (framing not as the decoder wants it,
  * a state id twice) / -2 (a Python error). *out: PyMem array the caller frees. */
 static Py_ssize_t
-split_sections(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, int prefix, SplitSection **out)
+split_sections(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, int prefix, SplitSection **out, SplitDrop *dr)
 {
+    Py_ssize_t since = pos;
     Py_ssize_t n = 0, cap = 8;
     SplitSection *s = PyMem_Malloc(cap * sizeof(SplitSection));
     *out = s;
@@ -71,6 +114,7 @@ split_sections(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, int prefix, Spl
             if (wire_entry(d, end, pos, prefix, &e) != WIRE_ENTRY_OK)
                 return -1;
             pos = e.vstart + e.vlen;
+            split_passed(dr, &since, pos);
         } while (!e.flag);
         s[n++].end = pos;
         if (pos + 2 > end)
@@ -87,9 +131,9 @@ split_sections(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, int prefix, Spl
  * k's last entry (-1: piece k has none). */
 static void
 split_even(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *s, Py_ssize_t parts,
-           Py_ssize_t *cut, Py_ssize_t *last)
+           Py_ssize_t *cut, Py_ssize_t *last, SplitDrop *dr)
 {
-    Py_ssize_t pos = s->start, k = 0, len = s->end - s->start;
+    Py_ssize_t pos = s->start, k = 0, len = s->end - s->start, since = pos;
     cut[0] = pos;
     last[0] = -1;
     while (pos < s->end) {
@@ -101,6 +145,7 @@ split_even(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *s
         WireEntry e;
         pos = split_entry(d, limit, pos, prefix, &e);
         last[k] = e.kstart;
+        split_passed(dr, &since, pos);
     }
     while (k + 1 <= parts) {
         cut[++k] = s->end;
@@ -125,11 +170,11 @@ typedef struct {
  * run). */
 static int
 split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *c, const Py_ssize_t *ccut,
-              const SplitSection *s, Py_ssize_t parts, Py_ssize_t *cut, Py_ssize_t *last)
+              const SplitSection *s, Py_ssize_t parts, Py_ssize_t *cut, Py_ssize_t *last, SplitDrop *dr)
 {
     SplitPassed passed[SPLIT_WINDOW];
     Py_ssize_t npassed = 0;
-    Py_ssize_t cp = c->start, ck = 0, k = 0, pos = s->start;
+    Py_ssize_t cp = c->start, ck = 0, k = 0, pos = s->start, since = pos, csince = cp;
     cut[0] = pos;
     last[0] = -1;
     while (pos < s->end) {
@@ -172,6 +217,8 @@ split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection
         }
         last[k] = e.kstart;
         pos = next;
+        split_passed(dr, &since, pos);
+        split_passed(dr, &csince, cp);
     }
     while (k + 1 <= parts) {
         cut[++k] = s->end;
@@ -181,19 +228,20 @@ split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection
     return 0;
 }
 
-/* key_group_pieces(data, pos, end, prefix, selected, piece_bytes) -> [((state id, start, stop, last
- * key), ...), ...] or None: the pieces of the canonical key group data[pos:end] (see above), each a
+/* key_group_pieces(data, pos, end, prefix, selected, piece_bytes[, mapped]) -> [((state id, start, stop,
+ * last key), ...), ...] or None: the pieces of the canonical key group data[pos:end] (see above), each a
  * tuple of runs in section order: the entries data[start:stop] of a state, the last of them with
  * its key at last key (where the piece's framing flags it). None: one piece is enough (the key group
- * is at most piece_bytes), or it cannot be cut. */
+ * is at most piece_bytes), or it cannot be cut. mapped: data is a read-only mapped file, whose pages
+ * the passes drop behind them (SplitDrop). */
 static PyObject *
 py_key_group_pieces(PyObject *Py_UNUSED(mod), PyObject *args)
 {
     PyObject *data, *selected;
     Py_ssize_t pos, end, piece_bytes;
-    int prefix;
-    if (!PyArg_ParseTuple(args, "OnniO!n:key_group_pieces", &data, &pos, &end, &prefix, &PyTuple_Type, &selected,
-                          &piece_bytes))
+    int prefix, mapped = 0;
+    if (!PyArg_ParseTuple(args, "OnniO!n|p:key_group_pieces", &data, &pos, &end, &prefix, &PyTuple_Type, &selected,
+                          &piece_bytes, &mapped))
         return NULL;
     if ((prefix != 1 && prefix != 2) || piece_bytes <= 0) {
         PyErr_SetString(PyExc_ValueError, "key_group_pieces: prefix 1 or 2, piece_bytes > 0");
@@ -203,11 +251,12 @@ py_key_group_pieces(PyObject *Py_UNUSED(mod), PyObject *args)
     if (PyObject_GetBuffer(data, &view, PyBUF_SIMPLE) < 0)
         return NULL;
     const uint8_t *d = view.buf;
+    SplitDrop dr = {d, mapped};
     PyObject *result = NULL;
     SplitSection *s = NULL;
     Py_ssize_t *cut = NULL, *last = NULL;
     Py_ssize_t parts = pos >= 0 && end > pos ? (end - pos + piece_bytes - 1) / piece_bytes : 0;
-    Py_ssize_t n = end > view.len || parts < 2 ? -1 : split_sections(d, pos, end, prefix, &s);
+    Py_ssize_t n = end > view.len || parts < 2 ? -1 : split_sections(d, pos, end, prefix, &s, &dr);
     if (n == -2)
         goto done;
     Py_ssize_t creator = -1;
@@ -231,14 +280,14 @@ py_key_group_pieces(PyObject *Py_UNUSED(mod), PyObject *args)
         goto done;
     }
     Py_ssize_t stride = parts + 1;
-    split_even(d, end, prefix, &s[creator], parts, cut + creator * stride, last + creator * stride);
+    split_even(d, end, prefix, &s[creator], parts, cut + creator * stride, last + creator * stride, &dr);
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i == creator)
             continue;
         if (!s[i].selected) {
-            split_even(d, end, prefix, &s[i], parts, cut + i * stride, last + i * stride);
+            split_even(d, end, prefix, &s[i], parts, cut + i * stride, last + i * stride, &dr);
         } else if (split_aligned(d, end, prefix, &s[creator], cut + creator * stride, &s[i], parts, cut + i * stride,
-                                 last + i * stride) < 0) {
+                                 last + i * stride, &dr) < 0) {
             result = Py_NewRef(Py_None);
             goto done;
         }

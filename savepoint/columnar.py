@@ -31,12 +31,14 @@ that decodes to fewer bytes than stored there).
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import pyarrow
 
 from . import keyed
+from . import streams
 # type codes and plan modes: the enums of _wire.h, which both compiled decoders share
 from ._fastpath import (LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SCALAR_CODES, SKIP, TTL, TUPLE, VALUE, WINDOW,
                         ZERO)
@@ -394,6 +396,7 @@ def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows, piece
             rows = decoder.add(block, pos, limit, kg)
             if rows >= max_rows:
                 yield shape.batch(decoder.flush())
+        streams.release(buf, start, end)
     if decoder.rows:
         yield shape.batch(decoder.flush())
 
@@ -415,10 +418,12 @@ class _Pieces:
         """(bytes, start, end) of the key group data[start:end], or of each of its pieces in turn."""
         pieces = None
         if self.selected is not None and end - start > self.piece_bytes:
-            pieces = _speedups.key_group_pieces(data, start, end, self.prefix, self.selected, self.piece_bytes)
+            pieces = _speedups.key_group_pieces(data, start, end, self.prefix, self.selected, self.piece_bytes,
+                                                isinstance(data, mmap.mmap))
         if pieces is None:
             yield data, start, end
             return
+        streams.release(data, start, end)  # a mapped stream: its pages are read again piece by piece
         view = memoryview(data)
         for runs in pieces:
             parts: list = []
@@ -431,6 +436,8 @@ class _Pieces:
             parts.append(_END_OF_KEY_GROUP)
             block = bytearray().join(parts)
             del parts
+            for _, lo, hi, _ in runs:
+                streams.release(data, lo, hi)
             for flag in flags:
                 block[flag] |= keyed.META_FOLLOWS
             yield block, 0, len(block)
