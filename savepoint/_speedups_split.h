@@ -156,18 +156,37 @@ split_even(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *s
 
 /* creator entries passed over while looking for an entry of another section, kept to match later
  * ones: Flink's heap backend writes the states of a key group in nearly, not exactly, the same key
- * order (entries of one hash bucket swap). The oldest is dropped when it is full (a key the other
- * state does not hold; if one comes after all, the key group is not cut). */
+ * order (entries of one hash bucket swap). The older half is dropped when it is full (keys the
+ * other state does not hold; if one comes after all, the key group is not cut). */
 #define SPLIT_WINDOW 256
 
 typedef struct {
     Py_ssize_t kstart, piece;
 } SplitPassed;
 
+/* the newest passed creator entry of identity id (klen key bytes): its piece, taken out of the
+ * window; -1 none */
+static Py_ssize_t
+split_passed_piece(const uint8_t *d, int prefix, SplitPassed *passed, Py_ssize_t *npassed, const uint8_t *id,
+                   Py_ssize_t klen)
+{
+    for (Py_ssize_t j = *npassed - 1; j >= 0; j--) {
+        Py_ssize_t at = passed[j].kstart;
+        if ((Py_ssize_t)be32(d + at - 4) == klen && memcmp(d + at + prefix, id, (size_t)(klen - prefix)) == 0) {
+            Py_ssize_t piece = passed[j].piece;
+            memmove(passed + j, passed + j + 1, (size_t)(*npassed - j - 1) * sizeof(SplitPassed));
+            (*npassed)--;
+            return piece;
+        }
+    }
+    return -1;
+}
+
 /* Each entry of section s (selected, not the creator c) to the piece of its creator row (the
  * creator's cuts ccut): cut / last as split_even makes them. 0, or -1 when an entry has no creator
  * row found, or comes before an entry of an earlier piece (its piece's entries would not be one
- * run). */
+ * run). The creator row is looked for at the creator's next entry (aligned sections: always
+ * there), then among the passed ones, then further on. */
 static int
 split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *c, const Py_ssize_t *ccut,
               const SplitSection *s, Py_ssize_t parts, Py_ssize_t *cut, Py_ssize_t *last, SplitDrop *dr)
@@ -182,31 +201,33 @@ split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection
         Py_ssize_t next = split_entry(d, limit, pos, prefix, &e);
         const uint8_t *id = d + e.kstart + prefix;
         Py_ssize_t n = e.klen - prefix, piece = -1;
-        for (Py_ssize_t j = 0; j < npassed; j++) {
-            Py_ssize_t at = passed[j].kstart;
-            if ((Py_ssize_t)be32(d + at - 4) == e.klen && memcmp(d + at + prefix, id, (size_t)n) == 0) {
-                piece = passed[j].piece;
-                memmove(passed + j, passed + j + 1, (size_t)(npassed - j - 1) * sizeof(SplitPassed));
-                npassed--;
+        int looked = 0;        /* the passed ones were looked at */
+        while (piece < 0) {
+            if (cp >= c->end) {
+                piece = looked ? -1 : split_passed_piece(d, prefix, passed, &npassed, id, e.klen);
+                if (piece < 0)
+                    return -1;
                 break;
             }
-        }
-        while (piece < 0) {    /* the creator entry of the same identity, at cp or after */
-            if (cp >= c->end)
-                return -1;
             while (ck + 1 < parts && cp >= ccut[ck + 1])
                 ck++;
             Py_ssize_t cnext = split_entry(d, limit, cp, prefix, &ce);
             if (ce.klen == e.klen && memcmp(d + ce.kstart + prefix, id, (size_t)n) == 0) {
                 piece = ck;
-            } else {
-                if (npassed == SPLIT_WINDOW) {
-                    memmove(passed, passed + 1, (size_t)(SPLIT_WINDOW - 1) * sizeof(SplitPassed));
-                    npassed--;
-                }
-                passed[npassed].kstart = ce.kstart;
-                passed[npassed++].piece = ck;
+                cp = cnext;
+                break;
             }
+            if (!looked) {
+                looked = 1;
+                if ((piece = split_passed_piece(d, prefix, passed, &npassed, id, e.klen)) >= 0)
+                    break;
+            }
+            if (npassed == SPLIT_WINDOW) {   /* the older half goes */
+                memmove(passed, passed + SPLIT_WINDOW / 2, (size_t)(SPLIT_WINDOW / 2) * sizeof(SplitPassed));
+                npassed = SPLIT_WINDOW / 2;
+            }
+            passed[npassed].kstart = ce.kstart;
+            passed[npassed++].piece = ck;
             cp = cnext;
         }
         if (piece < k)
