@@ -159,6 +159,8 @@ split_even(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *s
  * order (entries of one hash bucket swap). The older half is dropped when it is full (keys the
  * other state does not hold; if one comes after all, the key group is not cut). */
 #define SPLIT_WINDOW 256
+/* rounds over the other selected sections while they move the creator's cuts */
+#define SPLIT_ROUNDS 4
 
 typedef struct {
     Py_ssize_t kstart, piece;
@@ -182,15 +184,44 @@ split_passed_piece(const uint8_t *d, int prefix, SplitPassed *passed, Py_ssize_t
     return -1;
 }
 
+/* the piece of the creator entry at pos under the creator's cuts ccut (the last of empty pieces) */
+static inline Py_ssize_t
+split_piece_at(const Py_ssize_t *ccut, Py_ssize_t parts, Py_ssize_t pos)
+{
+    Py_ssize_t k = 0;
+    while (k + 1 < parts && pos >= ccut[k + 1])
+        k++;
+    return k;
+}
+
+/* last[k]: the key start of the last creator entry of piece k under the cuts ccut (-1: none) */
+static void
+split_lasts(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *c, const Py_ssize_t *ccut,
+            Py_ssize_t parts, Py_ssize_t *last)
+{
+    for (Py_ssize_t k = 0; k < parts; k++)
+        last[k] = -1;
+    Py_ssize_t k = 0, pos = c->start;
+    while (pos < c->end) {
+        while (k + 1 < parts && pos >= ccut[k + 1])
+            k++;
+        WireEntry e;
+        pos = split_entry(d, limit, pos, prefix, &e);
+        last[k] = e.kstart;
+    }
+}
+
 /* Each entry of section s (selected, not the creator c) to the piece of its creator row (the
- * creator's cuts ccut): cut / last as split_even makes them. 0, or -1 when an entry has no creator
- * row found, or comes before an entry of an earlier piece (its piece's entries would not be one
- * run). The creator row is looked for at the creator's next entry (aligned sections: always
- * there), then among the passed ones, then further on. */
+ * creator's cuts ccut): cut / last as split_even makes them. The creator row is looked for at the
+ * creator's next entry (aligned sections: always there), then among the passed ones, then further
+ * on. An entry whose row is in an earlier piece than the entry before it (two keys swapped across a
+ * cut) moves the creator's cuts after both: 1 when it did (the other sections are cut again), 0,
+ * or -1 when an entry has no creator row. */
 static int
-split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *c, const Py_ssize_t *ccut,
+split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *c, Py_ssize_t *ccut,
               const SplitSection *s, Py_ssize_t parts, Py_ssize_t *cut, Py_ssize_t *last, SplitDrop *dr)
 {
+    int moved = 0;
     SplitPassed passed[SPLIT_WINDOW];
     Py_ssize_t npassed = 0;
     Py_ssize_t cp = c->start, ck = 0, k = 0, pos = s->start, since = pos, csince = cp;
@@ -230,8 +261,16 @@ split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection
             passed[npassed++].piece = ck;
             cp = cnext;
         }
-        if (piece < k)
-            return -1;
+        if (piece < k) {       /* every entry so far is of a creator row before cp: the cuts after piece go there */
+            for (Py_ssize_t j = piece + 1; j < parts; j++)
+                if (ccut[j] < cp)
+                    ccut[j] = cp;
+            for (Py_ssize_t j = 0; j < npassed; j++)
+                passed[j].piece = split_piece_at(ccut, parts, passed[j].kstart - 4);
+            ck = split_piece_at(ccut, parts, cp);
+            k = piece;
+            moved = 1;
+        }
         while (k < piece) {    /* the pieces up to the creator row's begin here */
             cut[++k] = pos;
             last[k] = -1;
@@ -246,7 +285,7 @@ split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection
         if (k < parts)
             last[k] = -1;
     }
-    return 0;
+    return moved;
 }
 
 /* key_group_pieces(data, pos, end, prefix, selected, piece_bytes[, mapped]) -> [((state id, start, stop,
@@ -280,13 +319,15 @@ py_key_group_pieces(PyObject *Py_UNUSED(mod), PyObject *args)
     Py_ssize_t n = end > view.len || parts < 2 ? -1 : split_sections(d, pos, end, prefix, &s, &dr);
     if (n == -2)
         goto done;
-    Py_ssize_t creator = -1;
+    Py_ssize_t creator = -1, n_aligned = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(selected); j++)
             if (PyLong_AsLong(PyTuple_GET_ITEM(selected, j)) == s[i].sid)
                 s[i].selected = 1;
         if (s[i].selected && creator < 0)
             creator = i;
+        else if (s[i].selected)
+            n_aligned++;
     }
     if (PyErr_Occurred())
         goto done;
@@ -302,16 +343,33 @@ py_key_group_pieces(PyObject *Py_UNUSED(mod), PyObject *args)
     }
     Py_ssize_t stride = parts + 1;
     split_even(d, end, prefix, &s[creator], parts, cut + creator * stride, last + creator * stride, &dr);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (i == creator)
-            continue;
-        if (!s[i].selected) {
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (i != creator && !s[i].selected)
             split_even(d, end, prefix, &s[i], parts, cut + i * stride, last + i * stride, &dr);
-        } else if (split_aligned(d, end, prefix, &s[creator], cut + creator * stride, &s[i], parts, cut + i * stride,
-                                 last + i * stride, &dr) < 0) {
+    /* the other selected sections, again while one moves the creator's cuts (a few rounds at most) */
+    for (int round = 0, moved = 1; moved; round++) {
+        if (round == SPLIT_ROUNDS) {
             result = Py_NewRef(Py_None);
             goto done;
         }
+        moved = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i == creator || !s[i].selected)
+                continue;
+            int rc = split_aligned(d, end, prefix, &s[creator], cut + creator * stride, &s[i], parts, cut + i * stride,
+                                   last + i * stride, &dr);
+            if (rc < 0) {
+                result = Py_NewRef(Py_None);
+                goto done;
+            }
+            if (rc > 0) {
+                moved = 1;
+                split_lasts(d, end, prefix, &s[creator], cut + creator * stride, parts, last + creator * stride);
+            }
+        }
+        /* one selected section besides the creator: its own moves need no other round */
+        if (moved && n_aligned == 1)
+            moved = 0;
     }
     result = PyList_New(0);
     for (Py_ssize_t k = 0; result != NULL && k < parts; k++) {

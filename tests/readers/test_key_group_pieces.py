@@ -141,7 +141,41 @@ def test_key_group_pieces_give_each_entry_to_its_rows_piece():
     assert [k for run in alone[1] for k in run] == keys[::3]
 
 
-@pytest.mark.parametrize("case", ["small", "not in the first state", "no state selected", "bad framing"])
+def _unsorted_key_group(kg: int, sections: list[list[bytes]]) -> bytes:
+    """A canonical key group whose states' entries are in the given order (state i: sections[i])."""
+    out = bytearray()
+    for sid, keys in enumerate(sections):
+        out += sid.to_bytes(2, "big")
+        for i, key in enumerate(keys):
+            first = kg | (keyed.META_FOLLOWS if i == len(keys) - 1 else 0)
+            out += (len(key) + 1).to_bytes(4, "big") + bytes((first,)) + key + (3).to_bytes(4, "big") + b"val"
+    return bytes(out + keyed.END_OF_KEY_GROUP.to_bytes(2, "big"))
+
+
+def _check_pieces(data: bytes, pieces, first: list[bytes], second: list[bytes]) -> None:
+    runs = _runs_by_state(data, pieces)
+    assert [k for run in runs[0] for k in run] == first
+    assert [k for run in runs[1] for k in run] == second
+    piece_of = {k: i for i, run in enumerate(runs[0]) for k in run}
+    for i, run in enumerate(runs[1]):
+        assert all(piece_of[k] == i for k in run)
+
+
+def test_keys_swapped_across_a_cut_move_the_cut():
+    """Flink's heap backend: the second state's keys in the first's order but for neighbours swapped;
+    wherever the swap is, the pieces keep each key's entries in one piece (a cut moves past it)."""
+    keys = [f"k{i:03d}".encode() for i in range(60)]
+    for at in range(len(keys) - 1):
+        second = list(keys)
+        second[at], second[at + 1] = second[at + 1], second[at]
+        data = _unsorted_key_group(5, [keys, second])
+        pieces = speedups.key_group_pieces(data, 0, len(data), 1, (0, 1), 200)
+        assert pieces is not None and len(pieces) > 1
+        _check_pieces(data, pieces, keys, second)
+
+
+@pytest.mark.parametrize("case", ["small", "not in the first state", "no state selected", "bad framing",
+                                  "far out of order"])
 def test_key_groups_that_are_not_cut(case):
     keys = [f"k{i:03d}".encode() for i in range(60)]
     data = _key_group(5, keys, keys[1:] + [b"zzz"] if case == "not in the first state" else keys)
@@ -152,4 +186,7 @@ def test_key_groups_that_are_not_cut(case):
         selected = (7,)
     elif case == "bad framing":
         data = data[:-1]
+    elif case == "far out of order":  # the second state's keys reversed: the window cannot hold them
+        many = [f"k{i:04d}".encode() for i in range(1000)]
+        data = _unsorted_key_group(5, [many, many[::-1]])
     assert speedups.key_group_pieces(data, 0, len(data), 1, selected, piece_bytes) is None
