@@ -28,6 +28,7 @@ setup(
                 "savepoint/_speedups_top.h",
                 "savepoint/_speedups_scan.h",
                 "savepoint/_speedups_hash.h",
+                "savepoint/_speedups_split.h",
             ],
             optional=True,
         ),

@@ -43,6 +43,7 @@ def partition_batches(table: tables.Table, partition: tables.Partition,
     """One partition of ``table`` as Arrow record batches of at most ``batch_rows`` rows: straight
     from the compiled columnar decoder when it takes the partition (no Python object per value),
     else built from the decoded rows. The partition is opened once either way."""
+    pool.return_large_blocks()
     schema = table_schema(table)
     converters = [arrow_schema.converter(t) for _, t, _ in table.columns]
 

@@ -51,6 +51,9 @@
  * read_flink_string(buf, pos) -> (str | None, new pos)
  * java_string_hash(s) -> int                 Java's String.hashCode of s (types/hashing.hash_string)
  * key_group(java_hash, max_parallelism) -> int   Flink's key group of a hash (hashing.key_group_for_hash)
+ * key_group_pieces(data, pos, end, prefix, selected, piece_bytes) -> [runs, ...] | None
+ *                                            a large canonical key group cut into pieces that decode to
+ *                                            its rows in order (_speedups_split.h)
  *
  * ABI: bumped whenever this interface changes; _compiled.py ignores a build with another number
  * (a stale build_ext --inplace), so rebuild after editing: pip install -e . (or python setup.py
@@ -63,6 +66,7 @@
 #include "_speedups_scan.h"     /* one entry, one key group */
 #include "_speedups_top.h"      /* measure_top */
 #include "_speedups_hash.h"     /* String.hashCode, key groups */
+#include "_speedups_split.h"    /* a large key group in pieces */
 
 /* ------------------------------------------------------------------------------------------ */
 /* the Scanner type */
@@ -472,6 +476,9 @@ static PyMethodDef module_methods[] = {
      "java_string_hash(s) -> int: Java's String.hashCode of s (over its UTF-16 code units)"},
     {"key_group", (PyCFunction)(void (*)(void))py_key_group, METH_FASTCALL,
      "key_group(java_hash, max_parallelism) -> int: the key group Flink gives a key of this hashCode"},
+    {"key_group_pieces", py_key_group_pieces, METH_VARARGS,
+     "key_group_pieces(data, pos, end, prefix, selected, piece_bytes) -> [((state id, start, stop, last key), ...), "
+     "...] or None: a canonical key group cut into pieces of about piece_bytes that decode to its rows in order"},
     {NULL, NULL, 0, NULL}
 };
 

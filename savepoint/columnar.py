@@ -31,16 +31,18 @@ that decodes to fewer bytes than stored there).
 
 from __future__ import annotations
 
+import mmap
 import struct
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
 import pyarrow
 
 from . import keyed
+from . import streams
 # type codes and plan modes: the enums of _wire.h, which both compiled decoders share
 from ._fastpath import (LIST, LIST_RAW, LONG, MAP, NULLABLE, RAW, SCALAR_CODES, SKIP, TTL, TUPLE, VALUE, WINDOW,
                         ZERO)
-from ._compiled import compiled_extension, pure_python_forced
+from ._compiled import compiled_extension, pure_python_forced, speedups as _speedups
 from .compression import decompress_framed
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError
 from .keyed_codecs import LIST as LIST_FORM, MAP as MAP_FORM, RAW_LIST, RAW_MAP, TIMER, key_group_prefix_size
@@ -55,8 +57,12 @@ _columnar = compiled_extension("_columnar", ABI)
 
 SKIP_PLAIN, SKIP_LIST, SKIP_MAP = range(3)  # how a heap-native entry of a state without a column is skipped
 
-#: rows per record batch (a batch ends after the key group that reaches it)
+#: rows per record batch (a batch ends after the key group, or the piece of one, that reaches it)
 MAX_ROWS = 65536
+#: a canonical key group larger than this is decoded in pieces of about this size, one at a time
+#: (:func:`key_group_pieces`), so that a reader holds a piece's rows, not a whole key group's (one key
+#: group of 100 M keys at max parallelism 128 holds 67 MB of state)
+PIECE_BYTES = 4 << 20
 
 #: (C type code, Arrow type) of the scalar kinds the compiled decoders take (the scalar registry)
 _SCALARS: dict[str, tuple[int, pyarrow.DataType]] = {kind: (code, arrow_types.SCALAR_TYPES[kind])
@@ -213,13 +219,15 @@ def plan(meta, max_parallelism: int, codecs, state_ids: Sequence[int], flatten: 
 
 
 def stream_batches(found: Plan, buf: bytes, regions: Iterable[tuple[int, int, int]], meta, source: str | None,
-                   names: Sequence[str], max_rows: int = MAX_ROWS) -> Iterator[pyarrow.RecordBatch]:
+                   names: Sequence[str], max_rows: int = MAX_ROWS, piece_bytes: int | None = None
+                   ) -> Iterator[pyarrow.RecordBatch]:
     """The keyed table (readers.tables' rows without key filter and ``flat``) as record batches over
     the (key group, start, end) regions of a canonical stream: key (its fields when ``flatten``),
     the namespace part (``ns_mode`` void: none, window: start and end, else the namespace) and one
-    column per state of the plan, named ``names``. One batch per run of key groups reaching
-    ``max_rows`` rows."""
-    return _batches(found.decoder(source), found.shape(names), buf, regions, meta, source, max_rows)
+    column per state of the plan, named ``names``. One batch per run of key groups (or pieces of a
+    key group larger than ``piece_bytes``, :data:`PIECE_BYTES` by default) reaching ``max_rows`` rows."""
+    pieces = _Pieces(found, PIECE_BYTES if piece_bytes is None else piece_bytes)
+    return _batches(found.decoder(source), found.shape(names), buf, regions, meta, source, max_rows, pieces)
 
 
 def native_stream_batches(found: Plan, buf: bytes, regions: Iterable[tuple[int, int, int]], meta, codecs,
@@ -366,7 +374,8 @@ def _array(arrow: pyarrow.DataType, desc) -> pyarrow.Array:
     return pyarrow.Array.from_buffers(arrow, length, head, nulls)
 
 
-def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows) -> Iterator[pyarrow.RecordBatch]:
+def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows, pieces: "_Pieces"
+             ) -> Iterator[pyarrow.RecordBatch]:
     compressed = meta.compressed
     for kg, start, end in regions:
         if not meta.header_size <= start <= len(buf):
@@ -380,13 +389,58 @@ def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows) -> It
             if keyed.framed_length(buf, start, end) != end - start:
                 raise CorruptStateError(f"key group {kg}: its compressed stream does not end where the next key "
                                         f"group starts (byte {end})", source)
-            rows = decoder.add(data, 0, len(data), kg)
+            data, start, end = data, 0, len(data)
         else:
-            rows = decoder.add(buf, start, end, kg)
-        if rows >= max_rows:
-            yield shape.batch(decoder.flush())
+            data = buf
+        for block, pos, limit in pieces.of(data, start, end):
+            rows = decoder.add(block, pos, limit, kg)
+            if rows >= max_rows:
+                yield shape.batch(decoder.flush())
+        streams.release(buf, start, end)
     if decoder.rows:
         yield shape.batch(decoder.flush())
+
+
+class _Pieces:
+    """A canonical key group as the decoder is given it: whole, or, when it is larger than
+    ``piece_bytes``, in pieces that decode to its rows in the same order (``_speedups``'
+    ``key_group_pieces``: each of the plan's states holds one entry per key, no map state), each
+    framed as a key group of its own."""
+
+    def __init__(self, found: Plan, piece_bytes: int):
+        plans = found.plans
+        cut = _speedups is not None and not pure_python_forced() and all(
+            plans[sid].mode in (VALUE, LIST, LIST_RAW) for sid in found.state_ids)
+        self.selected = tuple(found.state_ids) if cut else None
+        self.piece_bytes, self.prefix = piece_bytes, found.prefix
+
+    def of(self, data, start: int, end: int) -> Iterator[tuple]:
+        """(bytes, start, end) of the key group data[start:end], or of each of its pieces in turn."""
+        pieces = None
+        if self.selected is not None and end - start > self.piece_bytes:
+            pieces = _speedups.key_group_pieces(data, start, end, self.prefix, self.selected, self.piece_bytes,
+                                                isinstance(data, mmap.mmap))
+        if pieces is None:
+            yield data, start, end
+            return
+        streams.release(data, start, end)  # a mapped stream: its pages are read again piece by piece
+        view = memoryview(data)
+        for runs in pieces:
+            parts: list = []
+            flags = []
+            at = 0
+            for sid, lo, hi, last in runs:
+                parts += [_U16.pack(sid), view[lo:hi]]
+                flags.append(at + 2 + last - lo)  # the run's last key: the piece's framing flags it
+                at += 2 + hi - lo
+            parts.append(_END_OF_KEY_GROUP)
+            block = bytearray().join(parts)
+            del parts
+            for _, lo, hi, _ in runs:
+                streams.release(data, lo, hi)
+            for flag in flags:
+                block[flag] |= keyed.META_FOLLOWS
+            yield block, 0, len(block)
 
 
 def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, max_rows
@@ -420,6 +474,8 @@ def _native_batches(decoder, shape: _Shape, buf, regions, meta, codecs, source, 
 
 
 _I32 = struct.Struct(">i")
+_U16 = struct.Struct(">H")
+_END_OF_KEY_GROUP = _U16.pack(keyed.END_OF_KEY_GROUP)
 
 
 def _packed_batches(decoder, shape: _Shape, db, tables, families, runs, prefix: int, max_rows: int

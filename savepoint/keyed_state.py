@@ -519,6 +519,9 @@ class KeyedStateSource:
             return
         if self.span is not None and self.stream.path is not None:
             buf, handle, meta = self._read_span(io)
+            if handle is self.handle:  # the whole stream mapped: its key groups of the span are read
+                lo, hi = self.span_key_groups
+                key_groups = [kg for kg in (range(lo, hi + 1) if key_groups is None else key_groups) if lo <= kg <= hi]
         else:
             buf, handle = streams.read_source(self.stream, io), self.handle
             end = keyed.header_end(handle.offsets, len(buf)) if header_search else None
@@ -528,9 +531,10 @@ class KeyedStateSource:
         yield KeyedState.of_stream(buf, handle, meta, self.max_parallelism, key_groups=key_groups,
                                    source=self.stream.label, strict=strict)
 
-    def _read_span(self, io: FileIO | None) -> tuple[bytes, handles.KeyGroupsHandle, keyed.KeyedBackendMeta]:
+    def _read_span(self, io: FileIO | None) -> tuple[Any, handles.KeyGroupsHandle, keyed.KeyedBackendMeta]:
         """The header and the span's bytes, with a handle over the span's key groups whose offsets
-        point into them."""
+        point into them; or, from a local file, the whole stream mapped (a read-only mmap: only the
+        pages read are loaded) with the whole handle."""
         source, label = self.stream, self.stream.label
         io = io or streams.source_io(source)
         size = 64 * 1024
@@ -544,8 +548,14 @@ class KeyedStateSource:
                 if size >= lo:
                     raise
                 size *= 4
-        body = io.read_range(source.path, source.start + lo, hi - lo)
         h = self.handle
+        # mapped (a local file): the whole stream with its handle, of which only the span's key groups
+        # are read (the caller selects them), their pages dropped as they are decoded
+        # (streams.release); else the header and the span's bytes
+        mapped = io.map_range(source.path, source.start, source.length) if source.length else None
+        if mapped is not None:
+            return mapped, h, meta
+        body = io.read_range(source.path, source.start + lo, hi - lo)
         start, end = self.span_key_groups
         first = start - h.start_key_group
         offsets = tuple((o - lo + meta.header_size) if o else 0 for o in h.offsets[first:first + end - start + 1])

@@ -5,6 +5,7 @@ checkpoint directory."""
 from __future__ import annotations
 
 import dataclasses
+import mmap
 import os
 import re
 import shlex
@@ -130,6 +131,18 @@ def source_io(src: StreamSource, io: FileIO | None = None) -> FileIO:
     if io is not None and io.accepts(src.path):
         return io
     return io_for(src.path, src.fs_options)
+
+
+def release(buf, start: int, end: int) -> None:
+    """A mapped stream's (:meth:`.io.FileIO.map_range`) whole pages within ``[start, end)`` dropped from
+    this process once read (they stay in the page cache and come back if read again): a reader of a
+    large stream holds the pages of what it is reading, not of all it has read. Bytes in memory stay."""
+    if not isinstance(buf, mmap.mmap) or not hasattr(buf, "madvise"):
+        return
+    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = min(end, len(buf)) // mmap.PAGESIZE * mmap.PAGESIZE
+    if last > first:
+        buf.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
 def read_source(src: StreamSource, io: FileIO | None = None) -> bytes:

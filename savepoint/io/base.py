@@ -18,6 +18,11 @@ class FileIO(ABC):
         """At most ``length`` bytes from ``offset`` (all to the end when ``length`` < 0); never more
         than the file holds, whatever ``length`` says."""
 
+    def map_range(self, path: str, offset: int, length: int):
+        """``length`` bytes from ``offset`` mapped into memory (read-only, loaded as they are read), or
+        None when this file system cannot map them; then :meth:`read_range` reads them."""
+        return None
+
     @abstractmethod
     def exists(self, path: str) -> bool: ...
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from contextlib import contextmanager
 
@@ -44,6 +45,18 @@ class LocalFileIO(FileIO):
                 available = max(0, os.fstat(f.fileno()).st_size - offset)
                 f.seek(offset)
                 return f.read(available if length is None or length < 0 else min(length, available))
+
+    def map_range(self, path: str, offset: int, length: int):
+        """An ``mmap`` of the range when ``offset`` is at a mapping boundary (a file holding one stream
+        starts at 0) and the file holds the whole range; else None."""
+        if offset % mmap.ALLOCATIONGRANULARITY or length <= 0:
+            return None
+        p = self._p(path)
+        with self._errors(p):
+            with open(p, "rb") as f:
+                if os.fstat(f.fileno()).st_size < offset + length:
+                    return None
+                return mmap.mmap(f.fileno(), length, access=mmap.ACCESS_READ, offset=offset)
 
     def exists(self, path: str) -> bool:
         p = self._p(path)
