@@ -509,7 +509,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 7) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }
