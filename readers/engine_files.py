@@ -221,7 +221,9 @@ def _dictionary_columns(schema: pyarrow.Schema, batch: pyarrow.RecordBatch) -> l
     import pyarrow.parquet
 
     empty = io.BytesIO()
-    pyarrow.parquet.write_table(schema.empty_table(), empty)
+    # not schema.empty_table(): it builds its columns with pyarrow.array, which imports pandas (~0.3 CPU-s
+    # a process) to ask whether they are pandas objects
+    pyarrow.parquet.write_table(pyarrow.Table.from_batches([], schema), empty)
     empty.seek(0)
     parquet_schema = pyarrow.parquet.ParquetFile(empty).schema
     paths = [parquet_schema.column(index).path for index in range(len(parquet_schema))]
