@@ -8,7 +8,13 @@ the top-level ``--output`` chose.
 from __future__ import annotations
 
 import enum
+import os
 import warnings
+
+# numpy (which pyarrow imports) starts one OpenBLAS thread a core, which spin for a while on start-up:
+# ~0.05 CPU-s in this process and in every worker spawned (they inherit the environment); fstate does
+# no linear algebra. A value the user set stays.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import typer
 from rich.markup import escape
