@@ -39,6 +39,7 @@ setup(
                 "savepoint/_wire.h",
                 "savepoint/_columnar_values.h",
                 "savepoint/_columnar_rows.h",
+                "savepoint/_columnar_identity.h",
                 "savepoint/_columnar_native.h",
             ],
             optional=True,

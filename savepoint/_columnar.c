@@ -1,5 +1,6 @@
 /* fstate.savepoint._columnar: key groups (canonical, heap-native) and RocksDB pairs decoded straight
- * into Arrow columnar buffers.
+ * into Arrow columnar buffers (parts: _columnar_values.h, _columnar_rows.h, _columnar_identity.h,
+ * _columnar_native.h).
  *
  * The plain Python decoders (keyed.py, keyed_codecs.py, types/) are the reference: the rows built
  * from these buffers equal the reference rows of the strict path (keys, namespaces and values must
@@ -292,6 +293,7 @@ Decoder_init(Decoder *self, PyObject *args, PyObject *kwds)
     self->prefix = prefix;
     self->keep_ns = keep_ns;
     self->failed_cursor = -1;
+    self->hint.n = -1;
     Py_ssize_t n = PyTuple_GET_SIZE(plans);
     self->plans = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Plan));
     Py_ssize_t nc = PyTuple_GET_SIZE(selected);
@@ -545,7 +547,7 @@ PyInit__columnar(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 4) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -34,7 +34,15 @@ typedef struct {
 typedef struct {
     uint32_t gen, hash;
     int32_t row;
+    uint32_t idoff;            /* where the row's identity starts in ids (only read to prefetch it) */
 } Slot;
+
+/* an identity whose hash is known before its entry is decoded (scan's look-ahead) */
+typedef struct {
+    const uint8_t *a;
+    Py_ssize_t n;
+    uint32_t hash;
+} Hint;
 
 typedef struct {
     PyObject_HEAD
@@ -59,6 +67,7 @@ typedef struct {
     int ordered;               /* every key-group row so far was made by creator, in increasing order */
     Plan *creator;
     Buf scratch;
+    Hint hint;                 /* the identity of the entry being decoded, when scan hashed it ahead (n < 0: none) */
     Py_ssize_t kg_first;       /* the first row of the key group */
     Py_ssize_t failed_cursor;  /* RocksDB: the cursor whose call raised in the last add_pairs_from, or -1 */
 } Decoder;
@@ -74,225 +83,7 @@ decode_failed(Decoder *self, long kg, Err *e)
     return raise_corrupt(self, "key group %ld: cannot decode the state bytes (%s)", kg, e->msg);
 }
 
-static inline uint64_t
-mix(uint64_t h, uint64_t v)
-{
-    h ^= v;
-    h *= 0x9E3779B97F4A7C15ULL;
-    return h ^ (h >> 29);
-}
-
-static inline uint64_t
-hash_bytes(uint64_t h, const uint8_t *p, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, p + i, 8);
-        h = mix(h, w);
-    }
-    uint64_t w = 0;
-    memcpy(&w, p + i, (size_t)(n - i));
-    return mix(h, w ^ ((uint64_t)n << 56));
-}
-
-static int
-grow_slots(Decoder *self)
-{
-    size_t n = self->nslots ? self->nslots * 2 : 1024;
-    Slot *s = PyMem_Calloc(n, sizeof(Slot));
-    if (s == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    const uint32_t *hashes = (const uint32_t *)self->id_hash.p;
-    uint32_t gen = 1;
-    for (Py_ssize_t r = 0; r < self->hashed; r++) {
-        uint32_t h = hashes[r];
-        size_t i = h & (n - 1);
-        while (s[i].gen == gen)
-            i = (i + 1) & (n - 1);
-        s[i].gen = gen;
-        s[i].hash = h;
-        s[i].row = (int32_t)(self->kg_first + r);
-    }
-    PyMem_Free(self->slots);
-    self->slots = s;
-    self->nslots = n;
-    self->gen = gen;
-    return 0;
-}
-
-static inline uint32_t
-identity_hash(const uint8_t *p, Py_ssize_t n)
-{
-    uint64_t h = hash_bytes(0x243F6A8885A308D3ULL, p, n);
-    return (uint32_t)(h ^ (h >> 32));
-}
-
-/* key-group row r (relative) into the hash table */
-static int
-insert_row(Decoder *self, Py_ssize_t r)
-{
-    if ((size_t)(self->hashed + 1) * 2 > self->nslots && grow_slots(self) < 0)
-        return -1;
-    const int64_t *off = (const int64_t *)self->id_start.p;
-    uint32_t h = identity_hash(self->ids.p + off[r], (Py_ssize_t)(off[r + 1] - off[r]));
-    if (buf_reserve(&self->id_hash, 4) < 0)
-        return -1;
-    memcpy(self->id_hash.p + self->id_hash.len, &h, 4);
-    self->id_hash.len += 4;
-    size_t mask = self->nslots - 1, i = h & mask;
-    while (self->slots[i].gen == self->gen)
-        i = (i + 1) & mask;
-    self->slots[i].gen = self->gen;
-    self->slots[i].hash = h;
-    self->slots[i].row = (int32_t)(self->kg_first + r);
-    self->hashed++;
-    return 0;
-}
-
-/* short byte strings: word compares instead of a libc call (identities are a few bytes) */
-static inline int
-bytes_equal(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        memcpy(&x, a + i, 8);
-        memcpy(&y, b + i, 8);
-        if (x != y)
-            return 0;
-    }
-    for (; i < n; i++)
-        if (a[i] != b[i])
-            return 0;
-    return 1;
-}
-
-/* memcmp's sign over n bytes */
-static inline int
-bytes_compare(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        memcpy(&x, a + i, 8);
-        memcpy(&y, b + i, 8);
-        if (x != y) {
-            x = __builtin_bswap64(x);
-            y = __builtin_bswap64(y);
-            return x < y ? -1 : 1;
-        }
-    }
-    for (; i < n; i++)
-        if (a[i] != b[i])
-            return a[i] < b[i] ? -1 : 1;
-    return 0;
-}
-
-static inline int
-same_identity(Decoder *self, Py_ssize_t r, const uint8_t *a, Py_ssize_t n)
-{
-    const int64_t *off = (const int64_t *)self->id_start.p;
-    return off[r + 1] - off[r] == n && bytes_equal(self->ids.p + off[r], a, n);
-}
-
-/* identity a (n bytes) after row r's (bytewise order) */
-static inline int
-after_identity(Decoder *self, Py_ssize_t r, const uint8_t *a, Py_ssize_t n)
-{
-    const int64_t *off = (const int64_t *)self->id_start.p;
-    Py_ssize_t m = (Py_ssize_t)(off[r + 1] - off[r]);
-    int c = bytes_compare(self->ids.p + off[r], a, m < n ? m : n);
-    return c < 0 || (c == 0 && m < n);
-}
-
-/* The row of an identity (a, na) + (b, nb) in the current key group; *fresh = 1 when it is new.
- * Without hashing when the entries come in the usual order: a state's entries follow the rows in
- * the order the first state made them (sorted), or make new rows in increasing order. Otherwise
- * the rows are hashed (lazily) and looked up. -2: a Python error. */
-static int32_t
-find_row(Decoder *self, Plan *plan, const uint8_t *a, Py_ssize_t na, const uint8_t *b, Py_ssize_t nb, int *fresh)
-{
-    Py_ssize_t n = na + nb;
-    if (nb) {                  /* an ambiguous key: the identity is key bytes + namespace bytes */
-        self->scratch.len = 0;
-        if (buf_reserve(&self->scratch, (size_t)n) < 0)
-            return -2;
-        memcpy(self->scratch.p, a, (size_t)na);
-        memcpy(self->scratch.p + na, b, (size_t)nb);
-        a = self->scratch.p;
-    }
-    Py_ssize_t kg_rows = self->rows - self->kg_first;
-    *fresh = 0;
-    if (plan->last_row >= 0) {
-        Py_ssize_t r = plan->last_row - self->kg_first;
-        if (same_identity(self, r, a, n))
-            return plan->last_row;
-        if (r + 1 < kg_rows && same_identity(self, r + 1, a, n))
-            return plan->last_row + 1;
-    } else if (kg_rows > 0 && same_identity(self, 0, a, n)) {
-        return (int32_t)self->kg_first;
-    }
-    int ordered = kg_rows == 0 ||
-                  (self->ordered && self->creator == plan && after_identity(self, kg_rows - 1, a, n));
-    if (!ordered) {
-        self->ordered = 0;
-        while (self->hashed < kg_rows)
-            if (insert_row(self, self->hashed) < 0)
-                return -2;
-        uint32_t h = identity_hash(a, n);
-        size_t mask = self->nslots - 1, i = h & mask;
-        for (;;) {
-            Slot *s = &self->slots[i];
-            if (s->gen != self->gen)
-                break;
-            if (s->hash == h && same_identity(self, s->row - self->kg_first, a, n))
-                return s->row;
-            i = (i + 1) & mask;
-        }
-    } else {
-        self->creator = plan;
-    }
-    /* a new row: keep its identity */
-    if (buf_reserve(&self->ids, (size_t)n) < 0 || buf_reserve(&self->id_start, 8) < 0)
-        return -2;
-    memcpy(self->ids.p + self->ids.len, a, (size_t)n);
-    self->ids.len += (size_t)n;
-    int64_t end = (int64_t)self->ids.len;
-    memcpy(self->id_start.p + self->id_start.len, &end, 8);
-    self->id_start.len += 8;
-    *fresh = 1;
-    self->rows++;
-    if (!ordered && insert_row(self, kg_rows) < 0)
-        return -2;
-    return (int32_t)(self->rows - 1);
-}
-
-static int
-start_key_group(Decoder *self)
-{
-    self->kg_first = self->rows;
-    self->ids.len = 0;
-    self->id_start.len = 0;
-    self->id_hash.len = 0;
-    self->hashed = 0;
-    self->ordered = 1;
-    self->creator = NULL;
-    int64_t zero = 0;
-    if (buf_reserve(&self->id_start, 8) < 0)
-        return -1;
-    memcpy(self->id_start.p, &zero, 8);
-    self->id_start.len = 8;
-    if (++self->gen == 0) {    /* wrapped: clear every slot once */
-        memset(self->slots, 0, self->nslots * sizeof(Slot));
-        self->gen = 1;
-    }
-    for (Py_ssize_t c = 0; c < self->ncols; c++)
-        self->plans[self->cols[c]].last_row = -1;
-    return 0;
-}
+#include "_columnar_identity.h"
 
 /* a new row: key and namespace columns, and no state row yet in any column */
 static int
@@ -473,6 +264,13 @@ scan(Decoder *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, Py_ssize
         return raise_corrupt(self, "key group %ld: cannot decode the state bytes (no state id at byte %zd)", kg, pos);
     Py_ssize_t sid = be16(d + pos);
     pos += 2;
+    /* Looking up rows by hash (entries not in the rows' order) waits on memory: the entries two ahead
+     * are hashed and their slots fetched, the next one's identity bytes too, while this one decodes. */
+    Peek pk = {pos, sid, 0};
+    Hint ahead[3];             /* this entry, the next, the one after */
+    peek_entry(self, d, limit, &pk, &ahead[0]);
+    peek_entry(self, d, limit, &pk, &ahead[1]);
+    peek_entry(self, d, limit, &pk, &ahead[2]);
     for (;;) {
         if (sid >= self->nstates)
             return raise_corrupt(self, "key group %ld: state id %zd but the backend has %zd states", kg, sid,
@@ -500,10 +298,18 @@ scan(Decoder *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, Py_ssize
         if (en.stored != kg)
             return raise_corrupt(self, "key group %ld: an entry is prefixed with key group %ld", kg, en.stored);
         Plan *plan = &self->plans[sid];
+        prefetch_slot(self, &ahead[2]);
+        prefetch_identity(self, &ahead[1]);
         if (plan->mode != M_SKIP && plan->column >= 0) {
-            if (entry(self, plan, d + en.kstart, en.klen, d + en.vstart, en.vlen, kg) < 0)
+            self->hint = ahead[0];
+            int rc = entry(self, plan, d + en.kstart, en.klen, d + en.vstart, en.vlen, kg);
+            self->hint.n = -1;
+            if (rc < 0)
                 return -1;
         }
+        ahead[0] = ahead[1];
+        ahead[1] = ahead[2];
+        peek_entry(self, d, limit, &pk, &ahead[2]);
         if (en.flag) {
             if (pos + 2 > limit)
                 return raise_corrupt(self, "key group %ld: cannot decode the state bytes (no state id at byte %zd)",

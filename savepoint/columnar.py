@@ -51,7 +51,7 @@ from .types import (NullableType, Scalar, TimeWindowType, TtlType,
                     TupleType, TypeInfo, PreOrderTypeVisitor, visit)
 from .types.roles import as_opaque, as_timer
 
-ABI = 4  # the interface version of _columnar.c this module speaks
+ABI = 5  # the interface version of _columnar.c this module speaks
 
 _columnar = compiled_extension("_columnar", ABI)
 

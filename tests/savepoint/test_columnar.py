@@ -466,3 +466,23 @@ def test_rows_join_across_states_in_any_order(monkeypatch):
     for ids in ([0, 1, 2], [2, 1], [1]):
         want, got = _compare(monkeypatch, buf, handle, meta, ids)
         assert want == got and len(got) == (len(shuffled) if ids == [1] else 40)
+
+
+@needs_c
+def test_many_rows_joined_by_hash(monkeypatch):
+    """A key group of thousands of keys in other orders per state (the hash table grows while the
+    decoder looks rows up ahead of the entries), a value key repeated far from its first entry (the
+    last wins) and a list key that comes back (corrupt): as the reference."""
+    meta = _meta(STRING, keyed.value_state_meta("v", "VALUE", LONG), keyed.value_state_meta("l", "LIST", STRING))
+    encs = [keyed.PairEncoder(meta, i, 128) for i in range(2)]
+    keys = [f"key-{(i * 7919) % 5003}" for i in range(5003)]
+    others = keys[1::2] + keys[::2]
+    values = [p for k in keys for p in encs[0].pairs(3, k, len(k))] + encs[0].pairs(3, keys[17], -1)
+    lists = [p for k in others for p in encs[1].pairs(3, k, [k, k[::-1], ""])]
+    buf, handle = _hand_stream(meta, 3, [(0, values), (1, lists)])
+    for ids in ([0, 1], [1, 0], [1]):
+        want, got = _compare(monkeypatch, buf, handle, meta, ids)
+        assert want == got and len(got) == 5003
+    assert dict((row[0], row[1]) for row in _compare(monkeypatch, buf, handle, meta, [0, 1])[1])[keys[17]] == -1
+    buf, handle = _hand_stream(meta, 3, [(1, lists + encs[1].pairs(3, others[5], ["x"]))])
+    assert _compare(monkeypatch, buf, handle, meta, [1])[1] is CorruptStateError
