@@ -345,7 +345,8 @@ def _options(source_options, sample_dir: Path, arguments: list[str]) -> dict:
 
 def test_parquet_parts_have_large_row_groups_and_dictionaries_only_where_values_repeat(tmp_path):
     """The embedded engine's Parquet writer gathers batches into row groups and gives a dictionary to
-    the columns whose values repeat (nested ones too), none to those of unique values; the rows stay."""
+    the columns whose values repeat (nested ones too), none to those of unique values, and statistics
+    to every column but the strings of unique values; the rows stay."""
     import pyarrow
     import pyarrow.parquet
 
@@ -370,6 +371,10 @@ def test_parquet_parts_have_large_row_groups_and_dictionaries_only_where_values_
                   meta.row_group(0).column(i).has_dictionary_page for i in range(meta.num_columns)}
     assert dictionary == {"key": False, "colour": True, "seen.key_value.key": False,
                           "seen.key_value.value.tag": True, "seen.key_value.value.ids.list.element": False}
+    statistics = {meta.row_group(0).column(i).path_in_schema:
+                  meta.row_group(0).column(i).is_stats_set for i in range(meta.num_columns)}
+    assert statistics == {"key": False, "colour": True, "seen.key_value.key": False,   # unique strings: none
+                          "seen.key_value.value.tag": True, "seen.key_value.value.ids.list.element": True}
     assert pyarrow.parquet.read_table(path).equals(pyarrow.Table.from_batches(batches))
 
 
