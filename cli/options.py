@@ -76,7 +76,7 @@ def apply_fs_options(fs_option: list[str] | None, fs_config: str | None) -> tupl
     return resolve_fs_options()
 
 
-def start_spark(master: str | None, conf_map: dict[str, str]):
+def start_spark(master: str | None, conf_map: dict[str, str], tasks_only: bool = False):
     """The active SparkSession, or a new one for --master/--conf, with a spinner while it starts.
     Spark's own logging is off (WARN with --debug), and so is PySpark's record of every failed query
     (its query-context loggers): errors reach the user as fstate's one line."""
@@ -87,7 +87,7 @@ def start_spark(master: str | None, conf_map: dict[str, str]):
 
         from ..readers.session import get_spark
 
-        spark = get_spark(master, conf_map)
+        spark = get_spark(master, conf_map, tasks_only=tasks_only)
         spark.sparkContext.setLogLevel(spark_log_level())
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             PySparkLogger.getLogger(name).setLevel(logging.WARNING if debugging() else logging.CRITICAL + 1)

@@ -84,8 +84,9 @@ def read(
         if engine_for(engine, master, conf_map, out_dir, lambda: table_bytes(planned)) == "embedded":
             read_embedded(shown, planned, limit, out_dir, file_format, overwrite=mode == "overwrite")
             return
-        spark = start_spark(master, conf_map)
-        if out_dir and not is_remote(out_dir):
+        tasks_only = bool(out_dir) and not is_remote(out_dir)
+        spark = start_spark(master, conf_map, tasks_only=tasks_only)
+        if tasks_only:
             # one Spark task a partition, each writing its part file as the embedded engine does
             write_files(shown, planned, out_dir, file_format, overwrite=mode == "overwrite", spark=spark)
             return

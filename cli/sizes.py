@@ -68,7 +68,7 @@ def sizes(
         conf_map = parse_conf(conf)
         chosen = engine_for(engine, master, conf_map, None,
                             lambda: sum(state_bytes(chosen_operators(s, operator, new is None)) for s in snapshots))
-        on = {"engine": chosen, "spark": start_spark(master, conf_map) if chosen == "spark" else None}
+        on = {"engine": chosen, "spark": start_spark(master, conf_map, tasks_only=True) if chosen == "spark" else None}
         with progress("measuring state"):
             if new is not None:
                 report = state_growth(*snapshots, top=top, plan=plan, operators=operator, **on)
