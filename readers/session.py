@@ -26,7 +26,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
     """The active session (when neither ``master`` nor ``conf`` is given), else a new one. ``tasks_only``: the
     session only runs Python tasks (``spark_tasks``: the rows never enter the JVM), so the driver's JVM
     compiles with C1 alone (``-XX:TieredStopAtLevel=1``): its C2 compiler spends ~4 CPU-s on start-up code
-    for nothing, a third of a 10 M-key ``read --out`` on Spark. A ``spark.driver.extraJavaOptions`` of
+    for nothing, a third of a 10 M-key ``read --out`` on Spark; and its Python workers are forked from a
+    daemon that has imported the reader (:mod:`.spark_daemon`). A ``spark.driver.extraJavaOptions`` of
     ``conf`` replaces fstate's, this too."""
     from pyspark.sql import SparkSession
 
@@ -48,6 +49,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
                 "spark.driver.memory": _driver_memory(),
                 "spark.ui.showConsoleProgress": "false",
                 "spark.python.worker.reuse": "true"}
+    if tasks_only:
+        settings["spark.python.daemon.module"] = "fstate.readers.spark_daemon"
     settings.update(conf or {})
     _start_quiet_jvm(settings)
     builder = SparkSession.builder
