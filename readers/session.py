@@ -27,8 +27,10 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
     session only runs Python tasks (``spark_tasks``: the rows never enter the JVM), so the driver's JVM
     compiles with C1 alone (``-XX:TieredStopAtLevel=1``): its C2 compiler spends ~4 CPU-s on start-up code
     for nothing, a third of a 10 M-key ``read --out`` on Spark; and its Python workers are forked from a
-    daemon that has imported the reader (:mod:`.spark_daemon`). A ``spark.driver.extraJavaOptions`` of
-    ``conf`` replaces fstate's, this too."""
+    daemon that has imported the reader (:mod:`.spark_daemon`); the ``flink-savepoint`` data source is not
+    registered (Spark would start a Python process to look up data sources; a later ``get_spark()``
+    registers it on the active session). A ``spark.driver.extraJavaOptions`` of ``conf`` replaces
+    fstate's, this too."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -58,7 +60,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)
+    if not tasks_only:  # registering makes Spark look up Python data sources: a Python process, ~0.75 CPU-s
+        register(spark)
     return spark
 
 
