@@ -62,7 +62,6 @@ READ_PHASES = (
     "from fstate.savepoint.loader import Savepoint\n"
     "from fstate.readers import tables as TB, engine, engine_files\n"
     "os.sched_setaffinity(0, {0})\n"
-    "from fstate.savepoint.pool import keep_freed_memory; keep_freed_memory()  # as the CLI's processes\n"
     "def cpu():\n"
     "    r = resource.getrusage(resource.RUSAGE_SELF); return r.ru_utime + r.ru_stime\n"
     "table = TB.keyed_table(Savepoint.open(sys.argv[1]).operator('bench-keyed')); light = engine.shippable(table)\n"
