@@ -110,25 +110,7 @@ insert_row(Decoder *self, Py_ssize_t r, int have_h, uint32_t h)
     return 0;
 }
 
-/* short byte strings: word compares instead of a libc call (identities are a few bytes) */
-static inline int
-bytes_equal(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
-{
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x, y;
-        memcpy(&x, a + i, 8);
-        memcpy(&y, b + i, 8);
-        if (x != y)
-            return 0;
-    }
-    for (; i < n; i++)
-        if (a[i] != b[i])
-            return 0;
-    return 1;
-}
-
-/* memcmp's sign over n bytes */
+/* memcmp's sign over n bytes, by words (identities are a few bytes: no libc call) */
 static inline int
 bytes_compare(const uint8_t *a, const uint8_t *b, Py_ssize_t n)
 {
@@ -153,7 +135,7 @@ static inline int
 same_identity(Decoder *self, Py_ssize_t r, const uint8_t *a, Py_ssize_t n)
 {
     const int64_t *off = (const int64_t *)self->id_start.p;
-    return off[r + 1] - off[r] == n && bytes_equal(self->ids.p + off[r], a, n);
+    return off[r + 1] - off[r] == n && bytes_compare(self->ids.p + off[r], a, n) == 0;
 }
 
 /* identity a (n bytes) after row r's (bytewise order) */

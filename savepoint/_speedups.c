@@ -296,10 +296,9 @@ Scanner_entries(Scanner *self, PyObject *args)
     long kg;
     if (!PyArg_ParseTuple(args, "OnnlO!:entries", &data, &pos, &end, &kg, &PyList_Type, &out))
         return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+    long long unused;
+    if (scanner_ready(self, "entries", NULL, NULL, NULL, &unused) < 0)
         return NULL;
-    }
     Sink sink = {out, NULL, 0, NULL, 0, 0, 0, NULL, NULL, NULL, 0, 0, NULL, 0, 0, NULL};
     return run_scan(self, data, pos, end, kg, &sink, 0);
 }
@@ -308,10 +307,9 @@ static PyObject *
 grouped(Scanner *self, PyObject *data, Py_ssize_t pos, Py_ssize_t end, long kg, Py_ssize_t width, PyObject *rows, int table,
         int flatten, int ns_mode)
 {
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+    long long unused;
+    if (scanner_ready(self, "grouped", NULL, NULL, NULL, &unused) < 0)
         return NULL;
-    }
     if (width < 0 || ns_mode < 0 || ns_mode > 2) {
         PyErr_SetString(PyExc_ValueError, "bad width or namespace mode");
         return NULL;
@@ -361,26 +359,14 @@ Scanner_measure(Scanner *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnlO!|OpO:measure", &data, &pos, &end, &kg, &PyList_Type, &keys, &deadline,
                           &native, &freeze))
         return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+    long long limit;
+    if (scanner_ready(self, "measure", keys, "dicts of keys", deadline, &limit) < 0)
         return NULL;
-    }
-    if (PyList_GET_SIZE(keys) != self->nstates) {
-        PyErr_Format(PyExc_ValueError, "measure(): %zd dicts of keys for %zd states", PyList_GET_SIZE(keys),
-                     self->nstates);
-        return NULL;
-    }
     for (Py_ssize_t i = 0; i < self->nstates; i++) {
         if (!PyDict_CheckExact(PyList_GET_ITEM(keys, i))) {
             PyErr_SetString(PyExc_TypeError, "measure(): keys must be a list of dicts, one a state");
             return NULL;
         }
-    }
-    long long limit = 0;
-    if (deadline != Py_None) {
-        limit = PyLong_AsLongLong(deadline);
-        if (limit == -1 && PyErr_Occurred())
-            return NULL;
     }
     size_t states = (size_t)(self->nstates ? self->nstates : 1);
     long long *totals = PyMem_Calloc(states * TOTALS, sizeof(long long));

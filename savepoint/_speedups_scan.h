@@ -488,4 +488,32 @@ scan_native(Scanner *self, const uint8_t *d, Py_ssize_t limit, Py_ssize_t pos, l
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* what every Scanner method checks first */
+
+/* 0 when the scanner has its plans (and `per_state`, when given, one item per state), with the TTL
+ * deadline (None, or the epoch milliseconds at or before which a TTL value has expired) read into
+ * *limit; else -1 with the error set */
+static int
+scanner_ready(Scanner *self, const char *method, PyObject *per_state, const char *items, PyObject *deadline,
+              long long *limit)
+{
+    if (self->plans == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+        return -1;
+    }
+    if (per_state != NULL && PyList_GET_SIZE(per_state) != self->nstates) {
+        PyErr_Format(PyExc_ValueError, "%s(): %zd %s for %zd states", method, PyList_GET_SIZE(per_state), items,
+                     self->nstates);
+        return -1;
+    }
+    *limit = 0;
+    if (deadline != NULL && deadline != Py_None) {
+        *limit = PyLong_AsLongLong(deadline);
+        if (*limit == -1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 #endif

@@ -402,26 +402,14 @@ Scanner_measure_top(Scanner *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OnnlO!n|O:measure_top", &data, &pos, &end, &kg, &PyList_Type, &thresholds, &top,
                           &deadline))
         return NULL;
-    if (self->plans == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "Scanner not initialised");
+    long long limit;
+    if (scanner_ready(self, "measure_top", thresholds, "thresholds", deadline, &limit) < 0)
         return NULL;
-    }
-    if (PyList_GET_SIZE(thresholds) != self->nstates) {
-        PyErr_Format(PyExc_ValueError, "measure_top(): %zd thresholds for %zd states", PyList_GET_SIZE(thresholds),
-                     self->nstates);
-        return NULL;
-    }
     for (Py_ssize_t i = 0; i < self->nstates; i++) {
         Plan *plan = &self->plans[i];
         if (plan->mode == M_PY || plan->mode == M_SKIP ||
             (plan->column_kind == C_LIST && plan->mode != M_LIST && plan->mode != M_LIST_RAW))
             Py_RETURN_NONE;
-    }
-    long long limit = 0;
-    if (deadline != Py_None) {
-        limit = PyLong_AsLongLong(deadline);
-        if (limit == -1 && PyErr_Occurred())
-            return NULL;
     }
     size_t states = (size_t)(self->nstates ? self->nstates : 1);
     Threshold *th = PyMem_Calloc(states * 2, sizeof(Threshold));
