@@ -37,6 +37,7 @@ setup(
             sources=["savepoint/_columnar.c"],
             depends=[
                 "savepoint/_wire.h",
+                "savepoint/_buf.h",
                 "savepoint/_columnar_values.h",
                 "savepoint/_columnar_rows.h",
                 "savepoint/_columnar_identity.h",
@@ -47,15 +48,15 @@ setup(
         Extension(
             "fstate.savepoint._sst",
             sources=["savepoint/_sst.c"],
-            depends=["savepoint/_sst_codecs.h", "savepoint/_sst_merge.h", "savepoint/_sst_frame.h"],
+            depends=["savepoint/_buf.h", "savepoint/_sst_codecs.h", "savepoint/_sst_merge.h", "savepoint/_sst_frame.h"],
             libraries=["dl"],
             optional=True,
         ),
         Extension(
             "fstate.savepoint._encoding",
             sources=["savepoint/_encoding.c"],
-            depends=["savepoint/_wire.h", "savepoint/_speedups_hash.h", "savepoint/_encoding_blocks.h",
-                     "savepoint/_encoding_arrow.h"],
+            depends=["savepoint/_wire.h", "savepoint/_buf.h", "savepoint/_speedups_hash.h",
+                     "savepoint/_encoding_blocks.h", "savepoint/_encoding_arrow.h"],
             optional=True,
         ),
     ],

@@ -1,41 +1,17 @@
-/* fstate.savepoint._columnar, part 1 (included by _columnar.c only): growable buffers, the column
+/* fstate.savepoint._columnar, part 1 (included by _columnar.c only): Arrow buffers, the column
  * tree (one node per Arrow array) and the decoding of one value into it. */
 
 #ifndef FSTATE_COLUMNAR_VALUES_H
 #define FSTATE_COLUMNAR_VALUES_H
 
 #include "_wire.h"
+#include "_buf.h"   /* Buf, buf_reserve */
 
 /* internal type codes beyond the shared ones of _wire.h: a state's list / map column */
 enum { T_LISTC = T_RAW + 1, T_MAPC };
 
 /* ------------------------------------------------------------------------------------------ */
-/* growable buffers */
-
-typedef struct { uint8_t *p; size_t len, cap; } Buf;
-
-static int
-buf_grow(Buf *b, size_t extra)
-{
-    size_t need = b->len + extra;
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < need)
-        cap *= 2;
-    uint8_t *p = PyMem_RawRealloc(b->p, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static inline int
-buf_reserve(Buf *b, size_t extra)
-{
-    return b->p != NULL && b->len + extra <= b->cap ? 0 : buf_grow(b, extra);   /* never NULL: memcpy */
-}
+/* growable buffers (Buf: _buf.h) */
 
 static inline int
 buf_i32(Buf *b, int32_t v)

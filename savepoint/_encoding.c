@@ -17,44 +17,12 @@
  * raises the reference error. */
 
 #include "_speedups_hash.h"
+#include "_buf.h"
 
 #define T_BYTES 100   /* byte[]: a 4-byte length and the bytes (encoded here only, never decoded in C) */
 
 /* ------------------------------------------------------------------------------------------ */
-/* a growable byte buffer */
-
-typedef struct {
-    uint8_t *data;
-    size_t size, cap;
-} Buf;
-
-static int
-buf_reserve(Buf *b, size_t more)
-{
-    if (b->size + more <= b->cap)
-        return 0;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->size + more)
-        cap *= 2;
-    uint8_t *p = PyMem_Realloc(b->data, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->data = p;
-    b->cap = cap;
-    return 0;
-}
-
-static inline int
-buf_put(Buf *b, const void *p, size_t n)
-{
-    if (buf_reserve(b, n) < 0)
-        return -1;
-    memcpy(b->data + b->size, p, n);
-    b->size += n;
-    return 0;
-}
+/* big-endian numbers and varints into a Buf (_buf.h) */
 
 static inline int
 buf_byte(Buf *b, uint8_t c)
@@ -227,12 +195,12 @@ typedef struct {
 static int
 put_record(Buf *out, long kg, long sid, const Buf *composite, const Buf *extra, const Buf *value)
 {
-    size_t klen = composite->size + (extra ? extra->size : 0);
-    if (klen > UINT32_MAX || value->size > UINT32_MAX)
+    size_t klen = composite->len + (extra ? extra->len : 0);
+    if (klen > UINT32_MAX || value->len > UINT32_MAX)
         return ENC_DECLINE;
     if (buf_be(out, (uint64_t)kg, 2) < 0 || buf_be(out, (uint64_t)sid, 2) < 0 || buf_be(out, klen, 4) < 0
-        || buf_be(out, value->size, 4) < 0 || buf_put(out, composite->data, composite->size) < 0
-        || (extra && buf_put(out, extra->data, extra->size) < 0) || buf_put(out, value->data, value->size) < 0)
+        || buf_be(out, value->len, 4) < 0 || buf_put(out, composite->p, composite->len) < 0
+        || (extra && buf_put(out, extra->p, extra->len) < 0) || buf_put(out, value->p, value->len) < 0)
         return ENC_ERROR;
     return ENC_OK;
 }
@@ -242,10 +210,10 @@ put_record(Buf *out, long kg, long sid, const Buf *composite, const Buf *extra, 
 static int
 put_composite(Buf *composite, long kg, int prefix, const int64_t *timestamp, const Buf *key, const StateSpec *s)
 {
-    composite->size = 0;
+    composite->len = 0;
     if ((prefix == 2 && buf_byte(composite, (uint8_t)(kg >> 8)) < 0) || buf_byte(composite, (uint8_t)kg) < 0
         || (timestamp != NULL && buf_be(composite, (uint64_t)*timestamp ^ 0x8000000000000000ull, 8) < 0)
-        || buf_put(composite, key->data, key->size) < 0 || buf_put(composite, s->ns, (size_t)s->ns_len) < 0)
+        || buf_put(composite, key->p, key->len) < 0 || buf_put(composite, s->ns, (size_t)s->ns_len) < 0)
         return ENC_ERROR;
     return ENC_OK;
 }
@@ -255,7 +223,7 @@ encode_state(Buf *out, long kg, long sid, const StateSpec *s, PyObject *value, c
              Buf *extra)
 {
     int r;
-    tmp->size = 0;
+    tmp->len = 0;
     if (s->mode == M_VALUE) {
         if ((r = put_scalar(tmp, s->a, value, NULL)) != ENC_OK)
             return r;
@@ -302,8 +270,8 @@ encode_state(Buf *out, long kg, long sid, const StateSpec *s, PyObject *value, c
             r = ENC_DECLINE;
             break;
         }
-        extra->size = 0;
-        tmp->size = 0;
+        extra->len = 0;
+        tmp->len = 0;
         if ((r = put_scalar(extra, s->a, uk, NULL)) != ENC_OK)
             break;
         if (buf_byte(tmp, uv == Py_None) < 0) {
@@ -326,10 +294,10 @@ records_dict(Buf *bufs, long ranges)
     if (result == NULL)
         return NULL;
     for (long i = 0; i < ranges; i++) {
-        if (bufs[i].size == 0)
+        if (bufs[i].len == 0)
             continue;
         PyObject *index = PyLong_FromLong(i);
-        PyObject *data = PyBytes_FromStringAndSize((const char *)bufs[i].data, (Py_ssize_t)bufs[i].size);
+        PyObject *data = PyBytes_FromStringAndSize((const char *)bufs[i].p, (Py_ssize_t)bufs[i].len);
         if (index == NULL || data == NULL || PyDict_SetItem(result, index, data) < 0) {
             Py_XDECREF(index);
             Py_XDECREF(data);
@@ -439,7 +407,7 @@ py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
             break;
         }
         int32_t hash;
-        tmp.size = 0;
+        tmp.len = 0;
         if ((r = put_scalar(&tmp, key_code, key, &hash)) != ENC_OK)
             break;
         long kg = flink_murmur((uint32_t)hash) % max_parallelism;
@@ -449,7 +417,7 @@ py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
             if (value == Py_None)
                 continue;
             if (specs[s].mode == M_TIMER) {
-                val.size = 0;
+                val.len = 0;
                 r = encode_timers(out, kg, prefix, (long)s, &specs[s], value, &tmp, &composite, &val);
                 continue;
             }
@@ -470,13 +438,13 @@ py_encode_rows(PyObject *Py_UNUSED(mod), PyObject *args)
 done:
     if (bufs != NULL)
         for (long i = 0; i < ranges; i++)
-            PyMem_Free(bufs[i].data);
+            buf_free(&bufs[i]);
     PyMem_Free(bufs);
     PyMem_Free(specs);
-    PyMem_Free(composite.data);
-    PyMem_Free(tmp.data);
-    PyMem_Free(extra.data);
-    PyMem_Free(val.data);
+    buf_free(&composite);
+    buf_free(&tmp);
+    buf_free(&extra);
+    buf_free(&val);
     return result;
 }
 

@@ -252,7 +252,7 @@ arrow_state(Buf *out, long kg, int prefix, long sid, const StateSpec *s, const A
             const Buf *key, Buf *composite, Buf *val)
 {
     int r;
-    val->size = 0;
+    val->len = 0;
     if (s->mode == M_TIMER) {
         const ArrowCol *items = c;
         int64_t start = row, end = row + 1;
@@ -351,7 +351,7 @@ py_encode_arrow(PyObject *Py_UNUSED(mod), PyObject *args)
             break;
         }
         int32_t hash;
-        key.size = 0;
+        key.len = 0;
         if ((r = arrow_put(&key, key_code, &cols[0], row, &hash)) != ENC_OK)
             break;
         long kg = flink_murmur((uint32_t)hash) % max_parallelism;
@@ -368,13 +368,13 @@ py_encode_arrow(PyObject *Py_UNUSED(mod), PyObject *args)
 done:
     if (bufs != NULL)
         for (long i = 0; i < ranges; i++)
-            PyMem_Free(bufs[i].data);
+            buf_free(&bufs[i]);
     PyMem_Free(bufs);
     PyMem_Free(cols);
     PyMem_Free(specs);
-    PyMem_Free(composite.data);
-    PyMem_Free(key.data);
-    PyMem_Free(val.data);
+    buf_free(&composite);
+    buf_free(&key);
+    buf_free(&val);
     return result;
 }
 

@@ -90,7 +90,7 @@ py_key_group_blocks(PyObject *Py_UNUSED(mod), PyObject *args)
         goto done;
     for (size_t i = 0; i < n;) {
         uint16_t kg = pairs[i].kg;
-        block.size = 0;
+        block.len = 0;
         if (buf_be(&block, pairs[i].sid, 2) < 0)
             goto fail;
         for (; i < n && pairs[i].kg == kg; i++) {
@@ -103,7 +103,7 @@ py_key_group_blocks(PyObject *Py_UNUSED(mod), PyObject *args)
             if (last && buf_be(&block, i + 1 < n && pairs[i + 1].kg == kg ? pairs[i + 1].sid : END_OF_KEY_GROUP, 2) < 0)
                 goto fail;
         }
-        PyObject *item = Py_BuildValue("(iy#)", (int)kg, (const char *)block.data, (Py_ssize_t)block.size);
+        PyObject *item = Py_BuildValue("(iy#)", (int)kg, (const char *)block.p, (Py_ssize_t)block.len);
         if (item == NULL || PyList_Append(result, item) < 0) {
             Py_XDECREF(item);
             goto fail;
@@ -115,7 +115,7 @@ fail:
     Py_CLEAR(result);
 done:
     PyMem_Free(pairs);
-    PyMem_Free(block.data);
+    buf_free(&block);
     PyBuffer_Release(&view);
     return result;
 }

@@ -109,7 +109,7 @@ split_sections(const uint8_t *d, Py_ssize_t pos, Py_ssize_t end, int prefix, Spl
         s[n].sid = sid;
         s[n].start = pos;
         s[n].selected = 0;
-        WireEntry e;
+        WireEntry e = {0};
         do {
             if (wire_entry(d, end, pos, prefix, &e) != WIRE_ENTRY_OK)
                 return -1;
@@ -142,7 +142,7 @@ split_even(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *s
             cut[++k] = pos;
             last[k] = -1;
         }
-        WireEntry e;
+        WireEntry e = {0};
         pos = split_entry(d, limit, pos, prefix, &e);
         last[k] = e.kstart;
         split_passed(dr, &since, pos);
@@ -205,7 +205,7 @@ split_lasts(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection *
     while (pos < c->end) {
         while (k + 1 < parts && pos >= ccut[k + 1])
             k++;
-        WireEntry e;
+        WireEntry e = {0};
         pos = split_entry(d, limit, pos, prefix, &e);
         last[k] = e.kstart;
     }
@@ -228,7 +228,7 @@ split_aligned(const uint8_t *d, Py_ssize_t limit, int prefix, const SplitSection
     cut[0] = pos;
     last[0] = -1;
     while (pos < s->end) {
-        WireEntry e, ce;
+        WireEntry e = {0}, ce = {0};
         Py_ssize_t next = split_entry(d, limit, pos, prefix, &e);
         const uint8_t *id = d + e.kstart + prefix;
         Py_ssize_t n = e.klen - prefix, piece = -1;

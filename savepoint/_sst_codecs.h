@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "_buf.h"
 
 /* RocksDB's checksum types (the footer's first byte) and compression types (a block trailer's) */
 enum { CHECKSUM_CRC32C = 1, CHECKSUM_XXH3 = 4 };
@@ -35,30 +36,6 @@ be64(const uint8_t *p)
     for (int i = 0; i < 8; i++)
         v = v << 8 | p[i];
     return v;
-}
-
-/* n bytes from s to d: short runs (keys, small values) without a call into the C library */
-static inline void
-copy_bytes(uint8_t *d, const uint8_t *s, size_t n)
-{
-    if (n > 16) {
-        memcpy(d, s, n);
-    } else if (n >= 8) {
-        uint64_t a, b;
-        memcpy(&a, s, 8);
-        memcpy(&b, s + n - 8, 8);
-        memcpy(d, &a, 8);
-        memcpy(d + n - 8, &b, 8);
-    } else if (n >= 4) {
-        uint32_t a, b;
-        memcpy(&a, s, 4);
-        memcpy(&b, s + n - 4, 4);
-        memcpy(d, &a, 4);
-        memcpy(d + n - 4, &b, 4);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i];
-    }
 }
 
 /* a varint32/64 at *p (< end); 0 when it does not end before end or is too long */

@@ -70,7 +70,7 @@ frame_parts(FramePart *fp, Py_ssize_t n, int prefix, Buf *out)
                 kg = fp[i].kg;
         if (kg < 0)
             break;
-        size_t start = out->n, last_key = 0;
+        size_t start = out->len, last_key = 0;
         int first = 1;
         for (Py_ssize_t i = 0; i < n; i++) {
             FramePart *f = &fp[i];
@@ -88,7 +88,7 @@ frame_parts(FramePart *fp, Py_ssize_t n, int prefix, Buf *out)
                 }
                 if (put_be(out, f->klen, 4) < 0)
                     goto error;
-                last_key = out->n;
+                last_key = out->len;
                 if (buf_put(out, f->k, f->klen) < 0 || put_be(out, f->vlen, 4) < 0 || buf_put(out, f->v, f->vlen) < 0)
                     goto error;
                 int rc = frame_next(f, prefix);
@@ -101,7 +101,7 @@ frame_parts(FramePart *fp, Py_ssize_t n, int prefix, Buf *out)
         out->p[last_key] |= 0x80;
         if (put_be(out, 0xFFFF, 2) < 0)
             goto error;
-        PyObject *r = Py_BuildValue("(lnn)", kg, (Py_ssize_t)start, (Py_ssize_t)out->n);
+        PyObject *r = Py_BuildValue("(lnn)", kg, (Py_ssize_t)start, (Py_ssize_t)out->len);
         if (r == NULL || PyList_Append(regions, r) < 0) {
             Py_XDECREF(r);
             goto error;
@@ -152,14 +152,14 @@ sst_frame(PyObject *Py_UNUSED(module), PyObject *args)
     }
     regions = frame_parts(fp, n, prefix, &out);
     if (regions != NULL) {
-        PyObject *bytes = PyBytes_FromStringAndSize(out.n ? (const char *)out.p : "", (Py_ssize_t)out.n);
+        PyObject *bytes = PyBytes_FromStringAndSize(out.len ? (const char *)out.p : "", (Py_ssize_t)out.len);
         if (bytes != NULL)
             result = Py_BuildValue("(NN)", bytes, regions);
         else
             Py_DECREF(regions);
     }
 done:
-    free(out.p);
+    buf_free(&out);
     PyMem_Free(fp);
     return result;
 }

@@ -3,39 +3,6 @@
 #ifndef FSTATE_SST_MERGE_H
 #define FSTATE_SST_MERGE_H
 
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} Buf;
-
-static int
-buf_reserve(Buf *b, size_t more)
-{
-    if (b->cap - b->n >= more)
-        return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->n < more)
-        cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static inline int
-buf_put(Buf *b, const void *p, size_t n)
-{
-    if (buf_reserve(b, n) < 0)
-        return -1;
-    copy_bytes(b->p + b->n, p, n);
-    b->n += n;
-    return 0;
-}
-
 static inline int
 buf_len(Buf *b, size_t n)
 {
@@ -121,40 +88,40 @@ key_group_of(const uint8_t *k, size_t n, int prefix)
 static int
 emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
 {
-    if (m->ops.n == 0) {           /* a value alone: the common case */
-        size_t need = 8 + m->key.n + base_len;
-        if (m->key.n > UINT32_MAX || base_len > UINT32_MAX) {
+    if (m->ops.len == 0) {           /* a value alone: the common case */
+        size_t need = 8 + m->key.len + base_len;
+        if (m->key.len > UINT32_MAX || base_len > UINT32_MAX) {
             PyErr_SetString(PyExc_OverflowError, "a key or value of 4 GiB or more");
             return -1;
         }
         if (buf_reserve(out, need) < 0)
             return -1;
-        uint8_t *o = out->p + out->n;
-        uint32_t kl = (uint32_t)m->key.n, vl = (uint32_t)base_len;
+        uint8_t *o = out->p + out->len;
+        uint32_t kl = (uint32_t)m->key.len, vl = (uint32_t)base_len;
         memcpy(o, &kl, 4);
         copy_bytes(o + 4, m->key.p, kl);
         memcpy(o + 4 + kl, &vl, 4);
         copy_bytes(o + 8 + kl, base, vl);
-        out->n += need;
+        out->len += need;
         return 0;
     }
     size_t total = base ? base_len : 0, count = 0;
-    for (size_t at = 0; at < m->ops.n; count++) {
+    for (size_t at = 0; at < m->ops.len; count++) {
         uint32_t n = le32(m->ops.p + at);
         total += n + (base != NULL || count > 0);
         at += 4 + n;
     }
-    if (buf_len(out, m->key.n) < 0 || buf_put(out, m->key.p, m->key.n) < 0 || buf_len(out, total) < 0
+    if (buf_len(out, m->key.len) < 0 || buf_put(out, m->key.p, m->key.len) < 0 || buf_len(out, total) < 0
         || buf_reserve(out, total) < 0)
         return -1;
     if (base != NULL)
         buf_put(out, base, base_len);
     /* the operands oldest first: the offsets of the newest-first list, walked backwards */
-    m->at.n = 0;
+    m->at.len = 0;
     if (buf_reserve(&m->at, count * sizeof(size_t)) < 0)
         return -1;
     size_t *at = (size_t *)m->at.p, i = 0;
-    for (size_t pos = 0; pos < m->ops.n; pos += 4 + le32(m->ops.p + pos))
+    for (size_t pos = 0; pos < m->ops.len; pos += 4 + le32(m->ops.p + pos))
         at[i++] = pos;
     for (size_t j = count; j-- > 0;) {
         if (base != NULL || j + 1 < count)
@@ -172,7 +139,7 @@ merger_read(Merger *m, long last_kg, Buf *out)
     while (s != NULL) {
         if (key_group_of(s->it.key, user_len(s), m->prefix) > last_kg)
             return 0;
-        m->key.n = m->ops.n = 0;
+        m->key.len = m->ops.len = 0;
         if (buf_put(&m->key, s->it.key, user_len(s)) < 0)
             return -1;
         int resolved = 0;
@@ -184,7 +151,7 @@ merger_read(Merger *m, long last_kg, Buf *out)
                         return -1;
                     resolved = 1;
                 } else if (type == 0 || type == 7) {   /* a deletion, a single deletion */
-                    if (m->ops.n && emit(m, out, NULL, 0) < 0)
+                    if (m->ops.len && emit(m, out, NULL, 0) < 0)
                         return -1;
                     resolved = 1;
                 } else if (type == 2) {        /* a merge operand */
@@ -196,8 +163,8 @@ merger_read(Merger *m, long last_kg, Buf *out)
             }
             if (merger_advance(m) < 0)
                 return -1;
-        } while ((s = merger_min(m)) != NULL && compare(s->it.key, user_len(s), m->key.p, m->key.n) == 0);
-        if (!resolved && m->ops.n && emit(m, out, NULL, 0) < 0)
+        } while ((s = merger_min(m)) != NULL && compare(s->it.key, user_len(s), m->key.p, m->key.len) == 0);
+        if (!resolved && m->ops.len && emit(m, out, NULL, 0) < 0)
             return -1;
     }
     return 0;
@@ -245,10 +212,10 @@ Merger_dealloc(Merger *m)
         iter_free(&m->src[i].it);
     PyMem_Free(m->src);
     PyMem_Free(m->heap);
-    free(m->key.p);
-    free(m->ops.p);
-    free(m->out.p);
-    free(m->at.p);
+    buf_free(&m->key);
+    buf_free(&m->ops);
+    buf_free(&m->out);
+    buf_free(&m->at);
     Py_XDECREF(m->tables);
     Py_TYPE(m)->tp_free((PyObject *)m);
 }
@@ -278,10 +245,10 @@ Merger_read(Merger *m, PyObject *arg)
     long last_kg = PyLong_AsLong(arg);
     if (last_kg == -1 && PyErr_Occurred())
         return NULL;
-    m->out.n = 0;
+    m->out.len = 0;
     if (merger_read(m, last_kg, &m->out) < 0)
         return NULL;
-    return PyBytes_FromStringAndSize((const char *)m->out.p, (Py_ssize_t)m->out.n);
+    return PyBytes_FromStringAndSize((const char *)m->out.p, (Py_ssize_t)m->out.len);
 }
 
 static PyMethodDef Merger_methods[] = {
