@@ -34,9 +34,13 @@ def spark(tmp_path_factory):
     test so runs on what users run (fstate's own quiet start-up, readers/session.get_spark, is run by the
     real-process test in tests/writers/test_bootstrap_validation.py). One setting is the suite's own:
     two shuffle partitions (Spark's default, 200, makes every join, grouping and write of a few
-    hundred rows 200 tasks; fstate's get_spark sets 8), which changes no result; and Spark's catalog
+    hundred rows 200 tasks; fstate's get_spark sets 8), which changes no result; Spark's catalog
     directory (``spark-warehouse``, made in the working directory when a query first touches the
-    catalog) in the session's temporary directory, not in the checkout."""
+    catalog) in the session's temporary directory, not in the checkout; and the driver JVM on the C1
+    compiler only with the serial collector, as the Flink oracle's JVMs (tests/flink/harness.py): a
+    test's Spark jobs are short, C2's compiling of Spark's hot code never pays back, and a second
+    collector thread competes with the other xdist worker (a third less JVM CPU time over the Spark
+    tests; tests/flink/VERSIONS.md, 'Suite time')."""
     import sys
 
     from pyspark.sql import SparkSession
@@ -45,6 +49,7 @@ def spark(tmp_path_factory):
     s = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
          .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     import fstate.readers
