@@ -14,6 +14,45 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
+#: the xdist group of the tests that use the ``spark`` fixture (pyproject's ``--dist loadgroup``)
+SPARK_GROUP = "spark"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """The Spark tests (the ``spark`` fixture or marker) in one xdist group, so that one worker starts
+    Spark (a session start and its first read are about 15 s of a worker's time) while the others run
+    the rest. Oracle tests that use Spark stay with their module (its Flink runs are module fixtures).
+    Before pytest-xdist's own hook, which turns the group into the test id's ``@spark`` suffix."""
+    for item in items:
+        uses_spark = "spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark") is not None
+        if uses_spark and item.get_closest_marker("flink") is None:
+            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` as ``--dist loadfile`` (a module whole on one worker, its module fixtures
+    made once) except for the ``spark`` group, one unit sent first: its worker takes modules after it,
+    the others take modules from the start (tests/flink/VERSIONS.md, 'Suite time')."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkGroupFirst(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # a group (xdist's test: a parameter may hold "@")
+                return nodeid.rsplit("@", 1)[1]
+            return nodeid.split("::", 1)[0]
+
+        def _assign_work_unit(self, node) -> None:
+            if SPARK_GROUP in self.workqueue:
+                self.workqueue.move_to_end(SPARK_GROUP, last=False)
+            super()._assign_work_unit(node)
+
+    return SparkGroupFirst(config, log)
+
+
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", help="run the long fuzzing campaign (10 000+ cases)")
     parser.addoption("--exhaustive", action="store_true",
