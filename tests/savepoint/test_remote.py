@@ -502,23 +502,18 @@ def _cli(*args, env=None):
 def _in_process(*args, env=None) -> subprocess.CompletedProcess:
     """``_cli`` in this process (the same command object, so the same exit codes and lines): for the
     cases after the one real process that shows a behaviour; ``env`` set for the call only."""
+    res = _invoke(*args, env=env)
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
+
+
+def _invoke(*args, env=None):
+    """A command in this process (one that runs Spark: on the test session's Spark, not a JVM start-up
+    of its own): its exit code and what it printed."""
     from typer.testing import CliRunner
 
     from fstate.cli.app import app
 
     res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
-    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
-    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
-
-
-def _invoke(*args):
-    """A command that runs Spark, in this process on the test session's Spark (not a JVM start-up of
-    its own): its exit code and what it printed."""
-    from typer.testing import CliRunner
-
-    from fstate.cli.app import app
-
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     return res
 
