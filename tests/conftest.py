@@ -14,6 +14,45 @@ def pytest_xdist_auto_num_workers(config):
     return max(1, min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
+#: the xdist group of the tests that use the ``spark`` fixture (pyproject's ``--dist loadgroup``)
+SPARK_GROUP = "spark"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """The Spark tests (the ``spark`` fixture or marker) in one xdist group, so that one worker starts
+    Spark (a session start and its first read are about 15 s of a worker's time) while the others run
+    the rest. Oracle tests that use Spark stay with their module (its Flink runs are module fixtures).
+    Before pytest-xdist's own hook, which turns the group into the test id's ``@spark`` suffix."""
+    for item in items:
+        uses_spark = "spark" in getattr(item, "fixturenames", ()) or item.get_closest_marker("spark") is not None
+        if uses_spark and item.get_closest_marker("flink") is None:
+            item.add_marker(pytest.mark.xdist_group(SPARK_GROUP))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup`` as ``--dist loadfile`` (a module whole on one worker, its module fixtures
+    made once) except for the ``spark`` group, one unit sent first: its worker takes modules after it,
+    the others take modules from the start (tests/flink/VERSIONS.md, 'Suite time')."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SparkGroupFirst(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            if nodeid.rfind("@") > nodeid.rfind("]"):  # a group (xdist's test: a parameter may hold "@")
+                return nodeid.rsplit("@", 1)[1]
+            return nodeid.split("::", 1)[0]
+
+        def _assign_work_unit(self, node) -> None:
+            if SPARK_GROUP in self.workqueue:
+                self.workqueue.move_to_end(SPARK_GROUP, last=False)
+            super()._assign_work_unit(node)
+
+    return SparkGroupFirst(config, log)
+
+
 def pytest_addoption(parser):
     parser.addoption("--fuzz-long", action="store_true", help="run the long fuzzing campaign (10 000+ cases)")
     parser.addoption("--exhaustive", action="store_true",
@@ -34,9 +73,13 @@ def spark(tmp_path_factory):
     test so runs on what users run (fstate's own quiet start-up, readers/session.get_spark, is run by the
     real-process test in tests/writers/test_bootstrap_validation.py). One setting is the suite's own:
     two shuffle partitions (Spark's default, 200, makes every join, grouping and write of a few
-    hundred rows 200 tasks; fstate's get_spark sets 8), which changes no result; and Spark's catalog
+    hundred rows 200 tasks; fstate's get_spark sets 8), which changes no result; Spark's catalog
     directory (``spark-warehouse``, made in the working directory when a query first touches the
-    catalog) in the session's temporary directory, not in the checkout."""
+    catalog) in the session's temporary directory, not in the checkout; and the driver JVM on the C1
+    compiler only with the serial collector, as the Flink oracle's JVMs (tests/flink/harness.py): a
+    test's Spark jobs are short, C2's compiling of Spark's hot code never pays back, and a second
+    collector thread competes with the other xdist worker (a third less JVM CPU time over the Spark
+    tests; tests/flink/VERSIONS.md, 'Suite time')."""
     import sys
 
     from pyspark.sql import SparkSession
@@ -45,6 +88,7 @@ def spark(tmp_path_factory):
     s = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
          .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("spark-warehouse")))
+         .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
          .getOrCreate())
     s.sparkContext.setLogLevel("ERROR")
     import fstate.readers

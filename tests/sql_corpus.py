@@ -151,12 +151,19 @@ def embedded_result(case: Case) -> tuple[list[str], list[str]]:
     return columns, sorted(canonical_row(row) for row in rows)
 
 
-def spark_result(spark, case: Case) -> tuple[list[str], list[str]]:
+def spark_results(spark, cases: list[Case]) -> list[tuple[list[str], list[str]]]:
+    """(columns, canonical rows) of each case on Spark; a sample's views registered once for the cases
+    that follow each other on it (a registration plans every view of the sample on Spark)."""
     from fstate.readers.views import register_views
 
-    register_views(spark, case.path, plan=case.plan)
-    frame = spark.sql(case.query)
-    return frame.columns, sorted(canonical_row(row) for row in frame.collect())
+    results, registered = [], None
+    for case in cases:
+        if registered != (case.path, case.plan):
+            register_views(spark, case.path, plan=case.plan)
+            registered = (case.path, case.plan)
+        frame = spark.sql(case.query)
+        results.append((frame.columns, sorted(canonical_row(row) for row in frame.collect())))
+    return results
 
 
 def canonical_row(row) -> str:

@@ -499,14 +499,21 @@ def _cli(*args, env=None):
                           env={**os.environ, "COLUMNS": "200", **(env or {})}, timeout=600)
 
 
-def _invoke(*args):
-    """A command that runs Spark, in this process on the test session's Spark (not a JVM start-up of
-    its own): its exit code and what it printed."""
+def _in_process(*args, env=None) -> subprocess.CompletedProcess:
+    """``_cli`` in this process (the same command object, so the same exit codes and lines): for the
+    cases after the one real process that shows a behaviour; ``env`` set for the call only."""
+    res = _invoke(*args, env=env)
+    return subprocess.CompletedProcess(args, res.exit_code, res.stdout, res.stderr)
+
+
+def _invoke(*args, env=None):
+    """A command in this process (one that runs Spark: on the test session's Spark, not a JVM start-up
+    of its own): its exit code and what it printed."""
     from typer.testing import CliRunner
 
     from fstate.cli.app import app
 
-    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})
+    res = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})
     assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
     return res
 
@@ -516,6 +523,7 @@ def _fs_args(s3):
 
 
 def test_cli_info_verify_deps_modify_relocate_on_s3(s3, tmp_path):
+    s3.make_bucket("out")  # not left to the module's earlier tests (the Spark ones run on another worker)
     sample = _sample("operator-state-hashmap-savepoint")
     uri = _remote(sample, "s3a")
     res = _cli("info", uri, "--json", *_fs_args(s3))
@@ -524,13 +532,16 @@ def test_cli_info_verify_deps_modify_relocate_on_s3(s3, tmp_path):
     assert data["path"] == uri and {o["uid"] for o in data["operators"]} >= {"lists"}
     cfg = tmp_path / "fs.yaml"
     cfg.write_text("s3:\n  endpoint: %s\n  path.style.access: true\n" % s3.endpoint)  # keys from the environment
-    res = _cli("verify", uri, "--fs-config", str(cfg))
+    # the rest in this process: what a real process adds (exit codes, one-line errors) is shown above
+    # and by test_cli_errors_name_the_uri
+    res = _in_process("verify", uri, "--fs-config", str(cfg))
     assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
-    res = _cli("modify", uri, "--out", "s3://out/cli/modified", "--remove", "lists", *_fs_args(s3))
+    res = _in_process("modify", uri, "--out", "s3://out/cli/modified", "--remove", "lists", *_fs_args(s3))
     assert res.returncode == 0, res.stderr
-    res = _cli("deps", "s3://out/cli/modified", "--json", env={savepoint_io.FS_OPTIONS_ENV: json.dumps(s3.options)})
+    res = _in_process("deps", "s3://out/cli/modified", "--json",
+                      env={savepoint_io.FS_OPTIONS_ENV: json.dumps(s3.options)})
     assert res.returncode == 0 and json.loads(res.stdout)["dependencies"], res.stderr
-    res = _cli("modify", uri, "--out", "s3://out/cli/modified", "--remove", "lists", *_fs_args(s3))
+    res = _in_process("modify", uri, "--out", "s3://out/cli/modified", "--remove", "lists", *_fs_args(s3))
     assert res.returncode == 2 and "target already exists" in res.stderr
 
 
@@ -574,16 +585,17 @@ def test_cli_errors_name_the_uri(s3):
     fs = _fs_args(s3)
     _one_line_exit_2(_cli("info", "s3://no-such-bucket/sp", *fs), "s3://no-such-bucket/sp",
                      "bucket 'no-such-bucket' does not exist")
-    _one_line_exit_2(_cli("info", "s3://samples/missing/sp", *fs), "s3://samples/missing/sp",
+    # the other errors in this process (one real process above shows the exit code and the one line)
+    _one_line_exit_2(_in_process("info", "s3://samples/missing/sp", *fs), "s3://samples/missing/sp",
                      "no such file or directory")
     dead = f"http://127.0.0.1:{_dead_port()}"
-    _one_line_exit_2(_cli("info", "s3://samples/x", "--fs-option", f"endpoint={dead}", "--fs-option", "retries=2",
-                          "--fs-option", "retry_wait=0"),
+    _one_line_exit_2(_in_process("info", "s3://samples/x", "--fs-option", f"endpoint={dead}", "--fs-option",
+                                 "retries=2", "--fs-option", "retry_wait=0"),
                      "s3://samples/x", "cannot reach the storage endpoint", "after 2 attempts")
-    _one_line_exit_2(_cli("info", "s3://samples/x", "--fs-option", "endpoint=x", "--fs-option", "colour=blue"),
+    _one_line_exit_2(_in_process("info", "s3://samples/x", "--fs-option", "endpoint=x", "--fs-option", "colour=blue"),
                      "unknown file-system option 'colour'")
-    _one_line_exit_2(_cli("modify", _remote(_sample("operator-state-hashmap-savepoint")), "--out",
-                          "s3://no-such-bucket/sp", "--remove", "lists", *fs),
+    _one_line_exit_2(_in_process("modify", _remote(_sample("operator-state-hashmap-savepoint")), "--out",
+                                 "s3://no-such-bucket/sp", "--remove", "lists", *fs),
                      "s3://no-such-bucket/sp", "bucket 'no-such-bucket' does not exist")
 
 
