@@ -154,10 +154,12 @@ def test_more_state_is_spilled_into_more_buckets(tmp_path, monkeypatch):
     held, join = _count_held(monkeypatch)
     report = state_growth(str(BASE), str(rekeyed), top=TOP, operators=["keyed"], workers=1).to_dict()
     assert len(held) == sizes_join.BUCKETS
-    few, held[:] = max(held), []
+    few, total, held[:] = max(held), sum(held), []
     monkeypatch.setattr(sizes_join, "BUCKET_BYTES", 1)
     assert state_growth(str(BASE), str(rekeyed), top=TOP, operators=["keyed"], workers=1).to_dict() == report
-    assert len(held) == sizes_join.MAX_BUCKETS and max(held) * 2 < few
+    # the same keys, four times the buckets: the fullest holds fewer (by how much depends on str hashes,
+    # which PYTHONHASHSEED randomises per process)
+    assert len(held) == sizes_join.MAX_BUCKETS and sum(held) == total and max(held) < few
 
 
 @pytest.mark.spark
