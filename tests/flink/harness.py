@@ -678,6 +678,7 @@ def verify_refused(job: str, version: str, snapshot_dir: Path, expect: str, back
                 raise
             kept.write_text(text, encoding="utf-8")
             return text
+    shutil.rmtree(out, ignore_errors=True)
     raise FlinkJobError(f"{job} on Flink {version} restored {snapshot_dir}; it was to refuse it ({expect!r})")
 
 
