@@ -124,7 +124,9 @@ def restore_and_dump(
     A local savepoint's restore is cached by its bytes. ``shared_root``: a directory holding the
     savepoint and every file its `_metadata` names by absolute path (shallow copies and their bases
     under a test's ``tmp_path``): the cache key is then the root's bytes with the root's own path
-    left out, so the same writes under a new ``tmp_path`` are read from the cache.
+    left out, so the same writes under a new ``tmp_path`` are read from the cache (one as long: the
+    strings' lengths in `_metadata` stay in the key, so a run without pytest-xdist, whose ``tmp_path``
+    has no ``popen-gwN``, has entries of its own).
 
     ``out_dir`` (must be empty or absent) keeps ``dump.json``, ``flink.log`` and
     ``restore-config.json``; without it a temporary directory is used and removed on success
