@@ -20,6 +20,7 @@ Public API::
     verify_restore(job, version, snapshot_dir, backend="hashmap", out_dir=None, extra_args=()) -> JobResult
                                                       # start from a snapshot, dump what Flink restored
                                                       # (SqlJob: its output after a second batch)
+    verify_refused(job, version, snapshot_dir, expect, ...) -> str   # a restore Flink must refuse: its text
     restore_comparable(dump) -> dict                  # normalise dumps for original-vs-restored
     require_flink(version="2.3.0") -> None            # pytest.skip() if Flink cannot run here
     locked(path) -> context manager                   # the inter-process lock of a cache entry
@@ -646,6 +647,39 @@ def verify_restore(
     if extra_args:
         key.append(list(map(str, extra_args)))
     return cached_run(job, version, f"verify-{job}-{version}-{backend}", key, args, timeout=timeout)
+
+
+def verify_refused(job: str, version: str, snapshot_dir: Path, expect: str, backend: str = "hashmap",
+                   extra_args: Sequence[str] = (), timeout: int = DEFAULT_JOB_TIMEOUT) -> str:
+    """Start ``job`` from ``snapshot_dir`` as :func:`verify_restore` does, where Flink must refuse it:
+    the refusal's text (the error, then ``flink.log``), which must hold ``expect``. Cached by the same
+    key as a restore: a refusal is as much a function of the job, the release and the snapshot's bytes
+    as a success; only a refusal holding ``expect`` is kept (a timeout or another failure raises, and
+    runs again next time), and a restore that succeeds raises."""
+    snapshot_dir = Path(snapshot_dir).resolve()
+    args = ["--backend", backend, "--restore", str(snapshot_dir), *map(str, extra_args)]
+    key = [GENERATION_FORMAT, job, version, backend, job_hash(job, version), tree_hash(snapshot_dir),
+           list(map(str, extra_args)), expect]
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
+    out = CACHE / "oracle" / f"refused-{job}-{version}-{backend}-{digest}"
+    kept = out / "refusal.txt"
+    with locked(out):
+        if kept.exists():
+            return kept.read_text(encoding="utf-8")
+        if out.exists():
+            shutil.rmtree(out)
+        try:
+            run_job(job, version, out, args, timeout=timeout)
+        except FlinkJobError as e:
+            log = out / "flink.log"
+            text = f"{e}\n--- flink.log ---\n"
+            text += log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+            if expect not in text:
+                raise
+            kept.write_text(text, encoding="utf-8")
+            return text
+    shutil.rmtree(out, ignore_errors=True)
+    raise FlinkJobError(f"{job} on Flink {version} restored {snapshot_dir}; it was to refuse it ({expect!r})")
 
 
 def restore_comparable(dump: dict) -> dict:

@@ -6,7 +6,7 @@ back exactly the data fstate meant to write.
 
 Public API::
 
-    restore_and_dump(config, version="2.3.0", backend="hashmap", out_dir=None, timeout=...) -> dict
+    restore_and_dump(config, version="2.3.0", backend="hashmap", out_dir=None, timeout=..., shared_root=None) -> dict
     RestoreFailed                      # FlinkJobError subclass; .causes = Flink's cause chain
 
 ``config`` (written as JSON for ``jobs/v2/RestoreJob.java``)::
@@ -95,15 +95,38 @@ def _normalise(config: dict) -> dict:
     return cfg
 
 
+def _rooted_hash(savepoint: Path, root: Path) -> str:
+    """The bytes under ``root`` (names and contents, every mention of the root's own path left out)
+    and where the savepoint is in it: what Flink reads when every absolute path the savepoint names is
+    under ``root``."""
+    import hashlib
+
+    root = root.resolve()
+    prefix = str(root).encode()
+    h = hashlib.sha256(str(savepoint.resolve().relative_to(root)).encode() + b"\0")
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes().replace(prefix, b"<root>") + b"\0")
+    return h.hexdigest()[:16]
+
+
 def restore_and_dump(
     config: dict,
     version: str = "2.3.0",
     backend: str = "hashmap",
     out_dir: Path | None = None,
     timeout: int = harness.DEFAULT_JOB_TIMEOUT,
+    shared_root: Path | None = None,
 ) -> dict:
     """Start RestoreJob from ``config["savepoint"]`` on Flink ``version`` with ``backend``
     (hashmap | rocksdb) and return its dump (see the module docstring).
+
+    A local savepoint's restore is cached by its bytes. ``shared_root``: a directory holding the
+    savepoint and every file its `_metadata` names by absolute path (shallow copies and their bases
+    under a test's ``tmp_path``): the cache key is then the root's bytes with the root's own path
+    left out, so the same writes under a new ``tmp_path`` are read from the cache (one as long: the
+    strings' lengths in `_metadata` stay in the key, so a run without pytest-xdist, whose ``tmp_path``
+    has no ``popen-gwN``, has entries of its own).
 
     ``out_dir`` (must be empty or absent) keeps ``dump.json``, ``flink.log`` and
     ``restore-config.json``; without it a temporary directory is used and removed on success
@@ -129,8 +152,10 @@ def restore_and_dump(
         try:
             if temp and local:  # by the savepoint's bytes (fstate writes reproducible savepoints)
                 shutil.rmtree(out_dir)
+                snapshot = (harness.tree_hash(Path(cfg["savepoint"])) if shared_root is None
+                            else _rooted_hash(Path(cfg["savepoint"]), Path(shared_root)))
                 key = [harness.GENERATION_FORMAT, JOB, version, backend, harness.job_hash(JOB, version),
-                       harness.tree_hash(Path(cfg["savepoint"])), dict(cfg, savepoint=None)]
+                       snapshot, dict(cfg, savepoint=None)]
                 res = harness.cached_run(JOB, version, f"restore-{version}-{backend}", key, args, timeout=timeout)
             else:
                 res = harness.run_job(JOB, version, out_dir, args, timeout=timeout)

@@ -92,11 +92,10 @@ def test_flink_2_3_refuses_a_1_20_savepoint_as_it_is_and_restores_it_written_for
     for version in ("1.20.1", "2.3.0"):
         harness.require_flink(version)
     res = harness.generate("TypesJob", "1.20.1", "hashmap", "savepoint", extra_args=NO_KRYO)
-    with pytest.raises(harness.FlinkJobError) as refused:
-        harness.verify_restore("TypesJob", "2.3.0", res.snapshot_dir, extra_args=NO_KRYO, out_dir=tmp_path / "as-is")
-    log = (tmp_path / "as-is" / "flink.log").read_text(encoding="utf-8", errors="replace")
-    assert "StateMigrationException" in str(refused.value) + log
-    assert "must not be incompatible" in log
+    # (cached by the snapshot's bytes: a warm run starts no JVM for it)
+    refused = harness.verify_refused("TypesJob", "2.3.0", res.snapshot_dir, "must not be incompatible",
+                                     extra_args=NO_KRYO)
+    assert "StateMigrationException" in refused
 
     new = tmp_path / "for-2.3"
     done = _fstate("modify", str(res.snapshot_dir), "--out", str(new), "--flink-version", "2.3")

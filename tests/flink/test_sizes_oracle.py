@@ -315,12 +315,13 @@ def test_growth_by_key_equals_the_dumps():
     small = harness.generate("KeyedStateJob", VERSION, "rocksdb", "savepoint")
     large = harness.generate("KeyedStateJob", VERSION, *VARIANTS["rocksdb incremental 10000 keys"][:2],
                              extra_args=VARIANTS["rocksdb incremental 10000 keys"][2])
+    dumped = {(id(run), uid): _dump_keys(run, uid) for run in (small, large) for uid in KEYED_OPERATORS}  # once each
     for old, new in ((small, large), (large, small)):
         report = state_growth(str(old.snapshot_dir), str(new.snapshot_dir), top=TOP).to_dict()
         for uid in KEYED_OPERATORS:
-            expected = expected_key_growth(_dump_keys(old, uid), _dump_keys(new, uid), TOP)
+            expected = expected_key_growth(dumped[id(old), uid], dumped[id(new), uid], TOP)
             assert reported_key_growth(report, uid) == expected, uid
-        counts = expected_key_growth(_dump_keys(old, "keyed"), _dump_keys(new, "keyed"), TOP)["counts"]["counts"]
+        counts = expected_key_growth(dumped[id(old), "keyed"], dumped[id(new), "keyed"], TOP)["counts"]["counts"]
         assert counts["new_keys" if new is large else "gone_keys"] == 9000
         assert {j["join"] for j in report["key_joins"]} == {"key group"}
 

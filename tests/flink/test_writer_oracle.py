@@ -242,7 +242,7 @@ def test_modified_savepoints_restore(spark, tmp_path):
         src, keyed_op("keyed-v2", 256),
         {"uid": "added", "kind": "operator", "parallelism": 1,
          "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]}
-    restored = restore_and_dump(config)
+    restored = restore_and_dump(config, shared_root=tmp_path)  # shallow copies: cached by tmp_path's bytes
     got = keyed_of(restored, "keyed-v2")
     assert got["total"] == {k: v + 1 for k, v in original["total"].items()}
     for s in ("events", "counts", "sum", "avg"):
@@ -258,7 +258,8 @@ def test_modified_savepoints_restore(spark, tmp_path):
     m3.transform_state("keyed-v3", "total", sql="SELECT key, total * 2 AS total FROM state")
     m3.remove_operator("window-reduce").remove_operator("window-agg")
     m3.write(str(combined))
-    restored = restore_and_dump({"savepoint": str(combined), "operators": [src, keyed_op("keyed-v3", 256)]})
+    restored = restore_and_dump({"savepoint": str(combined), "operators": [src, keyed_op("keyed-v3", 256)]},
+                                shared_root=tmp_path)
     got = keyed_of(restored, "keyed-v3")
     assert got["total"] == {k: v * 2 for k, v in original["total"].items()}
     for s in ("events", "counts", "sum", "avg"):
@@ -271,7 +272,8 @@ def test_modified_savepoints_restore(spark, tmp_path):
     relocate(str(new), str(base), str(moved), allow_external_paths=True)  # a shallow copy points at BASE
     again = restore_and_dump({"savepoint": str(new), "ignore_unclaimed_state": False, "operators": [
         src, keyed_op("keyed-v2"), {"uid": "added", "kind": "operator", "parallelism": 1,
-                                    "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]})
+                                    "states": [{"name": "names", "mode": "SPLIT_DISTRIBUTE", "type": "STRING"}]}]},
+        shared_root=tmp_path)
     assert keyed_of(again, "keyed-v2") == original
 
 
