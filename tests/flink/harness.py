@@ -17,14 +17,11 @@ Public API::
     generate(job="OperatorStateJob", version="2.3.0", backend="hashmap",
              snapshot="savepoint", extra_args=(), force=False) -> JobResult  # cached
     flink_unavailable_reason(version="2.3.0") -> str | None
-    verify_restore(job, version, snapshot_dir, backend="hashmap", out_dir=None, extra_args=()) -> JobResult
-                                                      # start from a snapshot, dump what Flink restored
-                                                      # (SqlJob: its output after a second batch)
-    verify_refused(job, version, snapshot_dir, expect, ...) -> str   # a restore Flink must refuse: its text
-    restore_comparable(dump) -> dict                  # normalise dumps for original-vs-restored
+    cached_run(job, version, name, key, args, ...) -> JobResult   # run_job once per key, kept in the cache
     require_flink(version="2.3.0") -> None            # pytest.skip() if Flink cannot run here
     locked(path) -> context manager                   # the inter-process lock of a cache entry
 
+Restores (a job started from a snapshot, what Flink restored or refused): ``restore.py``.
 SQL query changes (SqlChangeJob, several jobs per JVM, each cached on its own): ``sql_changes.py``.
 
 Caches (all under ``$FSTATE_CACHE``, default ``~/.cache/fstate``):
@@ -590,124 +587,6 @@ def cached_run(job: str, version: str, name: str, key: Sequence, args: Sequence[
         res = run_job(job, version, out, args, timeout=timeout, expect_snapshot=expect_snapshot)
         marker.write_text(json.dumps({"seconds": res.seconds, "args": list(map(str, args))}) + "\n")
         return res
-
-
-# --------------------------------------------------------------------------- verify mode (restore)
-
-
-def tree_hash(root: Path) -> str:
-    """The content of a snapshot directory (file names and bytes): a cache key of what Flink does
-    with it. fstate's savepoints are reproducible (``builder.stream_name``), so restoring the same
-    write again is read from the cache; a shallow copy's ``_metadata`` names the files it shares."""
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(root)).encode() + b"\0")
-            with open(p, "rb") as fh:
-                for chunk in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(chunk)
-            h.update(b"\0")
-    return h.hexdigest()[:16]
-
-
-def verify_restore(
-    job: str,
-    version: str,
-    snapshot_dir: Path,
-    backend: str = "hashmap",
-    out_dir: Path | None = None,
-    timeout: int = DEFAULT_JOB_TIMEOUT,
-    extra_args: Sequence[str] = (),
-) -> JobResult:
-    """Start ``job`` from ``snapshot_dir`` (a savepoint or chk-N directory, e.g. one fstate wrote)
-    and return the job's dump of the state Flink restored (``dump["kind"] == "restored"``).
-
-    Flink refuses state it cannot map (``ignore-unclaimed-state=false``), so operators and state
-    names must match the job. Sources emit no data; KeyedStateJob probes keys k-0..k-999 and the
-    final watermark fires every event-time timer and window, so the dump lists keyed state of
-    those keys, window contents and event-time timers; processing-time timers cannot be seen.
-    See :func:`restore_comparable` to compare with a dump of the original snapshot.
-
-    Jobs of INTERNAL_STATE_JOBS that support it (SqlJob) run the same job graph from the savepoint:
-    ``extra_args`` must repeat the args the savepoint was taken with (``--uids``, ``--ttl``,
-    ``--records``), since without uids the operator ids are hashes of the graph. Their sources
-    emit a second batch and finish; the dump holds the job's output after the restore (see
-    ``jobs/v2/SqlJob.java``), not a state mirror.
-
-    Without ``out_dir`` the result is cached by (job sources, version, backend, ``extra_args``,
-    content hash of ``snapshot_dir``; a shallow copy's ``_metadata`` names the files it shares).
-    """
-    snapshot_dir = Path(snapshot_dir).resolve()
-    if not (snapshot_dir / "_metadata").is_file():
-        raise FlinkJobError(f"{snapshot_dir} has no _metadata")
-    args = ["--backend", backend, "--restore", str(snapshot_dir), *map(str, extra_args)]
-    if out_dir is not None:
-        return run_job(job, version, out_dir, args, timeout=timeout)
-    key = [GENERATION_FORMAT, job, version, backend, job_hash(job, version), tree_hash(snapshot_dir)]
-    if extra_args:
-        key.append(list(map(str, extra_args)))
-    return cached_run(job, version, f"verify-{job}-{version}-{backend}", key, args, timeout=timeout)
-
-
-def verify_refused(job: str, version: str, snapshot_dir: Path, expect: str, backend: str = "hashmap",
-                   extra_args: Sequence[str] = (), timeout: int = DEFAULT_JOB_TIMEOUT) -> str:
-    """Start ``job`` from ``snapshot_dir`` as :func:`verify_restore` does, where Flink must refuse it:
-    the refusal's text (the error, then ``flink.log``), which must hold ``expect``. Cached by the same
-    key as a restore: a refusal is as much a function of the job, the release and the snapshot's bytes
-    as a success; only a refusal holding ``expect`` is kept (a timeout or another failure raises, and
-    runs again next time), and a restore that succeeds raises."""
-    snapshot_dir = Path(snapshot_dir).resolve()
-    args = ["--backend", backend, "--restore", str(snapshot_dir), *map(str, extra_args)]
-    key = [GENERATION_FORMAT, job, version, backend, job_hash(job, version), tree_hash(snapshot_dir),
-           list(map(str, extra_args)), expect]
-    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]
-    out = CACHE / "oracle" / f"refused-{job}-{version}-{backend}-{digest}"
-    kept = out / "refusal.txt"
-    with locked(out):
-        if kept.exists():
-            return kept.read_text(encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        try:
-            run_job(job, version, out, args, timeout=timeout)
-        except FlinkJobError as e:
-            log = out / "flink.log"
-            text = f"{e}\n--- flink.log ---\n"
-            text += log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-            if expect not in text:
-                raise
-            kept.write_text(text, encoding="utf-8")
-            return text
-    shutil.rmtree(out, ignore_errors=True)
-    raise FlinkJobError(f"{job} on Flink {version} restored {snapshot_dir}; it was to refuse it ({expect!r})")
-
-
-def restore_comparable(dump: dict) -> dict:
-    """Normalise a dump so that a snapshot's dump and the verify-mode dump of restoring it compare
-    equal: uid -> {list_state, broadcast_state, keyed_state, timers}, where UNION list state is
-    the sorted union over all subtasks (that is what each subtask restores) and processing-time
-    timers are dropped (verify mode cannot observe them)."""
-    out = {}
-    for op in dump["operators"]:
-        restored = dump.get("kind") == "restored"
-        union: dict[str, list] = {}
-        for e in op["list_state"]:
-            if e["mode"] == "UNION" and not restored:
-                union.setdefault(e["state"], []).extend(e["values"])
-        lists = []
-        for e in op["list_state"]:
-            if e["mode"] == "UNION":
-                # a snapshot holds each subtask's own share; every restored subtask holds the union
-                vals = e["values"] if restored else union[e["state"]]
-                e = dict(e, values=sorted(vals, key=lambda v: json.dumps(v, sort_keys=True)))
-            lists.append(e)
-        out[op["uid"]] = {
-            "list_state": lists,
-            "broadcast_state": op["broadcast_state"],
-            "keyed_state": op["keyed_state"],
-            "timers": [t for t in op["timers"] if t["kind"] != "processing"],
-        }
-    return out
 
 
 # --------------------------------------------------------------------------- pytest helpers

@@ -44,6 +44,7 @@ from typing import Collection, Mapping, Sequence
 
 from fstate.savepoint import sql_plan
 from tests.flink import harness
+from tests.flink.restore import tree_hash
 
 JOB = "SqlChangeJob"
 #: rows per half
@@ -286,7 +287,7 @@ class RestoreFailed(AssertionError):
 def _cache_entry(version: str, job_hash: str, phase: Phase) -> Path:
     spec = phase.spec()
     if spec["restore"] is not None:  # by the savepoint's bytes (fstate writes reproducible savepoints)
-        spec["restore"] = harness.tree_hash(Path(spec["restore"]))
+        spec["restore"] = tree_hash(Path(spec["restore"]))
     key = hashlib.sha256(json.dumps([harness.GENERATION_FORMAT, JOB, version, job_hash, spec])
                          .encode()).hexdigest()[:12]
     uids = "uids" if phase.uids else "no-uids"

@@ -1,5 +1,5 @@
 """Savepoints moved between Flink 1.20 (metadata V4) and Flink 2.3 (V6) by ``fstate modify
---flink-version``, restored by the other release's own jobs (``harness.verify_restore``: the same
+--flink-version``, restored by the other release's own jobs (``verify_restore``: the same
 job graph and uids, unclaimed state not allowed) with exactly the state the first release dumped.
 
 Flink 2.3.0 refuses a 1.20.1 TypesJob savepoint as it is (its POJO fields of type List and Map have
@@ -29,6 +29,7 @@ from fstate.savepoint.types import STRING, ListType, NullableType, PojoType
 from fstate.savepoint.types.hashing import operator_id_for_uid
 from fstate.writers.modify import SavepointModifier
 from tests.flink import harness
+from tests.flink.restore import restore_comparable, verify_refused, verify_restore
 
 pytestmark = pytest.mark.flink
 
@@ -74,9 +75,9 @@ def _fstate(*args: str) -> subprocess.CompletedProcess:
 def _restored_as_dumped(job: str, res: harness.JobResult, version: str, snapshot_dir, backend: str,
                         extra: tuple[str, ...]) -> None:
     """Flink ``version`` restores ``snapshot_dir`` (fstate's: cached by its bytes) with what ``res`` held."""
-    restored = harness.verify_restore(job, version, snapshot_dir, backend=backend, extra_args=extra)
+    restored = verify_restore(job, version, snapshot_dir, backend=backend, extra_args=extra)
     assert restored.dump["flink_version"] == version
-    assert harness.restore_comparable(restored.dump) == harness.restore_comparable(res.dump)
+    assert restore_comparable(restored.dump) == restore_comparable(res.dump)
 
 
 def _tags_field(sp: Savepoint) -> object:
@@ -93,7 +94,7 @@ def test_flink_2_3_refuses_a_1_20_savepoint_as_it_is_and_restores_it_written_for
         harness.require_flink(version)
     res = harness.generate("TypesJob", "1.20.1", "hashmap", "savepoint", extra_args=NO_KRYO)
     # (cached by the snapshot's bytes: a warm run starts no JVM for it)
-    refused = harness.verify_refused("TypesJob", "2.3.0", res.snapshot_dir, "must not be incompatible",
+    refused = verify_refused("TypesJob", "2.3.0", res.snapshot_dir, "must not be incompatible",
                                      extra_args=NO_KRYO)
     assert "StateMigrationException" in refused
 

@@ -16,6 +16,7 @@ import struct
 import pytest
 
 from tests.flink import harness
+from tests.flink.restore import restore_comparable, verify_restore
 
 pytestmark = pytest.mark.flink
 
@@ -155,9 +156,9 @@ def test_flink_restores_exactly_the_dump(job: str, tmp_path) -> None:
     orig = harness.generate(job, "2.3.0", "hashmap", "savepoint")
     moved = tmp_path / orig.snapshot_dir.name
     shutil.copytree(orig.snapshot_dir, moved)
-    restored = harness.verify_restore(job, "2.3.0", moved, "hashmap")
+    restored = verify_restore(job, "2.3.0", moved, "hashmap")
     assert restored.dump["kind"] == "restored"
-    assert harness.restore_comparable(restored.dump) == harness.restore_comparable(orig.dump)
+    assert restore_comparable(restored.dump) == restore_comparable(orig.dump)
 
 
 def test_log4j_lookups_have_defaults() -> None:

@@ -17,6 +17,7 @@ import pytest
 from fstate.runtime import (AggregateFunction, CollectSink, ProcessWindowFunction, StreamExecutionEnvironment,
                             TumblingEventTimeWindows, Types, WatermarkStrategy)
 from tests.flink import harness
+from tests.flink.restore import verify_restore
 from tests.runtime.jobs import Progress, from_paused_sequence
 
 pytestmark = pytest.mark.flink
@@ -119,7 +120,7 @@ def test_flink_restores_runtime_windows_mid_window(tmp_path):
     assert {w[2] for w in before} == {0, 1000, 2000, 3000, 4000}
 
     # cached by the savepoint's bytes: the runtime's savepoint of the pause is the same every run
-    res = harness.verify_restore("KeyedStateJob", VERSION, savepoint)
+    res = verify_restore("KeyedStateJob", VERSION, savepoint)
     assert res.dump["kind"] == "restored"
     after = flink_fired(res.dump)
     assert {w[2] for w in after} == {5000}
@@ -129,7 +130,7 @@ def test_flink_restores_runtime_windows_mid_window(tmp_path):
 def test_runtime_restores_flink_windows(tmp_path):
     harness.require_flink(VERSION)
     snapshot = harness.generate("KeyedStateJob", VERSION, "hashmap", "savepoint")
-    flink = harness.verify_restore("KeyedStateJob", VERSION, snapshot.snapshot_dir)  # cached per savepoint
+    flink = verify_restore("KeyedStateJob", VERSION, snapshot.snapshot_dir)  # cached per savepoint
     expected = flink_fired(flink.dump)
     assert expected
 

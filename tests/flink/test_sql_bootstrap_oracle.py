@@ -22,6 +22,7 @@ from fstate.savepoint.binary import DataOutput
 from fstate.savepoint.metainfo import write_state_meta_info
 from fstate.savepoint.types.snapshots import write_serializer_snapshot
 from tests.flink import harness
+from tests.flink.restore import verify_restore
 from tests.writers.test_sql_types import (EXTERNAL_SNAPSHOTS, SNAPSHOTS, UNWRITABLE, flink_snapshots,
                                          snapshot_bytes)
 
@@ -125,7 +126,7 @@ def test_bootstrapped_group_aggregate_restores_in_flink(version, flink_version, 
     for state in ("accState", "distinctAcc_0", "distinctAcc_0_null_state"):
         assert _state_bytes(written, state) == _state_bytes(real, state), state
 
-    restored = harness.verify_restore("SqlJob", version, out, extra_args=UIDS,
+    restored = verify_restore("SqlJob", version, out, extra_args=UIDS,
                                       timeout=harness.DEFAULT_JOB_TIMEOUT).dump
     assert restored["kind"] == "restored"
     # the restored job retracts the bootstrapped accumulators and adds the second batch to them; a name

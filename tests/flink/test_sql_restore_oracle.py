@@ -25,6 +25,7 @@ from __future__ import annotations
 import pytest
 
 from tests.flink import harness
+from tests.flink.restore import verify_restore
 
 pytestmark = pytest.mark.flink
 
@@ -51,7 +52,7 @@ def _savepoint(variant: str, version: str = VERSION) -> harness.JobResult:
 
 
 def _restore(variant: str, snapshot_dir, version: str = VERSION) -> dict:
-    res = harness.verify_restore("SqlJob", version, snapshot_dir, extra_args=VARIANTS[variant], timeout=TIMEOUT)
+    res = verify_restore("SqlJob", version, snapshot_dir, extra_args=VARIANTS[variant], timeout=TIMEOUT)
     assert res.dump["kind"] == "restored"
     return res.dump
 
@@ -186,7 +187,7 @@ def _bumped(rows: list[str]) -> list[str]:
 
 
 def _cep_restored(snapshot_dir) -> dict:
-    res = harness.verify_restore("CepJob", VERSION, snapshot_dir, timeout=TIMEOUT)
+    res = verify_restore("CepJob", VERSION, snapshot_dir, timeout=TIMEOUT)
     assert res.dump["kind"] == "restored"
     return res.dump
 

@@ -19,6 +19,7 @@ import pytest
 from fstate.savepoint.loader import Savepoint
 from fstate.writers.upgrade import Decision, SavepointUpgrader
 from tests.flink import harness
+from tests.flink.restore import verify_restore
 
 pytestmark = pytest.mark.flink
 
@@ -48,7 +49,7 @@ def test_sql_job_from_flink_1_20_continues_on_2_3(tmp_path, variant):
     assert (report.source_version, report.target_version) == (4, 6)
     out = upgrader.write(str(tmp_path / "upgraded"))
     assert Savepoint.open(out).metadata.version == 6
-    restored = harness.verify_restore("SqlJob", "2.3.0", tmp_path / "upgraded", extra_args=args).dump
+    restored = verify_restore("SqlJob", "2.3.0", tmp_path / "upgraded", extra_args=args).dump
     assert restored["flink_version"] == "2.3.0"
     assert restored["output"] == restored["expected_output"]
     assert restored["retracted"] == restored["expected_retracted"]
@@ -70,7 +71,7 @@ def test_sql_job_from_flink_2_3_back_to_1_20(tmp_path):
     assert {s.decision for s in report.steps if s.sql} <= {Decision.CARRIED, Decision.MIGRATED}
     out = upgrader.write(str(tmp_path / "downgraded"))
     assert Savepoint.open(out).metadata.version == 4
-    restored = harness.verify_restore("SqlJob", "1.20.1", tmp_path / "downgraded", extra_args=args).dump
+    restored = verify_restore("SqlJob", "1.20.1", tmp_path / "downgraded", extra_args=args).dump
     assert restored["flink_version"] == "1.20.1"
     assert restored["output"] == restored["expected_output"]
     assert restored["retracted"] == restored["expected_retracted"]

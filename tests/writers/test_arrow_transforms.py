@@ -20,7 +20,7 @@ from fstate.savepoint.errors import InvalidArgumentError, TransformError
 from fstate.savepoint.loader import Savepoint
 from fstate.writers.modify import SavepointModifier
 from fstate.writers.transforms import ArrowFunction
-from tests.flink.harness import tree_hash
+from tests.flink.restore import tree_hash
 from tests.support import ROOT, sample_snapshot
 
 KEYED = sample_snapshot(ROOT / "samples" / "keyed-hashmap-savepoint")

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from fstate.cli.app import app
 from fstate.writers import arrow_frames, keyed_stream
 from fstate.writers.transform_embedded import IpcFiles
-from tests.flink.harness import tree_hash
+from tests.flink.restore import tree_hash
 from tests.support import ROOT, sample_snapshot
 
 KEYED = sample_snapshot(ROOT / "samples" / "keyed-hashmap-savepoint")

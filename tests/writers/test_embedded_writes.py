@@ -18,7 +18,7 @@ from fstate.readers import tables
 from fstate.savepoint.loader import Savepoint
 from fstate.writers import keyed_stream
 from fstate.writers.modify import SavepointModifier
-from tests.flink.harness import tree_hash
+from tests.flink.restore import tree_hash
 from tests.support import ROOT, sample_snapshot
 
 KEYED = sample_snapshot(ROOT / "samples" / "keyed-hashmap-savepoint")
