@@ -25,7 +25,7 @@ def info(
     """What is in a savepoint: operators, parallelism, states with their kinds and types, sizes."""
     with user_errors():
         shown = output(context, json_alias)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..savepoint.loader import Savepoint
         from ..savepoint.summary import summarize
 
@@ -47,7 +47,7 @@ def views(
     """The view names `fstate sql` registers for a savepoint (no Spark needed)."""
     with user_errors():
         shown = output(context, json_alias)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..readers.views import plan_views
         from ..savepoint.loader import Savepoint
         from ..savepoint.sql_binding import load_binding
@@ -70,7 +70,7 @@ def deps(
     """Directories outside PATH whose files PATH refers to (e.g. the base of a modified savepoint)."""
     with user_errors():
         shown = output(context, json_alias)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..writers.modify import dependencies
 
         shown.dependencies(path, dependencies(path))
@@ -94,7 +94,7 @@ def verify(
         shown = output(context, json_alias)
         from ..savepoint.verify import verify as verify_savepoint
 
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         with progress("verifying"):
             report = verify_savepoint(path, allow_external_paths=allow_external_paths, decode=not files_only)
         shown.verify_report(report)

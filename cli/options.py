@@ -65,14 +65,20 @@ def output(context: typer.Context, json_alias: bool = False) -> Output:
     return instance
 
 
-def apply_fs_options(fs_option: list[str] | None, fs_config: str | None) -> tuple:
-    """Make --fs-config/--fs-option the process defaults (also for the Spark processes started later)."""
-    from ..savepoint.io import load_fs_config, parse_fs_option_args, resolve_fs_options, set_default_fs_options
+def apply_fs_options(context: typer.Context | None, fs_option: list[str] | None, fs_config: str | None) -> tuple:
+    """Make --fs-config/--fs-option the process defaults (also for the Spark processes started later)
+    until ``context``'s command ends: run in-process (a test, a notebook), it leaves the defaults as it
+    found them. Without a context they stay."""
+    from ..savepoint.io import (default_fs_options, load_fs_config, parse_fs_option_args, resolve_fs_options,
+                                set_default_fs_options)
 
     options = dict(load_fs_config(fs_config)) if fs_config else {}
     options.update(parse_fs_option_args(fs_option))
     if options:
-        set_default_fs_options(options, export_env=True)
+        if context is None:
+            set_default_fs_options(options, export_env=True)
+        else:
+            context.with_resource(default_fs_options(options, export_env=True))
     return resolve_fs_options()
 
 

@@ -60,7 +60,7 @@ def read(
     with user_errors():
         set_quiet(quiet)
         shown = output(context, json_alias)
-        fs_options = apply_fs_options(fs_option, fs_config)
+        fs_options = apply_fs_options(context, fs_option, fs_config)
         from ..readers.engine import table_bytes
         from ..readers.options import FORMAT as SOURCE_FORMAT
         from ..readers.options import SourceOptions
@@ -160,7 +160,7 @@ def sql(
     with user_errors():
         set_quiet(quiet)
         shown = output(context, json_alias)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..readers.engine_sql import Catalog, Query
         from ..savepoint.errors import InvalidArgumentError
 
@@ -250,7 +250,7 @@ def diff(
     with user_errors():
         set_quiet(quiet)
         shown = output(context, json_alias)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..readers.engine import choose_engine
         from ..savepoint.loader import Savepoint
         from ..savepoint.summary import summarize

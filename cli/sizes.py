@@ -51,7 +51,7 @@ def sizes(
     keys, skew, a rescale preview and expired TTL state; with NEW, what grew."""
     with user_errors():
         shown = output(context, json_alias)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..readers.sizes import chosen_operators, state_bytes, state_sizes
         from ..readers.sizes_growth import state_growth
         from ..readers.sizes_stats import parse_duration_ms, parse_parallelisms

@@ -37,7 +37,7 @@ def bootstrap(
     """A new savepoint from Parquet/CSV/JSON/ORC files or Spark SQL, restorable by Flink."""
     with user_errors():
         shown = output(context)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..savepoint.builder import ensure_writable_target, metadata_version_for
         from ..writers.bootstrap import check_target_outside_sources, load_spec, source_bytes, writer_from_spec
 
@@ -100,7 +100,7 @@ def modify(
     """A new savepoint derived from BASE; untouched operators are shallow copies of BASE's state."""
     with user_errors():
         shown = output(context)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..savepoint.builder import ensure_writable_target
         from ..savepoint.errors import FStateWarning, InvalidArgumentError
         from ..writers.modify import SavepointModifier, dependencies
@@ -217,7 +217,7 @@ def relocate(
     """Rewrite absolute paths in _metadata after files were moved (another directory or bucket)."""
     with user_errors():
         shown = output(context)
-        apply_fs_options(fs_option, fs_config)
+        apply_fs_options(context, fs_option, fs_config)
         from ..writers.modify import relocate as relocate_paths
 
         count = relocate_paths(path, old, new, backup=backup, allow_external_paths=allow_external_paths)

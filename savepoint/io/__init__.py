@@ -28,9 +28,9 @@ from .base import FileIO
 from .classify import aws_credentials_apparent, classify_error
 from .local import LocalFileIO
 from .locate import METADATA_FILE, SavepointLocation, locate
-from .options import (FS_CONFIG_ENV, FS_OPTIONS_ENV, KNOWN_OPTIONS, FsOptions, canonical_option, describe_options,
-                      load_fs_config, normalize_fs_options, options_for, parse_fs_option_args, resolve_fs_options,
-                      set_default_fs_options)
+from .options import (FS_CONFIG_ENV, FS_OPTIONS_ENV, KNOWN_OPTIONS, FsOptions, canonical_option, default_fs_options,
+                      describe_options, load_fs_config, normalize_fs_options, options_for, parse_fs_option_args,
+                      resolve_fs_options, set_default_fs_options)
 from .remote import RemoteFileIO
 from .uri import (FAMILIES, canonical, family_of, is_remote, is_within, join, parent_of, scheme_of, split_uri,
                   strip_file_scheme)
@@ -45,7 +45,8 @@ __all__ = [
     "canonical", "FAMILIES",
     # options
     "FsOptions", "KNOWN_OPTIONS", "FS_OPTIONS_ENV", "FS_CONFIG_ENV", "canonical_option", "normalize_fs_options",
-    "parse_fs_option_args", "load_fs_config", "set_default_fs_options", "resolve_fs_options", "options_for",
+    "parse_fs_option_args", "load_fs_config", "set_default_fs_options", "default_fs_options", "resolve_fs_options",
+    "options_for",
     "describe_options",
     # errors
     "classify_error", "aws_credentials_apparent", "StorageError",

@@ -5,10 +5,11 @@ come from and how those merge (later ones winning): the YAML file named by ``FST
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..errors import InvalidArgumentError
 from .uri import strip_file_scheme
@@ -169,6 +170,22 @@ def set_default_fs_options(options: Mapping[str, Any] | None, *, export_env: boo
         else:
             os.environ.pop(FS_OPTIONS_ENV, None)
     return _DEFAULTS
+
+
+@contextlib.contextmanager
+def default_fs_options(options: Mapping[str, Any] | None, *, export_env: bool = False) -> Iterator[FsOptions]:
+    """:func:`set_default_fs_options` for a ``with`` block: the defaults (and ``FSTATE_FS_OPTIONS``) in
+    force before it come back after it (a CLI command run in-process, a test)."""
+    before, env_before = _DEFAULTS, os.environ.get(FS_OPTIONS_ENV)
+    try:
+        yield set_default_fs_options(options, export_env=export_env)
+    finally:
+        set_default_fs_options(before)
+        if export_env:
+            if env_before is None:
+                os.environ.pop(FS_OPTIONS_ENV, None)
+            else:
+                os.environ[FS_OPTIONS_ENV] = env_before
 
 
 def resolve_fs_options(options: Mapping[str, Any] | FsOptions | None = None) -> FsOptions:

@@ -43,9 +43,8 @@ def _sample(name):
 @pytest.fixture
 def fs_defaults(s3):
     """The server's options as this process's defaults (what the CLI's --fs-option does)."""
-    savepoint_io.set_default_fs_options(s3.options)
-    yield s3.options
-    savepoint_io.set_default_fs_options(None)
+    with savepoint_io.default_fs_options(s3.options):
+        yield s3.options
 
 
 # ---------------------------------------------------------------------------------------------
@@ -702,3 +701,15 @@ def test_bootstrapped_on_s3_restores_in_flink(spark, s3, tmp_path):
     assert keyed["events"] == {k: e for k, _, e in rows if e}
     offsets = sorted(v for o in dump["operators"] if o["uid"] == "src" for e in o["list_state"] for v in e["values"])
     assert offsets == [1, 1, 3, 4, 5]
+
+
+def test_cli_fs_options_last_as_long_as_the_command(tmp_path, monkeypatch):
+    """--fs-option run in-process (CliRunner, a notebook): the process defaults and FSTATE_FS_OPTIONS in
+    force after the command are those before it."""
+    monkeypatch.delenv(savepoint_io.FS_OPTIONS_ENV, raising=False)
+    monkeypatch.delenv(savepoint_io.FS_CONFIG_ENV, raising=False)
+    before = savepoint_io.resolve_fs_options()
+    res = _in_process("info", str(tmp_path / "missing"), "--fs-option", "region=us-east-1")
+    assert res.returncode == 2
+    assert savepoint_io.resolve_fs_options() == before
+    assert savepoint_io.FS_OPTIONS_ENV not in os.environ
