@@ -26,8 +26,10 @@ exactly as the canonical savepoint layout stores it, so the canonical per-state 
 
 Every reader reads the live table files of an opened snapshot in C instead
 (:mod:`.rocksdb_native`, chosen in :mod:`.keyed_state`), rocksdict staying the reference (``strict``,
-``FSTATE_ROCKSDB_NATIVE=0``) and the fallback. The temporary directory
-is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
+``FSTATE_ROCKSDB_NATIVE=0``) and the fallback. Which table files are live, and the column families,
+the MANIFEST's replay tells (:mod:`.rocksdb_manifest`), so that such a read opens no database; the
+reference asks RocksDB, and so does a read of a MANIFEST the replay leaves to RocksDB. The temporary
+directory is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
 Nothing here imports Spark; ``rocksdict`` is imported only when a database is opened.
 """
 
@@ -176,8 +178,10 @@ class RocksDBSnapshot:
         with RocksDBSnapshot(src) as db:
             for key, value in db.items("total"): ...
 
-    The directory (and the database) go away when the context ends, on errors, and at the
-    latest when the object is garbage collected.
+    rocksdict opens the database when the snapshot opens (``reference``) or when first needed: to
+    read pairs with RocksDB (:meth:`cursor`), or to list the files and column families of a MANIFEST
+    the replay (:meth:`manifest`) leaves to RocksDB. The directory (and the database) go away when the
+    context ends, on errors, and at the latest when the object is garbage collected.
     """
 
     def __init__(self, source: RocksDBSource, *, tmp_dir: str | None = None, io: FileIO | None = None,
