@@ -118,10 +118,13 @@ def test_without_current_the_newest_manifest(tmp_path):
     """Flink's snapshots may lack CURRENT: it names the newest MANIFEST (by its number)."""
     src = generate(tmp_path / "db", _options("snappy", "crc32c", 5))
     files = tuple((name, s) for name, s in src.files if name != "CURRENT")
-    stale = tmp_path / "MANIFEST-000001"  # an older MANIFEST (a lower number) that must not be read
+    (newest,) = [name for name, _ in files if name.startswith("MANIFEST-")]
+    number = int(newest.split("-")[1])
+    assert number > 1
+    # an older MANIFEST (a lower number, a name that sorts after the newest's) that must not be read
+    stale = tmp_path / f"MANIFEST-{number - 1}"
     stale.write_bytes(b"\0" * 10)
-    assert assert_replay_is_rocksdb(_source(tmp_path / "db", files + (("MANIFEST-000001",
-                                                                        streams.StreamSource(str(stale))),)))
+    assert assert_replay_is_rocksdb(_source(tmp_path / "db", files + ((stale.name, streams.StreamSource(str(stale))),)))
 
 
 # ---------------------------------------------------------------------------------------------
