@@ -227,6 +227,7 @@ class RocksDBSnapshot:
         db, self._db = self._db, None
         self._cfs = {}
         self._manifest, self._manifest_read = None, False
+        self.path = None
         if db is not None:
             try:
                 db.close()
