@@ -440,7 +440,7 @@ class RocksDBSnapshot:
 
     def read_error(self, column_family: str, e: Exception) -> Exception:
         """The error to raise for ``e``, raised by a cursor of ``column_family``."""
-        if type(e).__name__ == "DbClosedError" or self._db is None or self.path is None:
+        if type(e).__name__ == "DbClosedError" or self._db is None:
             return RuntimeError("the RocksDB snapshot was closed while reading it")
         return CorruptStateError(f"RocksDB cannot read column family '{column_family}' ({e})", self.source.label)
 
