@@ -10,12 +10,13 @@ from __future__ import annotations
 import gc
 import os
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 from fstate.savepoint import handles, keyed_state, rocksdb, rocksdb_manifest, rocksdb_native, streams
-from fstate.savepoint.errors import CorruptStateError
+from fstate.savepoint.errors import CorruptStateError, FStateError
 from fstate.savepoint.loader import Savepoint
 from tests.flink.test_rocksdb_oracle import VARIANTS as ORACLE_VARIANTS
 from tests.savepoint.test_sst import _options, generate
@@ -332,4 +333,8 @@ def test_the_fast_path_opens_no_rocksdb_database(monkeypatch):
     assert read(strict=False) == reference
     assert any(entries for entries, _, _ in reference)
     with pytest.raises(CorruptStateError, match="RocksDB listed the column families"):  # the patch holds
+        read(strict=True)
+    monkeypatch.setitem(sys.modules, "rocksdict", None)  # not even installed
+    assert read(strict=False) == reference
+    with pytest.raises(FStateError, match="needs the rocksdict package"):
         read(strict=True)
