@@ -251,7 +251,7 @@ def _new_file(data: bytes, pos: int, tag: int) -> tuple[TableFile, int]:
                 break
             value, pos = _slice(data, pos)
             if custom == EPOCH_NUMBER:
-                epoch, end = _varint(value, 0)
+                epoch = _varint(value, 0)[0]
             elif custom == PATH_ID:
                 if len(value) != 1:
                     raise Unsupported("a path id that is not one byte")
