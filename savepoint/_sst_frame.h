@@ -164,7 +164,22 @@ done:
     return result;
 }
 
+/* masked_crc32c(buffer) -> int: the masked CRC32C of the bytes, as RocksDB stores it (the MANIFEST's
+   log records, savepoint/rocksdb_manifest.py) */
+static PyObject *
+sst_masked_crc32c(PyObject *Py_UNUSED(self), PyObject *arg)
+{
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t crc = crc_masked(crc32c((const uint8_t *)b.buf, (size_t)b.len));
+    PyBuffer_Release(&b);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef sst_methods[] = {
+    {"masked_crc32c", sst_masked_crc32c, METH_O,
+     "masked_crc32c(buffer) -> int: the bytes' CRC32C masked as RocksDB stores it"},
     {"frame", sst_frame, METH_VARARGS,
      "frame(((state id, pairs of a merger read), ...), prefix) -> (bytes, [(key group, start, end), ...]): the "
      "pairs as key groups of the canonical layout, the states in the given (ascending) order"},

@@ -290,7 +290,7 @@ PyInit__sst(void)
     if (Unsupported == NULL || Corrupt == NULL || PyModule_AddObjectRef(m, "Unsupported", Unsupported) < 0
         || PyModule_AddObjectRef(m, "Corrupt", Corrupt) < 0 || PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0
         || PyModule_AddObjectRef(m, "Merger", (PyObject *)&MergerType) < 0
-        || PyModule_AddIntConstant(m, "ABI", 2) < 0) {
+        || PyModule_AddIntConstant(m, "ABI", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -439,7 +439,9 @@ def open_rocksdb(source: rocksdb.RocksDBSource, max_parallelism: int, *, key_gro
     meta = rocksdb.read_meta(source, io, header_search=header_search)
     if meta_of is not None:
         meta = meta_of(meta)
-    with rocksdb.open_snapshot(source, tmp_dir=tmp_dir, io=io) as db:
+    # the reference lists the files with RocksDB; the C reader's fast path replays the MANIFEST
+    reference = strict or not rocksdb_native.available()
+    with rocksdb.open_snapshot(source, tmp_dir=tmp_dir, io=io, reference=reference) as db:
         yield KeyedState.of_rocksdb(db, meta, max_parallelism, key_groups=key_groups, source=source.label,
                                     strict=strict)
 

@@ -26,8 +26,10 @@ exactly as the canonical savepoint layout stores it, so the canonical per-state 
 
 Every reader reads the live table files of an opened snapshot in C instead
 (:mod:`.rocksdb_native`, chosen in :mod:`.keyed_state`), rocksdict staying the reference (``strict``,
-``FSTATE_ROCKSDB_NATIVE=0``) and the fallback. The temporary directory
-is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
+``FSTATE_ROCKSDB_NATIVE=0``) and the fallback. Which table files are live, and the column families,
+the MANIFEST's replay tells (:mod:`.rocksdb_manifest`), so that such a read opens no database; the
+reference asks RocksDB, and so does a read of a MANIFEST the replay leaves to RocksDB. The temporary
+directory is removed when the :class:`RocksDBSnapshot` context ends, also on errors.
 Nothing here imports Spark; ``rocksdict`` is imported only when a database is opened.
 """
 
@@ -45,6 +47,7 @@ from typing import Any, Callable, Iterable, Iterator
 from . import handles
 from . import streams
 from . import keyed
+from . import rocksdb_manifest
 from .errors import DECODE_ERRORS, CorruptStateError, FStateError, MissingStateFileError, UnsupportedSerializerError
 from .io import FileIO, copy_range, is_remote, scheme_of
 
@@ -175,16 +178,24 @@ class RocksDBSnapshot:
         with RocksDBSnapshot(src) as db:
             for key, value in db.items("total"): ...
 
-    The directory (and the database) go away when the context ends, on errors, and at the
-    latest when the object is garbage collected.
+    rocksdict opens the database when the snapshot opens (``reference``) or when first needed: to
+    read pairs with RocksDB (:meth:`cursor`), or to list the files and column families of a MANIFEST
+    the replay (:meth:`manifest`) leaves to RocksDB. The directory (and the database) go away when the
+    context ends, on errors, and at the latest when the object is garbage collected.
     """
 
-    def __init__(self, source: RocksDBSource, *, tmp_dir: str | None = None, io: FileIO | None = None):
+    def __init__(self, source: RocksDBSource, *, tmp_dir: str | None = None, io: FileIO | None = None,
+                 reference: bool = False):
         self.source = source
         self.tmp_dir = tmp_dir
         self._io = io
+        #: RocksDB (rocksdict) lists the files and column families; else the MANIFEST's replay does
+        #: (:mod:`.rocksdb_manifest`) and RocksDB opens the database only when it must read it
+        self.reference = reference
         self.path: str | None = None
         self._db = None
+        self._manifest: rocksdb_manifest.Manifest | None = None
+        self._manifest_read = False
         self._cfs: dict[str, Any] = {}
         self._names: list[str] = []
         self._cleanup: Callable[[], Any] | None = None
@@ -205,7 +216,8 @@ class RocksDBSnapshot:
         self._cleanup = weakref.finalize(self, shutil.rmtree, path, True)
         try:
             self._materialize()
-            self._open_db()
+            if self.reference:
+                self._open_db()
         except BaseException:
             self.close()
             raise
@@ -214,6 +226,8 @@ class RocksDBSnapshot:
     def close(self) -> None:
         db, self._db = self._db, None
         self._cfs = {}
+        self._manifest, self._manifest_read = None, False
+        self.path = None
         if db is not None:
             try:
                 db.close()
@@ -250,13 +264,47 @@ class RocksDBSnapshot:
                                             e.path) from None
             with open(target, "wb") as f:
                 f.write(data)
-        manifests = sorted(n for n in names if n.startswith("MANIFEST-"))
+        manifests = sorted((n for n in names if n.startswith("MANIFEST-")), key=_manifest_number)
         if not manifests:
             raise CorruptStateError(f"the RocksDB snapshot has no MANIFEST file "
                                     f"(files: {', '.join(sorted(names)) or 'none'})", label)
         if "CURRENT" not in names:
             with open(os.path.join(self.path, "CURRENT"), "w") as f:
                 f.write(manifests[-1] + "\n")
+
+    def _database(self):
+        """The database opened by rocksdict (now, if it was not)."""
+        self._require_open()
+        if self._db is None:
+            self._open_db()
+        return self._db
+
+    def manifest(self) -> rocksdb_manifest.Manifest | None:
+        """The MANIFEST's live files and column families (the one CURRENT names, read once), or None:
+        RocksDB lists them (the ``reference``, or a MANIFEST the replay leaves to RocksDB, see
+        :mod:`.rocksdb_manifest`)."""
+        self._require_open()
+        if not self._manifest_read:
+            self._manifest_read = True
+            if not self.reference:
+                try:
+                    self._manifest = self._replayed()
+                except rocksdb_manifest.Unsupported:
+                    self._manifest = None
+        return self._manifest
+
+    def _replayed(self) -> rocksdb_manifest.Manifest:
+        try:
+            with open(os.path.join(self.path, "CURRENT"), "rb") as f:
+                current = f.read()
+        except OSError:
+            raise rocksdb_manifest.Unsupported("no CURRENT") from None
+        name = current[:-1].decode("ascii", "replace")
+        if not current.endswith(b"\n") or "/" in name or dict(self.source.files).get(name) is None:
+            raise rocksdb_manifest.Unsupported("CURRENT names no MANIFEST of the snapshot")
+        with open(os.path.join(self.path, name), "rb") as f:
+            data = f.read()
+        return rocksdb_manifest.read(data, name)
 
     def _open_db(self) -> None:
         try:
@@ -300,8 +348,8 @@ class RocksDBSnapshot:
         file has no checksum: a changed digit or comment that still parses cannot be detected."""
         import rocksdict
 
-        self._require_open()
         label = self.source.label
+        names = self.column_families
         for name, src in self.source.options:
             directory = tempfile.mkdtemp(prefix=TEMP_PREFIX, dir=self.tmp_dir)
             try:
@@ -316,21 +364,24 @@ class RocksDBSnapshot:
                                             src.path or label) from None
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
-            if sorted(families) != sorted(self._names):
-                extra = sorted(set(families) ^ set(self._names))
+            if sorted(families) != sorted(names):
+                extra = sorted(set(families) ^ set(names))
                 raise CorruptStateError(f"RocksDB file {name} describes column families {sorted(families)}, the "
-                                        f"MANIFEST holds {sorted(self._names)} (differing: {extra})",
+                                        f"MANIFEST holds {sorted(names)} (differing: {extra})",
                                         src.path or label)
 
     # -- reading -----------------------------------------------------------------------------
     @property
     def column_families(self) -> list[str]:
         """All column families: one per state (registered in this backend), and ``default``."""
-        self._require_open()
+        manifest = self.manifest() if self._db is None else None
+        if manifest is not None:
+            return manifest.names
+        self._database()
         return list(self._names)
 
     def _require_open(self) -> None:
-        if self._db is None:
+        if self.path is None:
             raise RuntimeError("the RocksDB snapshot is not open (use it in a with block)")
 
     def cursor(self, column_family: str, start: bytes = b""):
@@ -339,7 +390,7 @@ class RocksDBSnapshot:
         and ``status()`` (raises the error that ended an iteration early). Its errors become
         fstate's through :meth:`read_error`. :meth:`items` reads one in Python; the columnar
         decoder calls it from C (columnar.rocksdb_batches)."""
-        self._require_open()
+        self._database()
         cf = self._cfs.get(column_family)
         if cf is None:
             return None
@@ -356,28 +407,35 @@ class RocksDBSnapshot:
         return it
 
     def live_tables(self) -> list[LiveTable] | None:
-        """Every live table file (the MANIFEST's, as RocksDB reports them); None when the database
-        holds entries outside its table files (a write-ahead log with data, blob files), which only
-        RocksDB reads."""
+        """Every live table file (the MANIFEST's, as RocksDB reports them: by column family, level, and
+        in a level in RocksDB's order); None when the database holds entries outside its table files
+        (a write-ahead log with data, blob files), which only RocksDB reads."""
         self._require_open()
         sources = dict(self.source.files)
         for name, src in self.source.files:
             if name.endswith(".blob") or (name.endswith(".log") and os.path.getsize(os.path.join(self.path, name))):
                 return None
-        try:
-            live = self._db.live_files()
-        except Exception as e:
-            raise CorruptStateError(f"RocksDB cannot list the snapshot's files ({e})", self.source.label) from None
+        manifest = self.manifest() if self._db is None else None
+        if manifest is not None:
+            live = [(table.name, family.name, table.level, table.smallest, table.largest)
+                    for family in manifest.families for table in family.live()]
+        else:
+            try:
+                live = [(entry["name"].lstrip("/"), None, entry["level"], entry["start_key"], entry["end_key"])
+                        for entry in self._database().live_files()]
+            except FStateError:
+                raise
+            except Exception as e:
+                raise CorruptStateError(f"RocksDB cannot list the snapshot's files ({e})", self.source.label) from None
         out = []
-        for entry in live:
-            name = entry["name"].lstrip("/")
+        for name, family, level, smallest, largest in live:
             src = sources.get(name)
             if src is None:
                 raise CorruptStateError(f"the MANIFEST names table file {name}, which the snapshot does not hold",
                                         self.source.label)
             inline = f"{self.source.label} ({src.label})" if src.label else self.source.label
-            out.append(LiveTable(name, os.path.join(self.path, name), src.path or inline, entry["start_key"],
-                                 entry["end_key"]))
+            out.append(LiveTable(name, os.path.join(self.path, name), src.path or inline, level, smallest, largest,
+                                 family))
         return out
 
     def read_error(self, column_family: str, e: Exception) -> Exception:
@@ -411,8 +469,11 @@ class LiveTable:
     name: str  # its RocksDB name
     path: str  # in the snapshot's temporary directory
     origin: str  # the file it came from: its path, or where its bytes are inline
+    level: int
     smallest: bytes  # its first and last user keys (the MANIFEST's)
     largest: bytes
+    #: its column family (the MANIFEST's replay); None when RocksDB listed it (the table's own properties name it)
+    column_family: str | None = None
 
 
 def _escape_option(s: str) -> str:
@@ -425,9 +486,15 @@ def _escape_option(s: str) -> str:
     return "".join(out)
 
 
-def open_snapshot(source: RocksDBSource, *, tmp_dir: str | None = None, io: FileIO | None = None) -> RocksDBSnapshot:
-    """A :class:`RocksDBSnapshot` to use in a ``with`` block."""
-    return RocksDBSnapshot(source, tmp_dir=tmp_dir, io=io)
+def _manifest_number(name: str) -> int:
+    number = name.partition("-")[2]
+    return int(number) if number.isdigit() else -1
+
+
+def open_snapshot(source: RocksDBSource, *, tmp_dir: str | None = None, io: FileIO | None = None,
+                  reference: bool = False) -> RocksDBSnapshot:
+    """A :class:`RocksDBSnapshot` to use in a ``with`` block (``reference``: see the class)."""
+    return RocksDBSnapshot(source, tmp_dir=tmp_dir, io=io, reference=reference)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,10 @@ time (:func:`windows`, no Python object per pair): by the columnar decoder from 
 and by every other reader (rows, entries, ``verify``, ``sizes``, the writers) as canonical key groups
 (:func:`key_group_blocks`, framed in C) that the canonical decoders read as a savepoint's.
 
-rocksdict (RocksDB itself) stays the reference and the fallback: :func:`open_tables` gives None
+The live tables and their column families come from the MANIFEST's replay (:mod:`.rocksdb_manifest`), so
+no RocksDB database is opened when the C reader reads every table. rocksdict (RocksDB itself) stays
+the reference and the fallback (it lists the tables when the replay leaves the MANIFEST to it):
+:func:`open_tables` gives None
 when the extension is missing, ``FSTATE_PURE_PYTHON=1`` or ``FSTATE_ROCKSDB_NATIVE=0`` is set, the
 database holds entries outside its table files, or a table uses a feature the C reader does not
 read (another comparator, format version or checksum, a compression without its library here,
@@ -20,13 +23,10 @@ import os
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
-from ._compiled import compiled_extension, pure_python_forced
+from ._compiled import pure_python_forced
 from .errors import CorruptStateError
 from .rocksdb import RocksDBSnapshot, key_group_prefix_bytes
-
-ABI = 2  # the interface version of _sst.c this module speaks
-
-_sst = compiled_extension("_sst", ABI)
+from .rocksdb_manifest import sst as _sst
 
 #: ``FSTATE_ROCKSDB_NATIVE=0`` reads every RocksDB snapshot with rocksdict (benchmarks, comparisons)
 ENV = "FSTATE_ROCKSDB_NATIVE"
@@ -85,7 +85,10 @@ def open_tables(db: RocksDBSnapshot, keys: tuple[bytes, bytes | None] | None = N
         except _sst.Corrupt as e:
             raise corrupt(entry.name, entry.origin, e.args[1]) from None
         origins[entry.path] = (entry.name, entry.origin)
-        families.setdefault(table.column_family.decode("utf-8", "surrogateescape"), []).append(table)
+        family = entry.column_family
+        if family is None:  # listed by RocksDB: the table's properties name its column family
+            family = table.column_family.decode("utf-8", "surrogateescape")
+        families.setdefault(family, []).append(table)
     known = set(db.column_families)
     if not set(families) <= known:
         return None  # a table of a column family RocksDB does not list: RocksDB decides

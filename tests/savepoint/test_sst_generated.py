@@ -1,5 +1,6 @@
-"""The C reader of RocksDB's table files (savepoint/_sst.c) against rocksdict on databases written by
-the RocksDB Flink bundles (frocksdb, from flink-dist, by tests/savepoint/rocksdb_writer/WriteDatabases.java):
+"""The C reader of RocksDB's table files (savepoint/_sst.c), and the MANIFEST's replay, against rocksdict on
+databases written by the RocksDB Flink bundles (frocksdb, from flink-dist, by
+tests/savepoint/rocksdb_writer/WriteDatabases.java):
 puts, merges with Flink's string-append operator, deletions, single deletions, range deletions (Flink's
 restore clips a rescaled database with them), overlapping L0 files over a compacted last level, every
 compression Flink's RocksDB writes, table formats 4 (Flink 1.x) and 5; the pairs framed as canonical key
@@ -8,7 +9,6 @@ the file, never other pairs)."""
 
 from __future__ import annotations
 
-import gc
 import os
 import random
 import shutil
@@ -19,6 +19,7 @@ import pytest
 
 from fstate.savepoint import keyed, rocksdb, rocksdb_native, streams
 from fstate.savepoint.errors import CorruptStateError
+from tests.savepoint.test_rocksdb_manifest import assert_replay_is_rocksdb
 from tests.savepoint.test_sst import BIG, assert_same_as_rocksdict, native_pairs
 
 pytest.importorskip("rocksdict")
@@ -70,16 +71,16 @@ def source(path: Path, prefix: int) -> rocksdb.RocksDBSource:
                                  files)
 
 
-def _levels(db: rocksdb.RocksDBSnapshot) -> list[int]:
-    import rocksdict
+def _levels(src: rocksdb.RocksDBSource) -> list[int]:
+    """The live tables' levels, as RocksDB lists them."""
+    with rocksdb.open_snapshot(src, reference=True) as db:
+        return [table.level for table in db.live_tables()]
 
-    raw = rocksdict.Rdict(db.path, rocksdict.Options(raw_mode=True), access_type=rocksdict.AccessType.read_only())
-    try:
-        return [entry["level"] for entry in raw.live_files()]
-    finally:
-        raw.close()
-        del raw
-        gc.collect()
+
+@pytest.mark.parametrize("name", list(DATABASES))
+def test_the_manifest_replay_lists_what_rocksdb_lists(written, name):
+    """The MANIFEST's replay (rocksdb_manifest.py) on frocksdb's MANIFESTs: what RocksDB lists."""
+    assert assert_replay_is_rocksdb(source(written / name, DATABASES[name][1])) > 4
 
 
 @pytest.mark.parametrize("name", [n for n, spec in DATABASES.items() if not spec[3]])
@@ -90,7 +91,7 @@ def test_frocksdb_databases(written, name):
               "LZ4HC_COMPRESSION": b"LZ4HC", "ZSTD_COMPRESSION": b"ZSTD"}[compression]
     assert all(marker in (path / n).read_bytes() for n in os.listdir(path) if n.endswith(".sst"))
     with rocksdb.open_snapshot(source(path, prefix)) as db:
-        levels = _levels(db)
+        levels = _levels(db.source)
         assert levels.count(0) > 4 and max(levels) > 0, levels  # overlapping L0 files over a compacted level
         merged = [v for family in db.column_families for _, v in db.items(family) if b"," in v]
         assert merged  # merge operands joined (a value holding ',' by chance is rare at these sizes)
