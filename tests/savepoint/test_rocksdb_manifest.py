@@ -18,7 +18,7 @@ import pytest
 from fstate.savepoint import handles, keyed_state, rocksdb, rocksdb_manifest, rocksdb_native, streams
 from fstate.savepoint.errors import CorruptStateError, FStateError
 from fstate.savepoint.loader import Savepoint
-from tests.flink.test_rocksdb_oracle import VARIANTS as ORACLE_VARIANTS
+from tests.flink.test_rocksdb_oracle import SST_VARIANTS
 from tests.savepoint.test_sst import _options, generate
 from tests.support import sample_dirs, sample_snapshot
 
@@ -277,8 +277,7 @@ def test_every_rocksdb_sample():
 
 
 @pytest.mark.flink
-@pytest.mark.parametrize("version,snapshot,args", [
-    (v, s, a) for v, s, a in ORACLE_VARIANTS if not (v == "1.15.4" and a == ("--savepoint-format", "native"))])
+@pytest.mark.parametrize("version,snapshot,args", SST_VARIANTS)
 def test_every_oracle_snapshot(version, snapshot, args):
     from tests.flink import harness
 
