@@ -169,6 +169,15 @@ class StateMeasure:
     by_bytes: TopKeys
     by_elements: TopKeys
 
+    @property
+    def counts_elements(self) -> bool:
+        """Whether the state's keys rank by their elements too (lists, maps)."""
+        return self.sizes.kind in ("LIST", "MAP")
+
+    def elements_threshold(self) -> tuple[int, str]:
+        """What a key's elements must beat to rank (nothing does in a state without elements)."""
+        return self.by_elements.threshold() if self.counts_elements else (sys.maxsize, "")
+
     def __getstate__(self):
         return {"sizes": self.sizes, "by_bytes": self.by_bytes.items(), "by_elements": self.by_elements.items(),
                 "n": self.by_bytes.n}
@@ -306,8 +315,7 @@ def _measure_compiled(state, task: KeyedTask, on_keys: OnKeys | None = None) -> 
     measures = counted.measures
 
     def ranks() -> tuple[int, list[tuple[int, str, int, str]]]:
-        return task.top, [(*m.by_bytes.threshold(), *(m.by_elements.threshold() if _counts_elements(m)
-                                                       else (sys.maxsize, ""))) for m in measures]
+        return task.top, [(*m.by_bytes.threshold(), *m.elements_threshold()) for m in measures]
 
     groups = state.measured_key_groups(keys, None if task.ttl_ms is None else task.at - task.ttl_ms,
                                        None if on_keys is not None else ranks)
@@ -394,20 +402,15 @@ def _flush(measure: StateMeasure, kg: int, keys: dict, on_keys: OnKeys | None) -
     _rank(measure, kg, keys.values())
 
 
-def _counts_elements(measure: StateMeasure) -> bool:
-    """Whether a state's keys rank by their elements too (lists, maps)."""
-    return measure.sizes.kind in ("LIST", "MAP")
-
-
 def _rank(measure: StateMeasure, kg: int, keys: Iterable[list]) -> None:
     """Keys of one key group ([bytes, entries, elements, key] each, in the order they came) offered to
     the state's top heaps."""
     by_bytes, by_elements = measure.by_bytes, measure.by_elements
-    counts_elements = _counts_elements(measure)
+    counts_elements = measure.counts_elements
     # the heaps' thresholds held here and renewed on each admission: a string key that does not rank
     # (most of them) costs two comparisons, no call (key_text of a string is the string itself)
     floor, text = by_bytes.threshold()
-    e_floor, e_text = by_elements.threshold() if counts_elements else (sys.maxsize, "")
+    e_floor, e_text = measure.elements_threshold()
     for size, entries, elements, key in keys:
         if type(key) is str:
             ranks = (size > floor or (size == floor and key < text)
