@@ -307,13 +307,149 @@ key_before(const Plan *plan, const uint8_t *base, const KeyAcc *a, PyObject *t)
     return rc == 2 ? 2 : rc < 0;
 }
 
-/* whether a key of this value may rank in a heap of this threshold after those before it in this
- * key group (f): 1 yes, 0 no, -1 an error (a superset of TopKeys.admits: Python decides) */
+/* the order of two string keys' texts (Python's str order: code points): <0, 0, >0; -2 on an error,
+ * 2 when one is not a string the wire layout reads */
 static int
-may_rank(const Plan *plan, const uint8_t *base, const KeyAcc *a, long long value, const Threshold *th,
-         const Floor *f)
+key_text_order(const uint8_t *base, const KeyAcc *a, const KeyAcc *b)
 {
-    if (value <= 0 || (f->cap > 0 && f->size == f->cap && value < f->v[0]) || value < th->value)
+    Py_ssize_t pa = a->off, pb = b->off, na, nb;
+    if (wire_string_length(base, a->off + a->len, &pa, &na) != WIRE_STRING_OK ||
+        wire_string_length(base, b->off + b->len, &pb, &nb) != WIRE_STRING_OK)
+        return 2;
+    if (is_ascii(base + pa, na) && is_ascii(base + pb, nb)) {
+        int c = memcmp(base + pa, base + pb, (size_t)(na < nb ? na : nb));
+        return c != 0 ? (c < 0 ? -1 : 1) : (na < nb ? -1 : na > nb);
+    }
+    pa = a->off;
+    pb = b->off;
+    PyObject *x = decode_string(base, a->off + a->len, &pa);
+    PyObject *y = x == NULL ? NULL : decode_string(base, b->off + b->len, &pb);
+    int rc = -2;
+    if (y != NULL) {
+        if (!PyUnicode_Check(x) || !PyUnicode_Check(y))
+            rc = 2;
+        else {
+            int c = PyUnicode_Compare(x, y);
+            rc = (c == -1 && PyErr_Occurred()) ? -2 : c;
+        }
+    }
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return rc;
+}
+
+/* one measure's cut of a key group's keys: a key is among the key group's `top` largest (greater
+ * value, or the same value and a smaller key text: TopKeys' order) when its value is above `value`,
+ * or equal to it and `tied[k]` (all of them when `tied` is NULL) */
+typedef struct {
+    long long value;
+    char *tied;
+} Cut;
+
+/* a max-heap of tie indices by key text: sift item i down */
+static int
+tie_sift(const uint8_t *base, const KeyTable *t, Py_ssize_t *h, Py_ssize_t size, Py_ssize_t i)
+{
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1, big = i;
+        for (Py_ssize_t j = c; j < c + 2 && j < size; j++) {
+            int rc = key_text_order(base, &t->items[h[j]], &t->items[h[big]]);
+            if (rc == -2 || rc == 2)
+                return rc;
+            if (rc > 0)
+                big = j;
+        }
+        if (big == i)
+            return 0;
+        Py_ssize_t x = h[i];
+        h[i] = h[big];
+        h[big] = x;
+        i = big;
+    }
+}
+
+/* the cut of one measure (0 bytes, 1 elements) over the table; -1 on an error */
+static int
+cut_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, int m, Py_ssize_t top, Cut *cut)
+{
+    cut->value = LLONG_MIN;
+    cut->tied = NULL;
+    if (top <= 0 || t->n <= top)
+        return 0;  /* every key is among the key group's top */
+    Floor f = {PyMem_Malloc((size_t)top * sizeof(long long)), 0, top};
+    if (f.v == NULL)
+        return PyErr_NoMemory(), -1;
+    for (Py_ssize_t k = 0; k < t->n; k++)
+        floor_push(&f, m ? t->items[k].elements : t->items[k].bytes);
+    long long v = f.v[0];  /* the top-th largest value */
+    PyMem_Free(f.v);
+    Py_ssize_t above = 0, ties = 0;
+    for (Py_ssize_t k = 0; k < t->n; k++) {
+        long long x = m ? t->items[k].elements : t->items[k].bytes;
+        above += x > v;
+        ties += x == v;
+    }
+    cut->value = v;
+    Py_ssize_t room = top - above;  /* >= 1 */
+    if (ties <= room || plan->key.code != T_STRING)
+        return 0;  /* every tie (a key that is not a string: Python orders the ties) */
+    /* the `room` ties of the smallest key texts */
+    Py_ssize_t *h = PyMem_Malloc((size_t)room * sizeof(Py_ssize_t)), size = 0;
+    char *tied = PyMem_Calloc((size_t)t->n, 1);
+    if (h == NULL || tied == NULL) {
+        PyMem_Free(h);
+        PyMem_Free(tied);
+        return PyErr_NoMemory(), -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t k = 0; k < t->n && rc == 0; k++) {
+        if ((m ? t->items[k].elements : t->items[k].bytes) != v)
+            continue;
+        if (size < room) {  /* sift up */
+            Py_ssize_t i = size++;
+            h[i] = k;
+            while (i > 0 && rc == 0) {
+                Py_ssize_t parent = (i - 1) / 2;
+                int c = key_text_order(base, &t->items[h[i]], &t->items[h[parent]]);
+                if (c == -2 || c == 2)
+                    rc = c;
+                else if (c <= 0)
+                    break;
+                else {
+                    h[i] = h[parent];
+                    h[parent] = k;
+                    i = parent;
+                }
+            }
+            continue;
+        }
+        int c = key_text_order(base, &t->items[k], &t->items[h[0]]);
+        if (c == -2 || c == 2)
+            rc = c;
+        else if (c < 0) {
+            h[0] = k;
+            rc = tie_sift(base, t, h, size, 0);
+        }
+    }
+    if (rc == 0) {
+        for (Py_ssize_t i = 0; i < size; i++)
+            tied[h[i]] = 1;
+        cut->tied = tied;
+    } else {
+        PyMem_Free(tied);
+    }
+    PyMem_Free(h);
+    if (rc == -2)
+        return -1;
+    return 0;  /* rc 2 (a key the wire layout does not read as a string): every tie */
+}
+
+/* whether a key of this value beats a heap's threshold (a superset of TopKeys.admits: Python
+ * decides): 1 yes, 0 no, -1 an error */
+static int
+beats(const Plan *plan, const uint8_t *base, const KeyAcc *a, long long value, const Threshold *th)
+{
+    if (value <= 0 || value < th->value)
         return 0;
     if (value > th->value)
         return 1;
@@ -321,32 +457,36 @@ may_rank(const Plan *plan, const uint8_t *base, const KeyAcc *a, long long value
     return rc < 0 ? -1 : rc != 0;
 }
 
-/* [[bytes, entries, elements, key], ...]: the keys of one state that may rank, in the order they came */
+/* whether the key k may rank by one measure: among the key group's top and past the heap's threshold */
+static int
+may_rank(const Plan *plan, const uint8_t *base, const KeyTable *t, Py_ssize_t k, long long value,
+         const Cut *cut, const Threshold *th)
+{
+    if (value < cut->value || (value == cut->value && cut->tied != NULL && !cut->tied[k]))
+        return 0;
+    return beats(plan, base, &t->items[k], value, th);
+}
+
+/* [[bytes, entries, elements, key], ...]: the keys of one state that may rank, in the order they
+ * came: those among the key group's `top` by a measure (its ties cut by key text when the keys are
+ * strings) that beat that measure's threshold */
 static PyObject *
 ranking_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, const Threshold th[2], Py_ssize_t top)
 {
     PyObject *out = PyList_New(0);
-    Floor floors[2] = {{NULL, 0, 0}, {NULL, 0, 0}};
-    Py_ssize_t cap = top < t->n ? top : t->n;
+    Cut cuts[2] = {{LLONG_MIN, NULL}, {LLONG_MIN, NULL}};
     if (out == NULL)
         return NULL;
-    for (int m = 0; m < 2 && cap > 0; m++) {
-        floors[m].v = PyMem_Malloc((size_t)cap * sizeof(long long));
-        floors[m].cap = cap;
-        if (floors[m].v == NULL) {
-            PyErr_NoMemory();
+    for (int m = 0; m < 2; m++)
+        if (cut_keys(plan, base, t, m, top, &cuts[m]) < 0)
             goto fail;
-        }
-    }
     for (Py_ssize_t k = 0; k < t->n; k++) {
         const KeyAcc *a = &t->items[k];
-        int rc = may_rank(plan, base, a, a->bytes, &th[0], &floors[0]);
+        int rc = may_rank(plan, base, t, k, a->bytes, &cuts[0], &th[0]);
         if (rc == 0)
-            rc = may_rank(plan, base, a, a->elements, &th[1], &floors[1]);
+            rc = may_rank(plan, base, t, k, a->elements, &cuts[1], &th[1]);
         if (rc < 0)
             goto fail;
-        floor_push(&floors[0], a->bytes);
-        floor_push(&floors[1], a->elements);
         if (!rc)
             continue;
         Py_ssize_t p = a->off;
@@ -358,13 +498,13 @@ ranking_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, const Thr
         }
         Py_DECREF(item);
     }
-    PyMem_Free(floors[0].v);
-    PyMem_Free(floors[1].v);
+    PyMem_Free(cuts[0].tied);
+    PyMem_Free(cuts[1].tied);
     return out;
 
 fail:
-    PyMem_Free(floors[0].v);
-    PyMem_Free(floors[1].v);
+    PyMem_Free(cuts[0].tied);
+    PyMem_Free(cuts[1].tied);
     Py_DECREF(out);
     return NULL;
 }

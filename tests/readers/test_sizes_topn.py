@@ -216,3 +216,39 @@ def test_damaged_streams_fail_as_the_per_key_pass_does(ttl, monkeypatch):
             assert _outcome(task) == fast, at
         failed += isinstance(fast, tuple)
     assert failed > 10  # most damage is found
+
+
+@pytest.mark.parametrize("key_name", ["String", "Long"])
+def test_a_key_group_of_ties_hands_python_its_top_only(key_name, monkeypatch):
+    """Thousands of keys of equal bytes and elements in one key group, measured first (the heaps empty,
+    as every pass over one key group starts): only the key group's own top keys by each measure reach
+    Python when the keys are strings (their ties cut by key text in C, beyond ASCII too), and the report
+    equals the pure-Python pass's either way."""
+    key_type = STRING if key_name == "String" else LONG
+    states = [keyed.value_state_meta("value", "VALUE", LONG), keyed.value_state_meta("list", "LIST", STRING)]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, key_type, states)
+    encoders = [keyed.PairEncoder(meta, sid, MAX_PARALLELISM) for sid in range(len(states))]
+    letters = "ab\u00e9\u4e2d\U0001f600"
+    keys = ([a + b + c for a in letters for b in letters for c in letters] if key_name == "String"
+            else list(range(1000, 1125)))
+    random.Random(3).shuffle(keys)
+    pairs = {kg: {0: [], 1: []} for kg in (5, 6)}
+    for i, key in enumerate(keys):
+        kg = 5 + i % 2
+        pairs[kg][0] += encoders[0].pairs(kg, key, 7)
+        pairs[kg][1] += encoders[1].pairs(kg, key, ["xy", "z"])
+    buf, offsets = keyed.encode_canonical_stream(meta, 5, 6, pairs)
+    read = dataclasses.replace(meta, header_size=len(keyed.proxy_bytes(meta)))
+    source = _Source(buf, handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 5, tuple(offsets), None), read)
+    handed = []
+    rank = sizes_measure._rank
+    monkeypatch.setattr(sizes_measure, "_rank", lambda m, kg, found: handed.append(len(list(found) or ())) or
+                        rank(m, kg, found))
+    fast = _report(measure_subtask(KeyedTask(source, 3, 0, None)))
+    if key_name == "String":
+        assert handed and max(handed) <= 2 * 3  # bytes and elements: the key group's top 3 each
+        assert len(fast["states"]["value"]["top_by_bytes"]) == 3
+    else:
+        assert sum(handed) > 0
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    assert _report(measure_subtask(KeyedTask(source, 3, 0, None))) == fast
