@@ -29,6 +29,7 @@ setup(
                 "savepoint/_speedups_scan.h",
                 "savepoint/_speedups_hash.h",
                 "savepoint/_speedups_split.h",
+                "savepoint/_speedups_drop.h",
             ],
             optional=True,
         ),

@@ -128,12 +128,13 @@ def parse_int(text: str, what: str) -> int:
 
 
 def engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Optional[str],
-               state_bytes: Callable[[], int]) -> str:
+               state_bytes: Callable[[], int], by_size: bool = True) -> str:
     """The engine of a command that reads or writes state (``read``, ``sql``, ``modify``, ``bootstrap``):
     Spark when asked for (``--engine spark``, ``--master``, ``--conf``), for a remote ``--out``, or (auto)
     when ``state_bytes()``, the state it reads (a bootstrap: its source files), is above the size
-    threshold; else the embedded engine. ``state_bytes`` is called only when the choice depends on it."""
-    from ..readers.engine import choose_engine
+    threshold (``by_size`` False: never for its size); else the embedded engine. ``state_bytes`` is
+    called only when the choice depends on it."""
+    from ..readers.engine import SPARK_ABOVE_BYTES, choose_engine
     from ..savepoint.io import is_remote
 
     spark_asked = master is not None or bool(conf_map)
@@ -141,4 +142,4 @@ def engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Opti
         spark_asked = True
     if choose_engine(engine, spark_asked, 0) == "spark":
         return "spark"
-    return choose_engine(engine, spark_asked, state_bytes())
+    return choose_engine(engine, spark_asked, state_bytes, SPARK_ABOVE_BYTES if by_size else None)

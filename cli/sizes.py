@@ -52,7 +52,7 @@ def sizes(
     with user_errors():
         shown = output(context, json_alias)
         apply_fs_options(context, fs_option, fs_config)
-        from ..readers.sizes import chosen_operators, state_bytes, state_sizes
+        from ..readers.sizes import MEASURED_BY_SIZE, chosen_operators, state_bytes, state_sizes
         from ..readers.sizes_growth import state_growth
         from ..readers.sizes_stats import parse_duration_ms, parse_parallelisms
         from ..savepoint.loader import Savepoint
@@ -67,7 +67,8 @@ def sizes(
         snapshots = [opened(path)] + ([opened(new)] if new is not None else [])
         conf_map = parse_conf(conf)
         chosen = engine_for(engine, master, conf_map, None,
-                            lambda: sum(state_bytes(chosen_operators(s, operator, new is None)) for s in snapshots))
+                            lambda: sum(state_bytes(chosen_operators(s, operator, new is None)) for s in snapshots),
+                            by_size=new is not None or MEASURED_BY_SIZE)
         on = {"engine": chosen, "spark": start_spark(master, conf_map, tasks_only=True) if chosen == "spark" else None}
         with progress("measuring state"):
             if new is not None:

@@ -34,6 +34,13 @@ from .sizes_stats import OperatorLoad, Skew, best_parallelism, job_rescale, pars
 
 #: how many keys each state's top lists keep
 DEFAULT_TOP = 10
+#: whether ``auto`` measures a snapshot's sizes on Spark when its state is large (as ``read`` does):
+#: no. A pass holds one key group's keys at most (a state whose keys come once each: only its top
+#: keys) and drops the pages it has read, whatever the state's size, and Spark on this machine's cores
+#: measures the same pieces no faster (8.5 GB, 100 M keys: 7 s here, 110 s on local Spark). Spark
+#: measures when asked for (``--engine spark``, ``--master``, ``--conf``, a session); growth
+#: (``sizes OLD NEW``) joins every key and still goes by size.
+MEASURED_BY_SIZE = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,12 +154,12 @@ def state_sizes(path: str | Savepoint, *, top: int = DEFAULT_TOP, parallelisms: 
     ``plan``: the SQL job's compiled plan, naming its operators (and, without ``ttl_ms``, giving
     their states' TTL). ``operators``: only these (uids or uid hashes).
     ``engine``: where the pieces are measured, as :func:`.engine.choose_engine` picks (``auto``:
-    Spark when a session ``spark`` is given or the state is above the size threshold, else this
-    process and its pool); both give the same report."""
+    Spark when a session ``spark`` is given, else this process and its pool, whatever the state's
+    size: :data:`MEASURED_BY_SIZE`); both give the same report."""
     planned = plan_sizes(path, top=top, parallelisms=parallelisms, at=at, ttl_ms=ttl_ms, plan=plan,
                          operators=operators)
     tasks, owners = planned.tasks()
-    measured = run_tasks(tasks, workers, state_bytes(planned.operators), engine, spark)
+    measured = run_tasks(tasks, workers, state_bytes(planned.operators), engine, spark, by_size=MEASURED_BY_SIZE)
     parts: dict[tuple[str, str], list] = {}
     for owner, result in zip(owners, measured):
         parts.setdefault(owner, []).append(result)
@@ -255,14 +262,15 @@ def _plan_ttl(binding, op) -> int | None:
         return None
 
 
-def run_tasks(tasks: list, workers: int | None, state: int, engine: str, spark) -> list:
+def run_tasks(tasks: list, workers: int | None, state: int, engine: str, spark, by_size: bool = True) -> list:
     """Every piece measured (a task's ``measure()``: :class:`.sizes_measure.KeyedTask`,
     :class:`.sizes_operator.OperatorTask`, :class:`.sizes_join.JoinTask`): here or on a process pool
     when there is much state, or a Spark task each (:func:`.spark_tasks.map_tasks`), as
-    :func:`.engine.choose_engine` says."""
-    from .engine import choose_engine
+    :func:`.engine.choose_engine` says; ``by_size`` False: ``auto`` never picks Spark for the state's
+    size (:data:`MEASURED_BY_SIZE`)."""
+    from .engine import SPARK_ABOVE_BYTES, choose_engine
 
-    if choose_engine(engine, spark is not None, state) == "spark":
+    if choose_engine(engine, spark is not None, state, SPARK_ABOVE_BYTES if by_size else None) == "spark":
         from ..savepoint.errors import spark_errors
         from . import spark_tasks
         from .session import get_spark

@@ -14,7 +14,7 @@ import importlib
 import os
 from types import ModuleType
 
-ABI = 8  # the interface version of _speedups.c this package speaks
+ABI = 9  # the interface version of _speedups.c this package speaks
 
 
 def compiled_extension(name: str, abi: int) -> ModuleType | None:

@@ -495,7 +495,7 @@ PyInit__speedups(void)
         Py_DECREF(m);
         return NULL;
     }
-    if (PyModule_AddIntConstant(m, "ABI", 8) < 0) {
+    if (PyModule_AddIntConstant(m, "ABI", 9) < 0) {
         Py_DECREF(m);
         return NULL;
     }

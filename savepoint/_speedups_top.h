@@ -6,12 +6,18 @@
  * in the state's top heaps (readers/sizes_measure.TopKeys: their thresholds handed in) become
  * Python objects. A key whose bytes are not its identity (a string with a padded varint, a boolean
  * byte other than 0 or 1, a NaN or -0.0, a null flag other than 1 or padded with other than zeros,
- * a TTL wrapper or an unread byte) makes the call give up (None): measure() does the key group. */
+ * a TTL wrapper or an unread byte) makes the call give up (None): measure() does the key group.
+ *
+ * A state whose keys come once each in a key group (VALUE and LIST states of string keys without a
+ * namespace) needs no table: its best `top` keys by each measure are kept as the entries come
+ * (Best), so the pass holds O(top) per state whatever the key group's size. Over a mapped file (the
+ * caller says so) the pages behind the pass are dropped every few MB (_speedups_drop.h). */
 
 #ifndef FSTATE_SPEEDUPS_TOP_H
 #define FSTATE_SPEEDUPS_TOP_H
 
 #include "_speedups_scan.h"
+#include "_speedups_drop.h"
 
 /* ------------------------------------------------------------------------------------------ */
 /* one state's keys of one key group, by their bytes, in the order they first appear */
@@ -29,10 +35,25 @@ typedef struct KeyTable {
     size_t mask;
 } KeyTable;
 
+/* one state's best keys of one key group by one measure, kept as its entries come: a min-heap of at
+ * most `top` keys, the weakest (smaller value, or the same value and a greater key text) at v[0] */
+typedef struct {
+    KeyAcc *v;
+    Py_ssize_t size, cap;
+} Best;
+
 typedef struct TopPass {
     const uint8_t *base;       /* the scanned buffer */
     KeyTable *tables;          /* one a state id */
+    /* per state id: whether its keys come once each in a key group (VALUE and LIST states of string
+     * keys without a namespace: no table, only the best keys as they come, in best[2 * id + measure]) */
+    const char *streamed;
+    Best *best;
+    Py_ssize_t top;
+    SplitDrop drop;            /* a mapped buffer: the pages behind the pass dropped */
+    Py_ssize_t since;
     int odd;                   /* a key's bytes are not its identity: give up */
+    int failed;                /* a Python error while ordering keys */
 } TopPass;
 
 static uint64_t
@@ -109,6 +130,82 @@ table_add(KeyTable *t, const uint8_t *base, Py_ssize_t off, Py_ssize_t len, long
     }
     t->slots[i] = (int32_t)t->n;
     t->items[t->n++] = (KeyAcc){off, len, h, bytes, 1, elements};
+    return 0;
+}
+
+static int key_text_order(const uint8_t *base, const KeyAcc *a, const KeyAcc *b);
+
+/* whether key a is weaker than key b by one measure (TopKeys' order: a smaller value, or the same
+ * value and a greater key text): 1, 0, or -1 (an error, or a key the wire layout does not read as a
+ * string: tp->failed or tp->odd set) */
+static int
+best_weaker(TopPass *tp, const KeyAcc *a, const KeyAcc *b, int m)
+{
+    long long x = m ? a->elements : a->bytes, y = m ? b->elements : b->bytes;
+    if (x != y)
+        return x < y;
+    int c = key_text_order(tp->base, a, b);
+    if (c == -2)
+        return tp->failed = 1, -1;
+    if (c == 2)
+        return tp->odd = 1, -1;
+    return c > 0;
+}
+
+/* a key (its only entry of the key group) offered to one measure's best keys; -1 on an error */
+static int
+best_offer(TopPass *tp, Best *b, const KeyAcc *a, int m)
+{
+    if ((m ? a->elements : a->bytes) <= 0 || tp->top <= 0)
+        return 0;  /* a key of no bytes or elements never ranks (TopKeys.admits) */
+    KeyAcc *v = b->v;
+    Py_ssize_t i;
+    if (b->size < tp->top) {
+        if (b->size == b->cap) {
+            Py_ssize_t cap = b->cap ? 2 * b->cap : 16;
+            if (cap > tp->top)
+                cap = tp->top;
+            v = PyMem_Realloc(b->v, (size_t)cap * sizeof(KeyAcc));
+            if (v == NULL)
+                return PyErr_NoMemory(), -1;
+            b->v = v;
+            b->cap = cap;
+        }
+        for (i = b->size++; i > 0;) {  /* sift up */
+            Py_ssize_t parent = (i - 1) / 2;
+            int w = best_weaker(tp, a, &v[parent], m);
+            if (w < 0)
+                return v[i] = *a, -1;
+            if (!w)
+                break;
+            v[i] = v[parent];
+            i = parent;
+        }
+        v[i] = *a;
+        return 0;
+    }
+    int w = best_weaker(tp, &v[0], a, m);
+    if (w <= 0)
+        return w;  /* not better than the weakest kept */
+    for (i = 0;;) {  /* the root replaced: sift down */
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= b->size)
+            break;
+        if (c + 1 < b->size) {
+            int r = best_weaker(tp, &v[c + 1], &v[c], m);
+            if (r < 0)
+                return v[i] = *a, -1;
+            c += r;
+        }
+        int d = best_weaker(tp, &v[c], a, m);
+        if (d < 0)
+            return v[i] = *a, -1;
+        if (!d)
+            break;
+        v[i] = v[c];
+        i = c;
+    }
+    v[i] = *a;
     return 0;
 }
 
@@ -231,6 +328,16 @@ top_entry(Scanner *self, Plan *plan, Sink *sink, const uint8_t *kb, Py_ssize_t k
     t[3] += vlen;
     t[4] += elements;
     count_ttl(sink, plan, s, size);
+    if (tp->drop.on)
+        split_passed(&tp->drop, &tp->since, kb - tp->base);
+    if (tp->streamed[s]) {
+        if (tp->odd)
+            return 0;  /* given up: measure() does the key group */
+        KeyAcc a = {(kb + key_start) - tp->base, key_end - key_start, 0, size, 1, elements};
+        if (best_offer(tp, &tp->best[2 * s], &a, 0) < 0 || best_offer(tp, &tp->best[2 * s + 1], &a, 1) < 0)
+            return tp->odd && !tp->failed ? 0 : -1;
+        return 0;
+    }
     return table_add(&tp->tables[s], tp->base, (kb + key_start) - tp->base, key_end - key_start, size, elements);
 }
 
@@ -509,6 +616,55 @@ fail:
     return NULL;
 }
 
+static int
+by_offset(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const KeyAcc *)a)->off, y = ((const KeyAcc *)b)->off;
+    return (x > y) - (x < y);
+}
+
+/* ranking_keys() of a streamed state: its best keys by each measure that beat that measure's
+ * threshold, in the order they came */
+static PyObject *
+streamed_keys(const Plan *plan, const uint8_t *base, const Best best[2], const Threshold th[2])
+{
+    Py_ssize_t n = 0;
+    KeyAcc *found = PyMem_Malloc((size_t)(best[0].size + best[1].size + 1) * sizeof(KeyAcc));
+    PyObject *out = found == NULL ? PyErr_NoMemory() : PyList_New(0);
+    if (out == NULL)
+        goto fail;
+    for (int m = 0; m < 2; m++)
+        for (Py_ssize_t i = 0; i < best[m].size; i++) {
+            const KeyAcc *a = &best[m].v[i];
+            int rc = beats(plan, base, a, m ? a->elements : a->bytes, &th[m]);
+            if (rc < 0)
+                goto fail;
+            if (rc)
+                found[n++] = *a;
+        }
+    qsort(found, (size_t)n, sizeof(KeyAcc), by_offset);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const KeyAcc *a = &found[i];
+        if (i > 0 && a->off == found[i - 1].off)
+            continue;  /* ranks by both measures */
+        Py_ssize_t p = a->off;
+        PyObject *key = decode(&plan->key, base, a->off + a->len, &p);
+        PyObject *item = key == NULL ? NULL : Py_BuildValue("[LLLN]", a->bytes, a->entries, a->elements, key);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            goto fail;
+        }
+        Py_DECREF(item);
+    }
+    PyMem_Free(found);
+    return out;
+
+fail:
+    PyMem_Free(found);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* the method */
 
@@ -521,10 +677,13 @@ top_rows(Scanner *self, const uint8_t *base, TopPass *tp, const long long *total
     PyObject *out = PyList_New(self->nstates);
     for (Py_ssize_t i = 0; out != NULL && i < self->nstates; i++) {
         long long *t = (long long *)totals + TOTALS * i, *x = (long long *)ttl + TTL_FIELDS * i;
-        PyObject *ranked = ranking_keys(&self->plans[i], base, &tp->tables[i], th + 2 * i, top);
+        PyObject *ranked = tp->streamed[i] ? streamed_keys(&self->plans[i], base, tp->best + 2 * i, th + 2 * i)
+                           : ranking_keys(&self->plans[i], base, &tp->tables[i], th + 2 * i, top);
+        /* a streamed state's keys: one an entry */
+        Py_ssize_t keys = tp->streamed[i] ? (Py_ssize_t)t[0] : tp->tables[i].n;
         PyObject *row = ranked == NULL ? NULL
                         : Py_BuildValue("[LLLLLLLLLLLnN]", t[0], t[1], t[2], t[3], t[4], x[0], x[1], x[2], x[3], x[4],
-                                        x[5], tp->tables[i].n, ranked);
+                                        x[5], keys, ranked);
         if (row == NULL)
             Py_CLEAR(out);
         else
@@ -539,8 +698,9 @@ Scanner_measure_top(Scanner *self, PyObject *args)
     PyObject *data, *thresholds, *deadline = Py_None;
     Py_ssize_t pos, end, top;
     long kg;
-    if (!PyArg_ParseTuple(args, "OnnlO!n|O:measure_top", &data, &pos, &end, &kg, &PyList_Type, &thresholds, &top,
-                          &deadline))
+    int mapped = 0;
+    if (!PyArg_ParseTuple(args, "OnnlO!n|Op:measure_top", &data, &pos, &end, &kg, &PyList_Type, &thresholds, &top,
+                          &deadline, &mapped))
         return NULL;
     long long limit;
     if (scanner_ready(self, "measure_top", thresholds, "thresholds", deadline, &limit) < 0)
@@ -559,7 +719,16 @@ Scanner_measure_top(Scanner *self, PyObject *args)
     int own_tables = self->tables_busy;
     if (!own_tables && self->tables == NULL)
         self->tables = PyMem_Calloc(states, sizeof(KeyTable));
-    TopPass tp = {NULL, own_tables ? PyMem_Calloc(states, sizeof(KeyTable)) : self->tables, 0};
+    TopPass tp = {NULL, own_tables ? PyMem_Calloc(states, sizeof(KeyTable)) : self->tables};
+    char *streamed = PyMem_Calloc(states, 1);
+    tp.streamed = streamed;
+    tp.best = PyMem_Calloc(states * 2, sizeof(Best));
+    tp.top = top;
+    for (Py_ssize_t i = 0; streamed != NULL && i < self->nstates; i++) {
+        const Plan *plan = &self->plans[i];
+        streamed[i] = (plan->mode == M_VALUE || plan->mode == M_LIST || plan->mode == M_LIST_RAW) &&
+                      plan->ns.code == T_ZERO && plan->key.code == T_STRING;
+    }
     if (!own_tables && tp.tables != NULL) {
         self->tables_busy = 1;
         for (Py_ssize_t i = 0; i < self->nstates; i++)
@@ -568,7 +737,7 @@ Scanner_measure_top(Scanner *self, PyObject *args)
     PyObject *out = NULL;
     Py_buffer view;
     int have_view = 0;
-    if (th == NULL || totals == NULL || ttl == NULL || tp.tables == NULL) {
+    if (th == NULL || totals == NULL || ttl == NULL || tp.tables == NULL || streamed == NULL || tp.best == NULL) {
         PyErr_NoMemory();
         goto done;
     }
@@ -585,6 +754,8 @@ Scanner_measure_top(Scanner *self, PyObject *args)
         goto done;
     have_view = 1;
     tp.base = view.buf;
+    tp.drop = (SplitDrop){view.buf, mapped};
+    tp.since = pos;
     Sink sink = {NULL, NULL, 0, NULL, 0, 0, 0, NULL, totals, self->plans, 0, 0, ttl, deadline != Py_None, limit,
                  NULL, &tp};
     ttl_stamps.on = 1;
@@ -606,6 +777,10 @@ done:
     } else if (tp.tables != NULL) {
         self->tables_busy = 0;
     }
+    for (Py_ssize_t i = 0; tp.best != NULL && i < 2 * (Py_ssize_t)states; i++)
+        PyMem_Free(tp.best[i].v);
+    PyMem_Free(tp.best);
+    PyMem_Free(streamed);
     PyMem_Free(th);
     PyMem_Free(totals);
     PyMem_Free(ttl);

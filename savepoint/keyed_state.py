@@ -41,6 +41,7 @@ Readers, which read byte ranges of large streams themselves, build one with
 from __future__ import annotations
 
 import itertools
+import mmap
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -353,12 +354,15 @@ class KeyedState:
         try:
             if ranks is not None:
                 top, thresholds = ranks()
-                rows = scan.measure_top(data, pos, limit, kg, thresholds, top, deadline)
+                # a mapped stream's pages dropped behind the pass
+                rows = scan.measure_top(data, pos, limit, kg, thresholds, top, deadline, isinstance(data, mmap.mmap))
                 if rows is not None:
                     return [row[:11] for row in rows], [(row[11], row[12]) for row in rows]
             return scan.measure(data, pos, limit, kg, keys, deadline, native, frozen), None
         except DECODE_ERRORS as e:
             raise CorruptStateError(f"{where}: cannot decode the state bytes ({e})", self.source) from None
+        finally:
+            streams.release(data, pos, limit)  # the key group's pages (a mapped stream's) once measured
 
     def _rocksdb_sized(self, states: set[int] | None) -> Iterator[tuple[keyed.Entry, int, int]]:
         prefix, runs = self._prefix(), self._runs()

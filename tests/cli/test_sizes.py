@@ -422,3 +422,29 @@ def test_a_damaged_heap_checkpoint_fails_alike_on_both_passes(offset, tmp_path, 
     located = [re.search(r"key group \d+", message) for message in messages]
     assert all(located) and located[0].group() == located[1].group(), messages
     assert all(state_file.name in message for message in messages), messages
+
+
+def test_auto_measures_large_state_here_and_growth_by_size(monkeypatch):
+    """``--engine auto`` (the default): one snapshot's sizes are measured on this machine whatever the
+    state's size (a pass's memory does not grow with it); growth (``sizes OLD NEW``) goes to Spark above
+    the size threshold, as ``read`` does; a Spark start is recorded here instead of made."""
+    from fstate.cli import sizes as cli_sizes
+
+    monkeypatch.setattr(engine, "SPARK_ABOVE_BYTES", 0)
+    started = []
+
+    def no_spark(*args, **kwargs):
+        started.append(args)
+        raise RuntimeError("Spark was started")
+
+    monkeypatch.setattr(cli_sizes, "start_spark", no_spark)
+    assert _json(str(KEYED[0]))["operators"] and not started
+    result = _invoke("sizes", str(KEYED[0]), str(KEYED[0]), "--json")
+    assert started and result.exit_code != 0
+    started.clear()
+    from fstate.readers import session
+
+    monkeypatch.setattr(session, "get_spark", no_spark)
+    assert state_sizes(str(KEYED[0]), engine="auto").operators and not started
+    with pytest.raises(RuntimeError, match="Spark was started"):
+        state_growth(str(KEYED[0]), str(KEYED[0]), engine="auto")

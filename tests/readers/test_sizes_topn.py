@@ -252,3 +252,36 @@ def test_a_key_group_of_ties_hands_python_its_top_only(key_name, monkeypatch):
         assert sum(handed) > 0
     monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
     assert _report(measure_subtask(KeyedTask(source, 3, 0, None))) == fast
+
+
+def test_a_mapped_key_group_measures_the_same_with_its_pages_dropped(tmp_path, monkeypatch):
+    """A key group of over 8 MB in a mapped file: measure_top drops the pages it has passed (every
+    4 MB) and reads them again where it needs (ties, the keys it hands over); the report equals the
+    same bytes measured in memory, and the pure-Python pass's."""
+    import mmap
+
+    states = [keyed.value_state_meta("value", "VALUE", LONG), keyed.value_state_meta("list", "LIST", STRING),
+              keyed.value_state_meta("windowed", "VALUE", LONG, TIME_WINDOW)]
+    meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING, states)
+    encoders = [keyed.PairEncoder(meta, sid, MAX_PARALLELISM) for sid in range(len(states))]
+    rng = random.Random(5)
+    pairs = {9: {0: [], 1: [], 2: []}}
+    for i in range(30_000):
+        key = f"k{rng.randrange(10 ** 6):06d}-{i}"
+        pairs[9][0] += encoders[0].pairs(9, key, i)
+        pairs[9][1] += encoders[1].pairs(9, key, ["x" * rng.choice((90, 100, 100)) for _ in range(3)])
+        if i % 7 == 0:
+            pairs[9][2] += encoders[2].pairs(9, key, 1, (0, 10)) + encoders[2].pairs(9, key, 2, (10, 20))
+    buf, offsets = keyed.encode_canonical_stream(meta, 9, 9, pairs)
+    assert len(buf) > 8 << 20
+    path = tmp_path / "stream"
+    path.write_bytes(buf)
+    read = dataclasses.replace(meta, header_size=len(keyed.proxy_bytes(meta)))
+    handle = handles.KeyGroupsHandle(handles.SAVEPOINT_KEY_GROUPS, 9, tuple(offsets), None)
+    in_memory = _report(measure_subtask(KeyedTask(_Source(buf, handle, read), 5, 0, None)))
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        assert _report(measure_subtask(KeyedTask(_Source(mapped, handle, read), 5, 0, None))) == in_memory
+    assert in_memory["states"]["list"]["keys"] == 30_000
+    assert in_memory["states"]["windowed"]["entries"] == 2 * in_memory["states"]["windowed"]["keys"]
+    monkeypatch.setenv("FSTATE_PURE_PYTHON", "1")
+    assert _report(measure_subtask(KeyedTask(_Source(buf, handle, read), 5, 0, None))) == in_memory
