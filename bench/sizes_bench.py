@@ -1,6 +1,6 @@
 """`fstate sizes` against `fstate read` on the same keyed savepoint (real Flink 2.3, BenchJob).
 
-    python bench/sizes_bench.py [--records 10000000] [--work DIR]
+    python bench/sizes_bench.py [--records 10000000] [--work DIR] [--savepoint PATH]
 
 Makes (or reuses: the same directory as bench/read_keyed.py) a savepoint of N keys (String key, a
 ValueState<Long> and a ListState<String> of 3 elements; hashmap backend, parallelism 2), then times,
@@ -12,7 +12,9 @@ each in its own process with its peak memory and CPU seconds (pool workers inclu
   `readers.sizes.measure_subtask` over each subtask;
 
 and prints entries per second, the ratios sizes / read, and the load averages at the start and the end
-(the machine may be shared: the ratio is what to compare).
+(the machine may be shared: the ratio is what to compare). ``--savepoint``: an existing savepoint of
+the same job and N keys instead (bench/read_100m.py's bootstrapped one at 100 M keys, which real
+Flink would take about an hour to make).
 """
 
 from __future__ import annotations
@@ -90,12 +92,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--work", default=str(ROOT / ".cache" / "bench"))
+    parser.add_argument("--savepoint", help="an existing savepoint of BenchJob's state with --records keys")
     args = parser.parse_args()
-    path = savepoint(args.records, Path(args.work))
+    path = args.savepoint or savepoint(args.records, Path(args.work))
     size = sum(p.stat().st_size for p in Path(path).iterdir())
     entries = 2 * args.records
     load_start = os.getloadavg()
     out = Path(args.work) / f"keyed-{args.records}" / "parquet-sizes-bench"
+    out.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out, ignore_errors=True)
     read_s, read_peak, read_cpu = _cli(["fstate", "read", path, "--uid", "bench-keyed", "--out", str(out),
                                         "--engine", "embedded"])
