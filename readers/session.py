@@ -18,6 +18,7 @@ import threading
 from pathlib import Path
 
 from . import register
+from . import spark_cds
 
 _LOG4J = (Path(__file__).parent / "log4j2.properties").as_uri()
 
@@ -37,6 +38,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
     if active is not None and master is None and not conf:
         register(active)
         return active
+    java_options = f"-Dlog4j2.configurationFile={_LOG4J} -XX:+UseParallelGC" + (
+        " -XX:TieredStopAtLevel=1" if tasks_only else "")
     # Executors must run the same interpreter that has fstate installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -46,15 +49,14 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
                 "spark.sql.shuffle.partitions": "8",
                 "spark.sql.session.timeZone": "UTC",
                 # the throughput collector: fstate's jobs are batch reads and writes
-                "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={_LOG4J} -XX:+UseParallelGC"
-                                                 + (" -XX:TieredStopAtLevel=1" if tasks_only else ""),
+                "spark.driver.extraJavaOptions": java_options,
                 "spark.driver.memory": _driver_memory(),
                 "spark.ui.showConsoleProgress": "false",
                 "spark.python.worker.reuse": "true"}
     if tasks_only:
         settings["spark.python.daemon.module"] = "fstate.readers.spark_daemon"
     settings.update(conf or {})
-    _start_quiet_jvm(settings)
+    _start_quiet_jvm(settings, own_java_options=settings["spark.driver.extraJavaOptions"] == java_options)
     builder = SparkSession.builder
     for k, v in settings.items():
         builder = builder.config(k, v)
@@ -75,21 +77,31 @@ def _driver_memory() -> str:
     return f"{max(1, min(4, total // 4 // (1 << 30)))}g"
 
 
-#: JVM start-up lines that say nothing to a user of fstate
-_JVM_NOISE = re.compile(rb"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use )")
+#: JVM start-up lines that say nothing to a user of fstate (the class-data archive's warnings
+#: included: an archive the JVM cannot use, or classes it cannot archive, change nothing but the speed)
+_JVM_NOISE = re.compile(rb"^(WARNING: Using incubator modules|Setting default log level to |To adjust logging level use "
+                        rb"|\[[0-9.]+s\]\[(warning|info)\]\[cds)")
 
 
-def _start_quiet_jvm(settings: dict[str, str]) -> None:
-    """Start PySpark's JVM (when none runs yet) with its stderr filtered (see the module doc)."""
+def _start_quiet_jvm(settings: dict[str, str], own_java_options: bool = False) -> None:
+    """Start PySpark's JVM (when none runs yet) with its stderr filtered (see the module doc);
+    ``own_java_options`` (the driver's Java options are fstate's): its classes from the class-data
+    archive (:mod:`.spark_cds`)."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
 
     if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
         return
+    archive = spark_cds.java_option() if own_java_options else None
+    if archive is not None:
+        settings = {**settings, "spark.driver.extraJavaOptions": settings["spark.driver.extraJavaOptions"] + " "
+                    + archive.option}
     spark_conf = SparkConf(loadDefaults=False)
     for key, value in settings.items():
         spark_conf.set(key, value)
     gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": subprocess.PIPE})
+    if archive is not None and archive.writing is not None:
+        spark_cds.finish(archive, gateway.proc)
     threading.Thread(target=_forward_stderr, args=(gateway.proc.stderr,), daemon=True,
                      name="fstate-jvm-stderr").start()
     SparkContext._ensure_initialized(gateway=gateway, conf=spark_conf)

@@ -3,6 +3,11 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
+# fstate's Spark driver class-data archive (readers/spark_cds.py) beside the suite's other caches: a
+# fresh cache (FSTATE_CACHE, as tests/flink/harness.py uses it) starts without one, as a new user does.
+os.environ.setdefault("FSTATE_SPARK_CDS", os.path.join(
+    os.environ.get("FSTATE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "fstate"), "spark-cds"))
+
 # The machine is small and shared with JVMs and Spark: no per-example deadlines.
 settings.register_profile("fstate", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("fstate")

@@ -111,12 +111,13 @@ def test_writer_checks_before_any_job(spark):
                                                          key_type="STRING", value_type="LONG")
 
 
-def _run(*args):
+def _run(*args, env=None):
     """A real process: its stderr whole, the JVM's and Spark's own lines included. Its Spark driver JVM
     on the C1 compiler (``SPARK_SUBMIT_OPTS``, which Spark's launcher puts on the driver's command line
     and the JVM does not announce), as the suite's ``spark`` fixture: a third less of its run."""
     return subprocess.run([sys.executable, "-m", "fstate.cli.app", *args], capture_output=True, text=True,
-                          env={**os.environ, "COLUMNS": "200", "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"})
+                          env={**os.environ, "COLUMNS": "200", "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1",
+                               **(env or {})})
 
 
 def _invoke(*args):
@@ -171,15 +172,22 @@ def test_cli_schema_errors_are_one_line_naming_spec_source_and_column(spark, tmp
 def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(spark, tmp_path):
     """A real process on a Spark it starts (``--master``): its whole stderr is the one line, so neither
     the JVM's start-up notices (session.py filters them) nor Spark's logs of the failed tasks reach
-    the user. The suite's one Spark CLI run in a process of its own."""
+    the user. The suite's one Spark CLI run in a process of its own, with a new directory for the
+    driver's class-data archive (readers/spark_cds.py): the JVM writes it as the process exits (its
+    warnings about classes it cannot archive printed nowhere, stdout included), whole under its name."""
+    from fstate.readers import spark_cds
+
     (tmp_path / "data.json").write_text('{"user": "u1", "n": 5}\n{"user": "u2", "n": 99999999999}\n')
     spec = _spec(tmp_path, "        n: INT\n")
-    res = _run("bootstrap", "--spec", spec, "--out", str(tmp_path / "out"), "--master", "local[1]")
+    archives = tmp_path / "cds"
+    res = _run("bootstrap", "--spec", spec, "--out", str(tmp_path / "out"), "--master", "local[1]",
+               env={spark_cds.ENV: str(archives)})
     lines = res.stderr.strip().splitlines()
     assert res.returncode == 2 and len(lines) == 1 and res.stdout == "", res.stderr
     assert lines[0].startswith("error: operator counter (spec ") and "data.json" in lines[0]
     assert "state 'n', column 'n': cannot write the value 99999999999 (int)" in lines[0]
     assert not (tmp_path / "out").exists()
+    assert [p.name for p in archives.iterdir()] == [spark_cds.archive_name()]  # nothing half written left
     res = _invoke("--debug", "bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
     assert res.exit_code == 2 and "Traceback" in res.stderr
     assert res.stderr.strip().splitlines()[-1] == lines[0]
