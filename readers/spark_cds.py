@@ -126,10 +126,11 @@ def finish(archive: Archive, process: subprocess.Popen) -> None:
 
     def done() -> None:
         try:
-            from pyspark import SparkContext
+            from pyspark.sql import SparkSession
 
-            if SparkContext._active_spark_context is not None:
-                SparkContext._active_spark_context.stop()
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                active.stop()
             if process.stdin is not None:
                 process.stdin.close()
             code = process.wait(WRITE_SECONDS)
