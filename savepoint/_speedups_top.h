@@ -453,28 +453,6 @@ typedef struct {
     char *tied;
 } Cut;
 
-/* a max-heap of tie indices by key text: sift item i down */
-static int
-tie_sift(const uint8_t *base, const KeyTable *t, Py_ssize_t *h, Py_ssize_t size, Py_ssize_t i)
-{
-    for (;;) {
-        Py_ssize_t c = 2 * i + 1, big = i;
-        for (Py_ssize_t j = c; j < c + 2 && j < size; j++) {
-            int rc = key_text_order(base, &t->items[h[j]], &t->items[h[big]]);
-            if (rc == -2 || rc == 2)
-                return rc;
-            if (rc > 0)
-                big = j;
-        }
-        if (big == i)
-            return 0;
-        Py_ssize_t x = h[i];
-        h[i] = h[big];
-        h[big] = x;
-        i = big;
-    }
-}
-
 /* the cut of one measure (0 bytes, 1 elements) over the table; -1 on an error */
 static int
 cut_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, int m, Py_ssize_t top, Cut *cut)
@@ -500,55 +478,37 @@ cut_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, int m, Py_ssi
     Py_ssize_t room = top - above;  /* >= 1 */
     if (ties <= room || plan->key.code != T_STRING)
         return 0;  /* every tie (a key that is not a string: Python orders the ties) */
-    /* the `room` ties of the smallest key texts */
-    Py_ssize_t *h = PyMem_Malloc((size_t)room * sizeof(Py_ssize_t)), size = 0;
+    /* the `room` ties of the smallest key texts: the best `room` of them (equal values: by text) */
+    TopPass ties_pass = {base};
+    ties_pass.top = room;
+    Best best = {NULL, 0, 0};
     char *tied = PyMem_Calloc((size_t)t->n, 1);
-    if (h == NULL || tied == NULL) {
-        PyMem_Free(h);
-        PyMem_Free(tied);
+    if (tied == NULL)
         return PyErr_NoMemory(), -1;
-    }
     int rc = 0;
-    for (Py_ssize_t k = 0; k < t->n && rc == 0; k++) {
-        if ((m ? t->items[k].elements : t->items[k].bytes) != v)
-            continue;
-        if (size < room) {  /* sift up */
-            Py_ssize_t i = size++;
-            h[i] = k;
-            while (i > 0 && rc == 0) {
-                Py_ssize_t parent = (i - 1) / 2;
-                int c = key_text_order(base, &t->items[h[i]], &t->items[h[parent]]);
-                if (c == -2 || c == 2)
-                    rc = c;
-                else if (c <= 0)
-                    break;
-                else {
-                    h[i] = h[parent];
-                    h[parent] = k;
-                    i = parent;
-                }
-            }
-            continue;
-        }
-        int c = key_text_order(base, &t->items[k], &t->items[h[0]]);
-        if (c == -2 || c == 2)
-            rc = c;
-        else if (c < 0) {
-            h[0] = k;
-            rc = tie_sift(base, t, h, size, 0);
-        }
-    }
+    for (Py_ssize_t k = 0; k < t->n && rc == 0; k++)
+        if ((m ? t->items[k].elements : t->items[k].bytes) == v)
+            rc = best_offer(&ties_pass, &best, &t->items[k], m);
     if (rc == 0) {
-        for (Py_ssize_t i = 0; i < size; i++)
-            tied[h[i]] = 1;
+        for (Py_ssize_t i = 0; i < best.size; i++) {  /* the table's keys come in the order of their offsets */
+            Py_ssize_t lo = 0, hi = t->n - 1, off = best.v[i].off;
+            while (lo < hi) {
+                Py_ssize_t mid = lo + (hi - lo) / 2;
+                if (t->items[mid].off < off)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            tied[lo] = 1;
+        }
         cut->tied = tied;
     } else {
         PyMem_Free(tied);
     }
-    PyMem_Free(h);
-    if (rc == -2)
+    PyMem_Free(best.v);
+    if (rc < 0 && (!ties_pass.odd || ties_pass.failed || PyErr_Occurred()))
         return -1;
-    return 0;  /* rc 2 (a key the wire layout does not read as a string): every tie */
+    return 0;  /* a key the wire layout does not read as a string: every tie */
 }
 
 /* whether a key of this value beats a heap's threshold (a superset of TopKeys.admits: Python
