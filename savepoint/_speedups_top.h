@@ -152,6 +152,22 @@ best_weaker(TopPass *tp, const KeyAcc *a, const KeyAcc *b, int m)
     return c > 0;
 }
 
+/* one step of a sift, a being placed: v[j] moves into the hole at *i when `lower` is weaker than
+ * `upper` (1), else nothing (0); -1 on an error (the hole filled with a) */
+static int
+best_step(TopPass *tp, KeyAcc *v, Py_ssize_t *i, Py_ssize_t j, const KeyAcc *lower, const KeyAcc *upper,
+          const KeyAcc *a, int m)
+{
+    int w = best_weaker(tp, lower, upper, m);
+    if (w < 0)
+        v[*i] = *a;
+    else if (w) {
+        v[*i] = v[j];
+        *i = j;
+    }
+    return w;
+}
+
 /* a key (its only entry of the key group) offered to one measure's best keys; -1 on an error */
 static int
 best_offer(TopPass *tp, Best *b, const KeyAcc *a, int m)
@@ -173,13 +189,12 @@ best_offer(TopPass *tp, Best *b, const KeyAcc *a, int m)
         }
         for (i = b->size++; i > 0;) {  /* sift up */
             Py_ssize_t parent = (i - 1) / 2;
-            int w = best_weaker(tp, a, &v[parent], m);
-            if (w < 0)
-                return v[i] = *a, -1;
-            if (!w)
+            int w = best_step(tp, v, &i, parent, a, &v[parent], a, m);
+            if (w <= 0) {
+                if (w < 0)
+                    return -1;
                 break;
-            v[i] = v[parent];
-            i = parent;
+            }
         }
         v[i] = *a;
         return 0;
@@ -197,13 +212,12 @@ best_offer(TopPass *tp, Best *b, const KeyAcc *a, int m)
                 return v[i] = *a, -1;
             c += r;
         }
-        int d = best_weaker(tp, &v[c], a, m);
-        if (d < 0)
-            return v[i] = *a, -1;
-        if (!d)
+        int d = best_step(tp, v, &i, c, &v[c], a, a, m);
+        if (d <= 0) {
+            if (d < 0)
+                return -1;
             break;
-        v[i] = v[c];
-        i = c;
+        }
     }
     v[i] = *a;
     return 0;
