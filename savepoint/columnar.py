@@ -59,10 +59,15 @@ SKIP_PLAIN, SKIP_LIST, SKIP_MAP = range(3)  # how a heap-native entry of a state
 
 #: rows per record batch (a batch ends after the key group, or the piece of one, that reaches it)
 MAX_ROWS = 65536
-#: a canonical key group larger than this is decoded in pieces of about this size, one at a time
-#: (:func:`key_group_pieces`), so that a reader holds a piece's rows, not a whole key group's (one key
-#: group of 100 M keys at max parallelism 128 holds 67 MB of state)
+#: a canonical key group larger than :data:`SPLIT_ABOVE` is decoded in pieces of about this size, one
+#: at a time (:func:`key_group_pieces`), so that a reader holds a piece's rows, not a whole key group's
+#: (one key group of 100 M keys at max parallelism 128 holds 67 MB of state)
 PIECE_BYTES = 4 << 20
+#: the largest key group decoded whole: cutting one costs a pass over its framing and a copy of its
+#: entries, and in Flink's heap layout (each state's entries in its own order) placing every entry
+#: with its row: a third more of the decoding's CPU for key groups of 6.7 MB (10 M keys, 128 key
+#: groups), a few MB of memory saved. Above it (100 M keys: 67 MB) the pieces keep memory flat.
+SPLIT_ABOVE = 16 << 20
 
 #: (C type code, Arrow type) of the scalar kinds the compiled decoders take (the scalar registry)
 _SCALARS: dict[str, tuple[int, pyarrow.DataType]] = {kind: (code, arrow_types.SCALAR_TYPES[kind])
@@ -225,8 +230,9 @@ def stream_batches(found: Plan, buf: bytes, regions: Iterable[tuple[int, int, in
     the (key group, start, end) regions of a canonical stream: key (its fields when ``flatten``),
     the namespace part (``ns_mode`` void: none, window: start and end, else the namespace) and one
     column per state of the plan, named ``names``. One batch per run of key groups (or pieces of a
-    key group larger than ``piece_bytes``, :data:`PIECE_BYTES` by default) reaching ``max_rows`` rows."""
-    pieces = _Pieces(found, PIECE_BYTES if piece_bytes is None else piece_bytes)
+    key group larger than :data:`SPLIT_ABOVE`, of ``piece_bytes``, :data:`PIECE_BYTES` by default)
+    reaching ``max_rows`` rows."""
+    pieces = _Pieces(found, PIECE_BYTES if piece_bytes is None else piece_bytes, SPLIT_ABOVE)
     return _batches(found.decoder(source), found.shape(names), buf, regions, meta, source, max_rows, pieces)
 
 
@@ -403,21 +409,21 @@ def _batches(decoder, shape: _Shape, buf, regions, meta, source, max_rows, piece
 
 class _Pieces:
     """A canonical key group as the decoder is given it: whole, or, when it is larger than
-    ``piece_bytes``, in pieces that decode to its rows in the same order (``_speedups``'
-    ``key_group_pieces``: each of the plan's states holds one entry per key, no map state), each
-    framed as a key group of its own."""
+    ``split_above`` (and ``piece_bytes``), in pieces of about ``piece_bytes`` that decode to its rows
+    in the same order (``_speedups``' ``key_group_pieces``: each of the plan's states holds one entry
+    per key, no map state), each framed as a key group of its own."""
 
-    def __init__(self, found: Plan, piece_bytes: int):
+    def __init__(self, found: Plan, piece_bytes: int, split_above: int):
         plans = found.plans
         cut = _speedups is not None and not pure_python_forced() and all(
             plans[sid].mode in (VALUE, LIST, LIST_RAW) for sid in found.state_ids)
         self.selected = tuple(found.state_ids) if cut else None
-        self.piece_bytes, self.prefix = piece_bytes, found.prefix
+        self.piece_bytes, self.split_above, self.prefix = piece_bytes, max(piece_bytes, split_above), found.prefix
 
     def of(self, data, start: int, end: int) -> Iterator[tuple]:
         """(bytes, start, end) of the key group data[start:end], or of each of its pieces in turn."""
         pieces = None
-        if self.selected is not None and end - start > self.piece_bytes:
+        if self.selected is not None and end - start > self.split_above:
             pieces = _speedups.key_group_pieces(data, start, end, self.prefix, self.selected, self.piece_bytes,
                                                 isinstance(data, mmap.mmap))
         if pieces is None:

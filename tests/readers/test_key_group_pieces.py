@@ -75,6 +75,7 @@ def _pieces_and_whole(monkeypatch, tmp_path: Path, options: dict, piece_bytes: i
     whole = _parquet(table, tmp_path / "whole")
     assert counted.cut == 0 and counted.whole == 0  # every key group is smaller than the default
     monkeypatch.setattr(columnar, "PIECE_BYTES", piece_bytes)
+    monkeypatch.setattr(columnar, "SPLIT_ABOVE", piece_bytes)
     pieces = _parquet(table, tmp_path / "pieces")
     return whole, pieces, counted
 
