@@ -10,7 +10,8 @@ with one maps it (``-XX:SharedArchiveFile``); a JVM that finds it unusable (anot
 damaged file) starts without it and says so in a line ``session`` drops.
 
 Where: ``FSTATE_SPARK_CDS`` (a directory; ``off``: never), else ``$XDG_CACHE_HOME/fstate/spark-cds``
-(``~/.cache/fstate/spark-cds``). The archive takes about 120 MB; the first start that writes it waits
+(``~/.cache/fstate/spark-cds``). The archive takes about 120 MB (the newest three are kept: other
+Spark or Java installations, or the ones before an upgrade); the first start that writes it waits
 at exit for the JVM to write it (some seconds). Only fstate's own driver JVM (its Java options not
 replaced by ``--conf spark.driver.extraJavaOptions=…``) uses it; executors on a cluster start as
 before."""
@@ -107,6 +108,8 @@ def java_option() -> Archive | None:
 
 #: a file being written for longer than this was left by a process that did not finish it
 STALE_SECONDS = 3600
+#: archives kept (of as many Java and Spark installations): a new one removes the oldest beyond these
+KEPT = 3
 
 
 def _remove_stale(where: Path) -> None:
@@ -118,6 +121,16 @@ def _remove_stale(where: Path) -> None:
                 part.unlink()
         except OSError:
             pass
+
+
+def _keep_newest(where: Path) -> None:
+    """The :data:`KEPT` newest archives kept (another Spark or Java each; an upgrade leaves the old)."""
+    try:
+        archives = sorted(where.glob("spark-*.jsa"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in archives[KEPT:]:
+            old.unlink()
+    except OSError:
+        pass
 
 
 def finish(archive: Archive, process: subprocess.Popen) -> None:
@@ -139,6 +152,7 @@ def finish(archive: Archive, process: subprocess.Popen) -> None:
         try:
             if code == 0 and archive.writing.is_file() and archive.writing.stat().st_size > 0:
                 os.replace(archive.writing, archive.final)
+                _keep_newest(archive.final.parent)
             else:
                 archive.writing.unlink(missing_ok=True)
         except OSError:

@@ -66,6 +66,10 @@ def _fake_jvm(path, code: int = 0) -> subprocess.Popen:
 @pytest.mark.parametrize("code", [0, 1])
 def test_the_archive_is_renamed_once_its_writer_has_exited(monkeypatch, tmp_path, code):
     monkeypatch.setenv(spark_cds.ENV, str(tmp_path))
+    others = [tmp_path / f"spark-{n}.jsa" for n in range(spark_cds.KEPT)]  # other installations' archives
+    for age, other in enumerate(others):
+        other.write_bytes(b"old")
+        os.utime(other, (time.time() - 100 * (age + 1),) * 2)
     archive = spark_cds.java_option()
     handlers = []
     monkeypatch.setattr(spark_cds.atexit, "register", handlers.append)
@@ -75,6 +79,8 @@ def test_the_archive_is_renamed_once_its_writer_has_exited(monkeypatch, tmp_path
     handlers[0]()
     assert process.returncode == code and not archive.writing.exists()
     assert archive.final.exists() == (code == 0)  # a JVM that failed leaves no archive
+    # a new archive: the oldest of the others removed, the newest KEPT kept
+    assert [other.exists() for other in others] == [True] * (spark_cds.KEPT - 1) + [code != 0]
 
 
 @pytest.mark.skipif(shutil.which("java") is None, reason="no java")
