@@ -87,8 +87,8 @@ def java_option() -> Archive | None:
     """The class-data option for a driver JVM about to start (None: archives are off or cannot be
     kept here)."""
     where = directory()
-    if where is None:
-        return None
+    if where is None or any(c.isspace() or c in "'\"" for c in str(where)):
+        return None  # a path Spark would split or unquote in the driver's Java options
     name = archive_name()
     if name is None:
         return None

@@ -22,6 +22,8 @@ def test_the_directory_follows_the_environment(monkeypatch, tmp_path):
     for off in ("off", "0", "", "No"):
         monkeypatch.setenv(spark_cds.ENV, off)
         assert spark_cds.directory() is None and spark_cds.java_option() is None
+    monkeypatch.setenv(spark_cds.ENV, str(tmp_path / "a dir"))  # not one option word: not used
+    assert spark_cds.java_option() is None
     monkeypatch.delenv(spark_cds.ENV)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert spark_cds.directory() == tmp_path / "xdg" / "fstate" / "spark-cds"
