@@ -147,7 +147,7 @@ def finish(archive: Archive, process: subprocess.Popen) -> None:
             if process.stdin is not None:
                 process.stdin.close()
             code = process.wait(WRITE_SECONDS)
-        except Exception:  # noqa: BLE001 - at exit: no archive this time, never an error
+        except BaseException:  # noqa: BLE001 - at exit (Ctrl-C included): no archive this time, no traceback
             code = None
         try:
             if code == 0 and archive.writing.is_file() and archive.writing.stat().st_size > 0:
