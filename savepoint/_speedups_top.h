@@ -152,20 +152,44 @@ best_weaker(TopPass *tp, const KeyAcc *a, const KeyAcc *b, int m)
     return c > 0;
 }
 
-/* one step of a sift, a being placed: v[j] moves into the hole at *i when `lower` is weaker than
- * `upper` (1), else nothing (0); -1 on an error (the hole filled with a) */
+/* a placed into the hole at i of b's heap, the hole moved toward the root (up) or the leaves until
+ * the heap's order holds; -1 on an error (the hole filled with a) */
 static int
-best_step(TopPass *tp, KeyAcc *v, Py_ssize_t *i, Py_ssize_t j, const KeyAcc *lower, const KeyAcc *upper,
-          const KeyAcc *a, int m)
+best_sift(TopPass *tp, Best *b, Py_ssize_t i, const KeyAcc *a, int m, int up)
 {
-    int w = best_weaker(tp, lower, upper, m);
-    if (w < 0)
-        v[*i] = *a;
-    else if (w) {
-        v[*i] = v[j];
-        *i = j;
+    KeyAcc *v = b->v;
+    for (;;) {
+        Py_ssize_t j;
+        const KeyAcc *lower, *upper;  /* v[j] moves into the hole when lower is weaker than upper */
+        if (up) {
+            if (i == 0)
+                break;
+            j = (i - 1) / 2;
+            lower = a;
+            upper = &v[j];
+        } else {
+            j = 2 * i + 1;
+            if (j >= b->size)
+                break;
+            if (j + 1 < b->size) {
+                int r = best_weaker(tp, &v[j + 1], &v[j], m);
+                if (r < 0)
+                    return v[i] = *a, -1;
+                j += r;
+            }
+            lower = &v[j];
+            upper = a;
+        }
+        int w = best_weaker(tp, lower, upper, m);
+        if (w < 0)
+            return v[i] = *a, -1;
+        if (!w)
+            break;
+        v[i] = v[j];
+        i = j;
     }
-    return w;
+    v[i] = *a;
+    return 0;
 }
 
 /* a key (its only entry of the key group) offered to one measure's best keys; -1 on an error */
@@ -174,53 +198,23 @@ best_offer(TopPass *tp, Best *b, const KeyAcc *a, int m)
 {
     if ((m ? a->elements : a->bytes) <= 0 || tp->top <= 0)
         return 0;  /* a key of no bytes or elements never ranks (TopKeys.admits) */
-    KeyAcc *v = b->v;
-    Py_ssize_t i;
     if (b->size < tp->top) {
         if (b->size == b->cap) {
             Py_ssize_t cap = b->cap ? 2 * b->cap : 16;
             if (cap > tp->top)
                 cap = tp->top;
-            v = PyMem_Realloc(b->v, (size_t)cap * sizeof(KeyAcc));
+            KeyAcc *v = PyMem_Realloc(b->v, (size_t)cap * sizeof(KeyAcc));
             if (v == NULL)
                 return PyErr_NoMemory(), -1;
             b->v = v;
             b->cap = cap;
         }
-        for (i = b->size++; i > 0;) {  /* sift up */
-            Py_ssize_t parent = (i - 1) / 2;
-            int w = best_step(tp, v, &i, parent, a, &v[parent], a, m);
-            if (w <= 0) {
-                if (w < 0)
-                    return -1;
-                break;
-            }
-        }
-        v[i] = *a;
-        return 0;
+        return best_sift(tp, b, b->size++, a, m, 1);
     }
-    int w = best_weaker(tp, &v[0], a, m);
+    int w = best_weaker(tp, &b->v[0], a, m);
     if (w <= 0)
         return w;  /* not better than the weakest kept */
-    for (i = 0;;) {  /* the root replaced: sift down */
-        Py_ssize_t c = 2 * i + 1;
-        if (c >= b->size)
-            break;
-        if (c + 1 < b->size) {
-            int r = best_weaker(tp, &v[c + 1], &v[c], m);
-            if (r < 0)
-                return v[i] = *a, -1;
-            c += r;
-        }
-        int d = best_step(tp, v, &i, c, &v[c], a, a, m);
-        if (d <= 0) {
-            if (d < 0)
-                return -1;
-            break;
-        }
-    }
-    v[i] = *a;
-    return 0;
+    return best_sift(tp, b, 0, a, m, 0);  /* the root replaced */
 }
 
 /* empty again, its memory kept */
@@ -548,6 +542,18 @@ may_rank(const Plan *plan, const uint8_t *base, const KeyTable *t, Py_ssize_t k,
     return beats(plan, base, &t->items[k], value, th);
 }
 
+/* [bytes, entries, elements, key] of a key appended to out; -1 on an error */
+static int
+append_key(PyObject *out, const Plan *plan, const uint8_t *base, const KeyAcc *a)
+{
+    Py_ssize_t p = a->off;
+    PyObject *key = decode(&plan->key, base, a->off + a->len, &p);
+    PyObject *item = key == NULL ? NULL : Py_BuildValue("[LLLN]", a->bytes, a->entries, a->elements, key);
+    int rc = item == NULL ? -1 : PyList_Append(out, item);
+    Py_XDECREF(item);
+    return rc;
+}
+
 /* [[bytes, entries, elements, key], ...]: the keys of one state that may rank, in the order they
  * came: those among the key group's `top` by a measure (its ties cut by key text when the keys are
  * strings) that beat that measure's threshold */
@@ -570,14 +576,8 @@ ranking_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, const Thr
             goto fail;
         if (!rc)
             continue;
-        Py_ssize_t p = a->off;
-        PyObject *key = decode(&plan->key, base, a->off + a->len, &p);
-        PyObject *item = key == NULL ? NULL : Py_BuildValue("[LLLN]", a->bytes, a->entries, a->elements, key);
-        if (item == NULL || PyList_Append(out, item) < 0) {
-            Py_XDECREF(item);
+        if (append_key(out, plan, base, a) < 0)
             goto fail;
-        }
-        Py_DECREF(item);
     }
     PyMem_Free(cuts[0].tied);
     PyMem_Free(cuts[1].tied);
@@ -621,14 +621,8 @@ streamed_keys(const Plan *plan, const uint8_t *base, const Best best[2], const T
         const KeyAcc *a = &found[i];
         if (i > 0 && a->off == found[i - 1].off)
             continue;  /* ranks by both measures */
-        Py_ssize_t p = a->off;
-        PyObject *key = decode(&plan->key, base, a->off + a->len, &p);
-        PyObject *item = key == NULL ? NULL : Py_BuildValue("[LLLN]", a->bytes, a->entries, a->elements, key);
-        if (item == NULL || PyList_Append(out, item) < 0) {
-            Py_XDECREF(item);
+        if (append_key(out, plan, base, a) < 0)
             goto fail;
-        }
-        Py_DECREF(item);
     }
     PyMem_Free(found);
     return out;
