@@ -30,8 +30,9 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
     for nothing, a third of a 10 M-key ``read --out`` on Spark; and its Python workers are forked from a
     daemon that has imported the reader (:mod:`.spark_daemon`); the ``flink-savepoint`` data source is not
     registered (Spark would start a Python process to look up data sources; a later ``get_spark()``
-    registers it on the active session). A ``spark.driver.extraJavaOptions`` of ``conf`` replaces
-    fstate's, this too."""
+    registers it on the active session); and, with no session active, no SparkSession is made
+    (:class:`TasksSession`). A ``spark.driver.extraJavaOptions`` of ``conf`` replaces fstate's, this
+    too."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -57,6 +58,8 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
         settings["spark.python.daemon.module"] = "fstate.readers.spark_daemon"
     settings.update(conf or {})
     _start_quiet_jvm(settings, own_java_options=settings["spark.driver.extraJavaOptions"] == java_options)
+    if tasks_only:
+        return TasksSession(settings)
     builder = SparkSession.builder
     for k, v in settings.items():
         builder = builder.config(k, v)
@@ -65,6 +68,26 @@ def get_spark(master: str | None = None, conf: dict[str, str] | None = None, tas
     if not tasks_only:  # registering makes Spark look up Python data sources: a Python process, ~0.75 CPU-s
         register(spark)
     return spark
+
+
+class TasksSession:
+    """Spark for fstate's Python tasks alone (``get_spark(tasks_only=True)``, no session active): a
+    SparkContext made with the session's settings (the one running already, if any), without the
+    SparkSession, whose SQL state takes about 0.8 s to make on this machine and is never used (the
+    tasks' rows never enter the JVM). What runs tasks (``spark_tasks``) asks only for
+    ``sparkContext``, as of a SparkSession; a later ``get_spark()`` makes a session on this context."""
+
+    def __init__(self, settings: dict[str, str]):
+        from pyspark import SparkConf, SparkContext
+
+        conf = SparkConf()  # Spark's defaults and the JVM's spark.* properties, as a session's builder
+        for key, value in settings.items():
+            conf.set(key, value)
+        self.sparkContext = SparkContext.getOrCreate(conf)
+        self.sparkContext.setLogLevel("ERROR")
+
+    def stop(self) -> None:
+        self.sparkContext.stop()
 
 
 def _driver_memory() -> str:

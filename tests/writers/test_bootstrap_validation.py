@@ -9,11 +9,12 @@ import re
 import subprocess
 import sys
 
+import pyarrow.parquet
 import pytest
 from typer.testing import CliRunner
 
 from fstate.cli.app import app
-from tests.support import sample_dirs, sample_snapshot
+from tests.support import SAMPLES, sample_dirs, sample_snapshot
 from fstate.readers.schema import spark_type
 from fstate.savepoint import errors
 from fstate.savepoint.loader import Savepoint
@@ -174,7 +175,10 @@ def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(spar
     the JVM's start-up notices (session.py filters them) nor Spark's logs of the failed tasks reach
     the user. The suite's one Spark CLI run in a process of its own, with a new directory for the
     driver's class-data archive (readers/spark_cds.py): the JVM writes it as the process exits (its
-    warnings about classes it cannot archive printed nowhere, stdout included), whole under its name."""
+    warnings about classes it cannot archive printed nowhere, stdout included), whole under its name.
+    Then a second real process maps that archive for a ``read --out`` on Spark (Python tasks alone: a
+    SparkContext without a SparkSession, session.TasksSession): the same rows as the embedded engine's,
+    nothing of the JVM's printed."""
     from fstate.readers import spark_cds
 
     (tmp_path / "data.json").write_text('{"user": "u1", "n": 5}\n{"user": "u2", "n": 99999999999}\n')
@@ -188,6 +192,17 @@ def test_cli_row_errors_from_workers_are_one_line_and_debug_shows_the_trace(spar
     assert "state 'n', column 'n': cannot write the value 99999999999 (int)" in lines[0]
     assert not (tmp_path / "out").exists()
     assert [p.name for p in archives.iterdir()] == [spark_cds.archive_name()]  # nothing half written left
+    sample = str(SAMPLES / "keyed-hashmap-savepoint")
+    read = _run("read", sample, "--uid", "keyed", "--out", str(tmp_path / "spark"), "--master", "local[1]",
+                env={spark_cds.ENV: str(archives)})
+    said = read.stderr.splitlines()  # fstate's own message, and nothing else
+    assert read.returncode == 0 and read.stdout == "" and len(said) == 1 and said[0].startswith("wrote keyed ("), \
+        read.stderr
+    assert _invoke("read", sample, "--uid", "keyed", "--out", str(tmp_path / "embedded"),
+                   "--engine", "embedded").exit_code == 0
+    rows = [pyarrow.parquet.read_table(sorted((tmp_path / side).glob("part-*.parquet"))).sort_by("key")
+            for side in ("spark", "embedded")]
+    assert rows[0].num_rows > 0 and rows[0].equals(rows[1])
     res = _invoke("--debug", "bootstrap", "--spec", spec, "--out", str(tmp_path / "out"))
     assert res.exit_code == 2 and "Traceback" in res.stderr
     assert res.stderr.strip().splitlines()[-1] == lines[0]
