@@ -134,7 +134,7 @@ def engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Opti
     when ``state_bytes()``, the state it reads (a bootstrap: its source files), is above the size
     threshold (``by_size`` False: never for its size); else the embedded engine. ``state_bytes`` is
     called only when the choice depends on it."""
-    from ..readers.engine import SPARK_ABOVE_BYTES, choose_engine
+    from ..readers.engine import choose_engine
     from ..savepoint.io import is_remote
 
     spark_asked = master is not None or bool(conf_map)
@@ -142,4 +142,4 @@ def engine_for(engine: str, master: Optional[str], conf_map: dict, out_dir: Opti
         spark_asked = True
     if choose_engine(engine, spark_asked, 0) == "spark":
         return "spark"
-    return choose_engine(engine, spark_asked, state_bytes, SPARK_ABOVE_BYTES if by_size else None)
+    return choose_engine(engine, spark_asked, state_bytes, by_size)

@@ -250,11 +250,11 @@ SPARK_ABOVE_BYTES = 1 << 30
 
 
 def choose_engine(engine_name: str, spark_asked: bool, state_bytes: int | Callable[[], int],
-                  above: int | None = SPARK_ABOVE_BYTES) -> str:
+                  by_size: bool = True) -> str:
     """``embedded`` or ``spark``, for every command and the Python API: Spark when ``--engine spark``
     (``engine="spark"``), or (``auto``) when Spark was asked for (``--master``, ``--conf``, a remote
-    ``--out``, a Spark DataFrame) or the state to read is above ``above`` (:data:`SPARK_ABOVE_BYTES`;
-    None: never by its size, for work whose memory does not grow with the state).
+    ``--out``, a Spark DataFrame) or the state to read is above :data:`SPARK_ABOVE_BYTES` (``by_size``
+    False: never for its size, for work whose memory does not grow with the state).
     ``state_bytes``: the bytes, or a function giving them, called only when the choice depends on it."""
     from ..savepoint.errors import InvalidArgumentError
 
@@ -264,10 +264,10 @@ def choose_engine(engine_name: str, spark_asked: bool, state_bytes: int | Callab
         return engine_name
     if spark_asked:
         return "spark"
-    if above is None:
+    if not by_size:
         return "embedded"
     size = state_bytes() if callable(state_bytes) else state_bytes
-    return "spark" if size > above else "embedded"
+    return "spark" if size > SPARK_ABOVE_BYTES else "embedded"
 
 
 class Row(tuple):

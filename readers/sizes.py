@@ -268,9 +268,9 @@ def run_tasks(tasks: list, workers: int | None, state: int, engine: str, spark, 
     when there is much state, or a Spark task each (:func:`.spark_tasks.map_tasks`), as
     :func:`.engine.choose_engine` says; ``by_size`` False: ``auto`` never picks Spark for the state's
     size (:data:`MEASURED_BY_SIZE`)."""
-    from .engine import SPARK_ABOVE_BYTES, choose_engine
+    from .engine import choose_engine
 
-    if choose_engine(engine, spark is not None, state, SPARK_ABOVE_BYTES if by_size else None) == "spark":
+    if choose_engine(engine, spark is not None, state, by_size) == "spark":
         from ..savepoint.errors import spark_errors
         from . import spark_tasks
         from .session import get_spark
