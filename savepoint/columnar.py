@@ -31,7 +31,6 @@ that decodes to fewer bytes than stored there).
 
 from __future__ import annotations
 
-import mmap
 import struct
 from typing import Iterable, Iterator, NamedTuple, Sequence
 
@@ -425,7 +424,7 @@ class _Pieces:
         pieces = None
         if self.selected is not None and end - start > self.split_above:
             pieces = _speedups.key_group_pieces(data, start, end, self.prefix, self.selected, self.piece_bytes,
-                                                isinstance(data, mmap.mmap))
+                                                streams.is_mapped(data))
         if pieces is None:
             yield data, start, end
             return

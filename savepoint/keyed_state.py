@@ -41,7 +41,6 @@ Readers, which read byte ranges of large streams themselves, build one with
 from __future__ import annotations
 
 import itertools
-import mmap
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -355,7 +354,7 @@ class KeyedState:
             if ranks is not None:
                 top, thresholds = ranks()
                 # a mapped stream's pages dropped behind the pass
-                rows = scan.measure_top(data, pos, limit, kg, thresholds, top, deadline, isinstance(data, mmap.mmap))
+                rows = scan.measure_top(data, pos, limit, kg, thresholds, top, deadline, streams.is_mapped(data))
                 if rows is not None:
                     return [row[:11] for row in rows], [(row[11], row[12]) for row in rows]
             return scan.measure(data, pos, limit, kg, keys, deadline, native, frozen), None

@@ -133,11 +133,17 @@ def source_io(src: StreamSource, io: FileIO | None = None) -> FileIO:
     return io_for(src.path, src.fs_options)
 
 
+def is_mapped(buf) -> bool:
+    """Whether ``buf`` is a mapped stream (:meth:`.io.FileIO.map_range`) whose pages a reader may drop
+    once read (:func:`release`; the compiled passes drop them as they go when told so)."""
+    return isinstance(buf, mmap.mmap) and hasattr(buf, "madvise")
+
+
 def release(buf, start: int, end: int) -> None:
     """A mapped stream's (:meth:`.io.FileIO.map_range`) whole pages within ``[start, end)`` dropped from
     this process once read (they stay in the page cache and come back if read again): a reader of a
     large stream holds the pages of what it is reading, not of all it has read. Bytes in memory stay."""
-    if not isinstance(buf, mmap.mmap) or not hasattr(buf, "madvise"):
+    if not is_mapped(buf):
         return
     first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
     last = min(end, len(buf)) // mmap.PAGESIZE * mmap.PAGESIZE
