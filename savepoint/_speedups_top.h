@@ -135,13 +135,20 @@ table_add(KeyTable *t, const uint8_t *base, Py_ssize_t off, Py_ssize_t len, long
 
 static int key_text_order(const uint8_t *base, const KeyAcc *a, const KeyAcc *b);
 
+/* a key's value by one measure: 0 its bytes, 1 its elements */
+static inline long long
+acc_value(const KeyAcc *a, int m)
+{
+    return m ? a->elements : a->bytes;
+}
+
 /* whether key a is weaker than key b by one measure (TopKeys' order: a smaller value, or the same
  * value and a greater key text): 1, 0, or -1 (an error, or a key the wire layout does not read as a
  * string: tp->failed or tp->odd set) */
 static int
 best_weaker(TopPass *tp, const KeyAcc *a, const KeyAcc *b, int m)
 {
-    long long x = m ? a->elements : a->bytes, y = m ? b->elements : b->bytes;
+    long long x = acc_value(a, m), y = acc_value(b, m);
     if (x != y)
         return x < y;
     int c = key_text_order(tp->base, a, b);
@@ -196,7 +203,7 @@ best_sift(TopPass *tp, Best *b, Py_ssize_t i, const KeyAcc *a, int m, int up)
 static int
 best_offer(TopPass *tp, Best *b, const KeyAcc *a, int m)
 {
-    if ((m ? a->elements : a->bytes) <= 0 || tp->top <= 0)
+    if (acc_value(a, m) <= 0 || tp->top <= 0)
         return 0;  /* a key of no bytes or elements never ranks (TopKeys.admits) */
     if (b->size < tp->top) {
         if (b->size == b->cap) {
@@ -473,12 +480,12 @@ cut_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, int m, Py_ssi
     if (f.v == NULL)
         return PyErr_NoMemory(), -1;
     for (Py_ssize_t k = 0; k < t->n; k++)
-        floor_push(&f, m ? t->items[k].elements : t->items[k].bytes);
+        floor_push(&f, acc_value(&t->items[k], m));
     long long v = f.v[0];  /* the top-th largest value */
     PyMem_Free(f.v);
     Py_ssize_t above = 0, ties = 0;
     for (Py_ssize_t k = 0; k < t->n; k++) {
-        long long x = m ? t->items[k].elements : t->items[k].bytes;
+        long long x = acc_value(&t->items[k], m);
         above += x > v;
         ties += x == v;
     }
@@ -495,7 +502,7 @@ cut_keys(const Plan *plan, const uint8_t *base, const KeyTable *t, int m, Py_ssi
         return PyErr_NoMemory(), -1;
     int rc = 0;
     for (Py_ssize_t k = 0; k < t->n && rc == 0; k++)
-        if ((m ? t->items[k].elements : t->items[k].bytes) == v)
+        if (acc_value(&t->items[k], m) == v)
             rc = best_offer(&ties_pass, &best, &t->items[k], m);
     if (rc == 0) {
         for (Py_ssize_t i = 0; i < best.size; i++) {  /* the table's keys come in the order of their offsets */
@@ -610,7 +617,7 @@ streamed_keys(const Plan *plan, const uint8_t *base, const Best best[2], const T
     for (int m = 0; m < 2; m++)
         for (Py_ssize_t i = 0; i < best[m].size; i++) {
             const KeyAcc *a = &best[m].v[i];
-            int rc = beats(plan, base, a, m ? a->elements : a->bytes, &th[m]);
+            int rc = beats(plan, base, a, acc_value(a, m), &th[m]);
             if (rc < 0)
                 goto fail;
             if (rc)
