@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 #: the environment variable naming the archives' directory, or "off"
@@ -76,11 +77,14 @@ def archive_name() -> str | None:
     return f"spark-{digest.hexdigest()[:20]}.jsa"
 
 
+@dataclass(frozen=True)
 class Archive:
-    """The JVM option that maps the archive, or that writes it at exit (:attr:`writing`)."""
+    """The JVM option that maps the archive, or that writes it at exit (:attr:`writing`, to become
+    :attr:`final`)."""
 
-    def __init__(self, option: str, writing: Path | None = None, final: Path | None = None):
-        self.option, self.writing, self.final = option, writing, final
+    option: str
+    writing: Path | None = None
+    final: Path | None = None
 
 
 def java_option() -> Archive | None:
