@@ -1,6 +1,6 @@
 """Big state on one machine (issue 26): a savepoint of N keys (100 M by default) read by both engines.
 
-    python bench/read_100m.py [--records 100000000] [--small 1000000] [--work DIR] [--no-cluster]
+    python bench/read_100m.py [--records 100000000] [--small 1000000] [--work DIR] [--no-cluster] [--rocksdb]
 
 The savepoint holds the state of the read benchmark's job (bench/read_keyed.py's BenchJob: a String key,
 a ValueState<Long> `count` and a ListState<String> `recent` of 3 elements; parallelism 2, max
@@ -13,6 +13,10 @@ embedded and Spark writers give the same bytes). Then, each as a new `fstate` pr
 * `fstate read SP --out parquet --engine spark --master spark://…` on a Spark standalone cluster
   started here from pyspark's own scripts (a master and one worker with every core), the cluster's
   processes (worker, executor JVM, Python workers) sampled for their memory beside the driver's.
+
+With ``--rocksdb`` the snapshots are RocksDB incremental checkpoints of the same job made by real Flink 2.3
+(bench/read_rocksdb.py's, under ``.cache/bench/rocksdb-N``: about 15 minutes at 100 M keys here), their
+size the bytes of the table files their ``_metadata`` names.
 
 The same runs first at a small N (``--small``), so each peak memory is printed with its ratio to the
 small N's (1.00: flat in the keys). Every read's Parquet output is counted: it must hold N rows.
@@ -35,8 +39,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from read_keyed import ROOT, _load, _timed  # noqa: E402
-from write_embedded import FSTATE  # noqa: E402
+from read_keyed import FSTATE, ROOT, _load, _timed, warm_up  # noqa: E402
 
 ENTRIES_PER_KEY = 2  # count and recent
 SCHEMA_SPEC = "      states: {count: LONG, recent: LIST<STRING>}\n"
@@ -143,9 +146,24 @@ class Cluster:
                 proc.kill()
 
 
-def measure(records: int, work: Path, cluster: Cluster | None) -> dict:
-    sp, boot_seconds, boot_peak = savepoint(records, work)
-    size = sum(p.stat().st_size for p in sp.rglob("*") if p.is_file())
+def rocksdb_checkpoint(records: int) -> Path:
+    """Real Flink's RocksDB incremental checkpoint of N keys of BenchJob's state (made once)."""
+    import read_rocksdb
+
+    name = "rocksdb incremental checkpoint"
+    return Path(read_rocksdb.generate(ROOT / ".cache" / "bench" / f"rocksdb-{records}", records, name,
+                                      read_rocksdb.SNAPSHOTS[name]))
+
+
+def measure(records: int, work: Path, cluster: Cluster | None, rocksdb: bool = False) -> dict:
+    if rocksdb:
+        import read_rocksdb
+
+        sp, boot_seconds, boot_peak = rocksdb_checkpoint(records), 0.0, 0
+        size = read_rocksdb.state_bytes(str(sp))
+    else:
+        sp, boot_seconds, boot_peak = savepoint(records, work)
+        size = sum(p.stat().st_size for p in sp.rglob("*") if p.is_file())
     result = {"bytes": size, "bootstrap": (boot_seconds, boot_peak)}
     out = work / "out"
     runs = [("embedded", [])] + ([("spark", ["--master", cluster.url])] if cluster else [])
@@ -168,17 +186,20 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=1_000_000, help="the N the peak memory is compared with")
     ap.add_argument("--work", default=str(ROOT / ".cache" / "bench" / "big"))
     ap.add_argument("--no-cluster", action="store_true", help="the embedded engine alone")
+    ap.add_argument("--rocksdb", action="store_true", help="real Flink's RocksDB incremental checkpoints instead")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
+    warm_up(work)
     results = {}
     cluster = None if a.no_cluster else Cluster(work / "cluster")
     with cluster if cluster else contextlib.nullcontext():
         for records in (a.small, a.records):
             load = os.getloadavg()
-            results[records] = measure(records, work, cluster)
+            results[records] = measure(records, work, cluster, a.rocksdb)
+            kind = "RocksDB checkpoint" if a.rocksdb else "savepoint"
             print(f"N = {records:,} keys ({records * ENTRIES_PER_KEY:,} entries, "
-                  f"{results[records]['bytes'] / 1e9:.2f} GB savepoint), {os.cpu_count()} cores; "
+                  f"{results[records]['bytes'] / 1e9:.2f} GB {kind}), {os.cpu_count()} cores; "
                   f"load averages at start {_load(load)}, at end {_load(os.getloadavg())}", flush=True)
             boot_seconds, boot_peak = results[records]["bootstrap"]
             if boot_seconds:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from read_keyed import COLUMNAR_DECODE, _load, _timed, run_java  # noqa: E402
+from read_keyed import COLUMNAR_DECODE, FSTATE, _load, _timed, run_java, warm_up  # noqa: E402
 
 SNAPSHOTS = {  # name → BenchJob generate arguments
     "hashmap savepoint": [],
@@ -96,7 +96,7 @@ def read(snapshot: str, out: Path, env: dict, engine: str = "embedded") -> tuple
 
 def _read(snapshot: str, out: Path, env: dict, engine: str) -> tuple[float, int]:
     shutil.rmtree(out, ignore_errors=True)
-    cmd = ["fstate", "read", snapshot, "--uid", "bench-keyed", "--out", str(out), "--engine", engine]
+    cmd = [FSTATE, "read", snapshot, "--uid", "bench-keyed", "--out", str(out), "--engine", engine]
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(env)
@@ -121,6 +121,7 @@ def main() -> None:
     snapshots = {name: generate(work, a.records, name, args) for name, args in SNAPSHOTS.items()}
     native = dict(os.environ, FSTATE_ROCKSDB_NATIVE="1")
     reference = dict(os.environ, FSTATE_ROCKSDB_NATIVE="0")
+    warm_up(work)
 
     load_start = os.getloadavg()
     results: dict[str, tuple] = {}

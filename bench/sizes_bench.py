@@ -25,7 +25,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -97,13 +96,14 @@ def main() -> None:
     path = args.savepoint or savepoint(args.records, Path(args.work))
     size = sum(p.stat().st_size for p in Path(path).iterdir())
     entries = 2 * args.records
+    read_keyed.warm_up(Path(args.work))
     load_start = os.getloadavg()
     out = Path(args.work) / f"keyed-{args.records}" / "parquet-sizes-bench"
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out, ignore_errors=True)
-    read_s, read_peak, read_cpu = _cli(["fstate", "read", path, "--uid", "bench-keyed", "--out", str(out),
+    read_s, read_peak, read_cpu = _cli([read_keyed.FSTATE, "read", path, "--uid", "bench-keyed", "--out", str(out),
                                         "--engine", "embedded"])
-    sizes_s, sizes_peak, sizes_cpu = _cli(["fstate", "sizes", path, "--operator", "bench-keyed", "--json"])
+    sizes_s, sizes_peak, sizes_cpu = _cli([read_keyed.FSTATE, "sizes", path, "--operator", "bench-keyed", "--json"])
     rows, read_core_s, read_core_cpu = _one_core(ONE_CORE_READ, path)
     measured, sizes_core_s, sizes_core_cpu = _one_core(ONE_CORE_SIZES, path)
     load_end = os.getloadavg()

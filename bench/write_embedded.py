@@ -31,11 +31,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from read_keyed import ROOT, _load, _timed  # noqa: E402
+from read_keyed import FSTATE, ROOT, _load, _timed  # noqa: E402
 
 TRANSFORM = "bench-keyed:count=SELECT key, count * 2 AS count FROM state"
-#: the fstate command of this interpreter's environment (a worktree's venv), else the one on PATH
-FSTATE = str(Path(sys.executable).parent / "fstate") if (Path(sys.executable).parent / "fstate").exists() else "fstate"
 
 
 def tree_digest(root: Path) -> str:

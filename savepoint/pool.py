@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
-import ctypes.util
 import multiprocessing
 import os
 
@@ -44,7 +43,7 @@ def return_large_blocks() -> None:
         return
     _large_blocks_returned = True
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc = ctypes.CDLL(None)  # this process's symbols, the C library's among them (find_library runs ldconfig)
         libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     except (OSError, AttributeError, TypeError):  # not glibc
         pass
