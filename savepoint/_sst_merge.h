@@ -131,14 +131,28 @@ emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
     return 0;
 }
 
-/* the visible pairs up to key group last_kg into out */
+/* the visible pairs up to key group last_kg into out; with stop, only those of user keys before it;
+ * with a budget (> 0), none after out holds that many bytes: *cut (when not NULL) is then set when a key
+ * was left for the next read (it is the merger's next user key, m->key after the call) */
 static int
-merger_read(Merger *m, long last_kg, Buf *out)
+merger_read(Merger *m, long last_kg, const uint8_t *stop, size_t stop_len, size_t budget, Buf *out, int *cut)
 {
     Source *s = merger_min(m);
+    if (cut != NULL)
+        *cut = 0;
     while (s != NULL) {
         if (key_group_of(s->it.key, user_len(s), m->prefix) > last_kg)
             return 0;
+        if (stop != NULL && compare(s->it.key, user_len(s), stop, stop_len) >= 0)
+            return 0;
+        if (budget && out->len >= budget) {
+            m->key.len = 0;
+            if (buf_put(&m->key, s->it.key, user_len(s)) < 0)
+                return -1;
+            if (cut != NULL)
+                *cut = 1;
+            return 0;
+        }
         m->key.len = m->ops.len = 0;
         if (buf_put(&m->key, s->it.key, user_len(s)) < 0)
             return -1;
@@ -239,23 +253,67 @@ Merger_seek(Merger *m, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+/* the read's pairs as bytes; a buffer grown past READ_KEPT is not kept for the next read (a merger read
+ * a key group at a time holds no more than its pieces) */
+#define READ_KEPT ((size_t)16 << 20)
+
 static PyObject *
-Merger_read(Merger *m, PyObject *arg)
+read_out(Merger *m)
 {
-    long last_kg = PyLong_AsLong(arg);
-    if (last_kg == -1 && PyErr_Occurred())
+    PyObject *b = PyBytes_FromStringAndSize((const char *)m->out.p, (Py_ssize_t)m->out.len);
+    if (m->out.cap > READ_KEPT)
+        buf_free(&m->out);
+    return b;
+}
+
+static PyObject *
+Merger_read(Merger *m, PyObject *args)
+{
+    long last_kg;
+    Py_buffer stop = {0};
+    if (!PyArg_ParseTuple(args, "l|y*:read", &last_kg, &stop))
         return NULL;
     m->out.len = 0;
-    if (merger_read(m, last_kg, &m->out) < 0)
+    int rc = merger_read(m, last_kg, stop.buf, (size_t)stop.len, 0, &m->out, NULL);
+    if (stop.obj != NULL)
+        PyBuffer_Release(&stop);
+    return rc < 0 ? NULL : read_out(m);
+}
+
+static PyObject *
+Merger_read_piece(Merger *m, PyObject *args)
+{
+    long last_kg;
+    Py_ssize_t budget;
+    if (!PyArg_ParseTuple(args, "ln:read_piece", &last_kg, &budget))
         return NULL;
-    return PyBytes_FromStringAndSize((const char *)m->out.p, (Py_ssize_t)m->out.len);
+    if (budget <= 0) {
+        PyErr_SetString(PyExc_ValueError, "a piece of at least one byte");
+        return NULL;
+    }
+    m->out.len = 0;
+    int cut;
+    if (merger_read(m, last_kg, NULL, 0, (size_t)budget, &m->out, &cut) < 0)
+        return NULL;
+    PyObject *next = cut ? PyBytes_FromStringAndSize((const char *)m->key.p, (Py_ssize_t)m->key.len)
+                         : Py_NewRef(Py_None);
+    PyObject *data = next != NULL ? read_out(m) : NULL;
+    if (data == NULL) {
+        Py_XDECREF(next);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", data, next);
 }
 
 static PyMethodDef Merger_methods[] = {
     {"seek", (PyCFunction)Merger_seek, METH_O, "seek(user_key): every table at its first key >= user_key"},
-    {"read", (PyCFunction)Merger_read, METH_O,
-     "read(last_key_group) -> bytes: the visible pairs up to that key group (uint32 length, key, uint32 length, "
-     "value, ...)"},
+    {"read", (PyCFunction)Merger_read, METH_VARARGS,
+     "read(last_key_group, stop=None) -> bytes: the visible pairs up to that key group (uint32 length, key, "
+     "uint32 length, value, ...); with stop (bytes), only those of user keys before it"},
+    {"read_piece", (PyCFunction)Merger_read_piece, METH_VARARGS,
+     "read_piece(last_key_group, budget) -> (bytes, next key or None): as read, ending before the first key "
+     "after the pairs hold budget bytes (next key: that key, where the next read starts; None: the read "
+     "reached the key group's end)"},
     {NULL},
 };
 
@@ -290,7 +348,7 @@ PyInit__sst(void)
     if (Unsupported == NULL || Corrupt == NULL || PyModule_AddObjectRef(m, "Unsupported", Unsupported) < 0
         || PyModule_AddObjectRef(m, "Corrupt", Corrupt) < 0 || PyModule_AddObjectRef(m, "Table", (PyObject *)&TableType) < 0
         || PyModule_AddObjectRef(m, "Merger", (PyObject *)&MergerType) < 0
-        || PyModule_AddIntConstant(m, "ABI", 3) < 0) {
+        || PyModule_AddIntConstant(m, "ABI", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -248,7 +248,8 @@ def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, 
     """:func:`stream_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
     the decoder pulls the (key, value) pairs of each selected state's column family from its
     rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
-    order: key group, state id, key)."""
+    order: key group, state id, key; from the table files, a key group larger than a piece
+    (:func:`_packed_batches`) in that order piece by piece)."""
     from . import rocksdb
     from . import rocksdb_native
 
@@ -259,7 +260,7 @@ def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, 
     tables = rocksdb_native.open_tables(db, rocksdb_native.run_keys(runs, prefix))
     if tables is not None:  # the table files read in C (rocksdb_native.py); else rocksdict's iterators
         return _packed_batches(found.decoder(source), found.shape(names), db, tables, families, runs, prefix,
-                               max_rows)
+                               max_rows, _piece_lead(found, families))
     return _pair_batches(found.decoder(source), found.shape(names), db, families, runs, prefix, max_rows)
 
 
@@ -483,14 +484,25 @@ _U16 = struct.Struct(">H")
 _END_OF_KEY_GROUP = _U16.pack(keyed.END_OF_KEY_GROUP)
 
 
-def _packed_batches(decoder, shape: _Shape, db, tables, families, runs, prefix: int, max_rows: int
-                    ) -> Iterator[pyarrow.RecordBatch]:
+def _piece_lead(found: Plan, families) -> int | None:
+    """The state whose pairs cut a RocksDB window into pieces (``rocksdb_native.windows``): the first
+    family of a value or list state; None (whole windows) when there is none, or when some state's
+    keys carry their lengths (``ambiguous``: its key bytes need not be self-delimiting)."""
+    plans = [found.plans[sid] for sid, _ in families]
+    if any(p.ambiguous for p in plans):
+        return None
+    return next((sid for (sid, _), p in zip(families, plans) if p.mode in (VALUE, LIST, LIST_RAW)), None)
+
+
+def _packed_batches(decoder, shape: _Shape, db, tables, families, runs, prefix: int, max_rows: int,
+                    lead: int | None = None) -> Iterator[pyarrow.RecordBatch]:
     """The batches of the (state id, column family) ``families`` over the key-group ``runs``, read from
-    the table files in C (``rocksdb_native.windows``); a batch ends after the key group that brings it
-    to ``max_rows`` rows, as with rocksdict's cursors."""
+    the table files in C (``rocksdb_native.windows``: in pieces of :data:`PIECE_BYTES` of ``lead``'s
+    pairs, a piece's rows in the reference's order: state id, key); a batch ends after the key group
+    (or piece of one) that brings it to ``max_rows`` rows."""
     from . import rocksdb_native
 
-    for window in rocksdb_native.windows(db, tables, families, runs, prefix):
+    for window in rocksdb_native.windows(db, tables, families, runs, prefix, PIECE_BYTES, lead):
         parts = tuple((sid, data, 0) for sid, data in window)
         while parts is not None:
             positions = decoder.add_packed(parts, max_rows)

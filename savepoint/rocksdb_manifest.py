@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ._compiled import compiled_extension
 
-ABI = 3  # the interface version of _sst.c (savepoint/_sst.c) this package speaks
+ABI = 4  # the interface version of _sst.c (savepoint/_sst.c) this package speaks
 #: the C table reader (also the MANIFEST's checksums); None when it is not built
 sst = compiled_extension("_sst", ABI)
 

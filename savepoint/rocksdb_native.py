@@ -110,18 +110,27 @@ WINDOW_BYTES = 8 << 20
 
 
 def windows(db: RocksDBSnapshot, tables: NativeTables, families: Sequence[tuple[int, str]],
-            runs: Sequence[tuple[int, int]], prefix: int) -> Iterator[tuple[tuple[int, bytes], ...]]:
+            runs: Sequence[tuple[int, int]], prefix: int, piece_bytes: int | None = None,
+            lead: int | None = None) -> Iterator[tuple[tuple[int, bytes], ...]]:
     """The pairs of the (state id, column family) ``families`` over the key-group ``runs``, a window
     of key groups at a time: per run, one merger a family at the run's first key group, read in
     windows of key groups holding about :data:`WINDOW_BYTES` of table files each; per window
     ((state id, the merger's read: uint32 length, key, uint32 length, value, ...), ...) in state id
     order (families without a table file left out). A table's bad bytes raise its
-    :class:`CorruptStateError`."""
+    :class:`CorruptStateError`.
+
+    With ``piece_bytes`` and ``lead``, the state id of a family whose keys are its rows' identities
+    (a value or list state: key group, key, namespace, nothing after), a window is read in pieces:
+    ``lead``'s pairs up to about ``piece_bytes`` bytes, ending before one of its keys, and every other
+    family's pairs before that same key. A row's pairs are then in one piece (its identity's keys sort
+    together in every family: Flink's key and namespace bytes are self-delimiting when not written with
+    their lengths), and a key group of any size is held a piece at a time."""
     for lo, hi in runs:
         mergers = [(sid, tables.merger(name, prefix)) for sid, name in sorted(families)]
         mergers = [(sid, merger) for sid, merger in mergers if merger is not None]
         if not mergers:
             continue
+        leader = dict(mergers).get(lead) if piece_bytes else None
         size = db.source.key_group_bytes(lo, hi)
         step = max(1, (hi - lo + 1) * WINDOW_BYTES // size) if size else hi - lo + 1
         try:
@@ -129,8 +138,14 @@ def windows(db: RocksDBSnapshot, tables: NativeTables, families: Sequence[tuple[
                 merger.seek(key_group_prefix_bytes(lo, prefix))
             for start in range(lo, hi + 1, step):
                 last = min(hi, start + step - 1)
-                parts = tuple((sid, merger.read(last)) for sid, merger in mergers)
-                yield parts
+                if leader is None:
+                    yield tuple((sid, merger.read(last)) for sid, merger in mergers)
+                    continue
+                cut = b""
+                while cut is not None:
+                    led, cut = leader.read_piece(last, piece_bytes)
+                    yield tuple((sid, led if merger is leader else merger.read(last) if cut is None
+                                 else merger.read(last, cut)) for sid, merger in mergers)
         except _sst.Corrupt as e:
             raise tables.error(e) from None
 

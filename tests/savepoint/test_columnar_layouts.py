@@ -352,6 +352,45 @@ def test_rocksdb_database_batches(tmp_path, monkeypatch, mp, lo, hi):
                     assert bool(want) == (ids not in ([3], [1, 3]) or 1 in ids)
 
 
+@needs_c
+@pytest.mark.parametrize("piece_bytes", [1, 40, 300])
+def test_rocksdb_key_groups_read_in_pieces(tmp_path, monkeypatch, piece_bytes):
+    """Key groups read from the table files in pieces of a value or list state's pairs (a key group of
+    100 M keys is tens of MB): every row whole (its pairs of every state in one piece, map entries too),
+    the rows of the reference; within a key group they come piece by piece (each in the reference's
+    order). A map state alone (no state to cut at) is read a window at a time."""
+    pytest.importorskip("rocksdict")
+    from fstate.savepoint import rocksdb_native
+
+    src, meta = _rocksdb_database(tmp_path / "db", 128, 0, 127)
+    monkeypatch.setattr(columnar, "PIECE_BYTES", piece_bytes)
+    pieces = []
+    read_piece = rocksdb_native.windows
+
+    def counted(*args):
+        for window in read_piece(*args):
+            pieces.append(window)
+            yield window
+
+    monkeypatch.setattr(rocksdb_native, "windows", counted)
+    with rocksdb.open_snapshot(src) as db:
+        for ids in ([0, 1, 2], [2, 0, 1], [1, 2], [2], [0]):
+            state = keyed_state.KeyedState.of_rocksdb(db, meta, 128)
+            want = reference_rows(monkeypatch, state.rows, meta, ids)
+            pieces.clear()
+            got = batch_rows(columnar.rocksdb_batches(db, meta, 128, state.codecs, None, ids, "the-source", False,
+                                                      "void", _names(meta, ids, False, "void"), columnar.MAX_ROWS))
+            assert len({row[0] for row in got}) == len(got)  # one row a key: no row cut in two
+            assert sorted(map(repr, got)) == sorted(map(repr, want)), ids
+            lead = min(ids) if min(ids) < 2 else None  # the first value or list state cuts
+            if lead is None:  # a map state alone: whole windows
+                assert len(pieces) == 1
+            elif piece_bytes == 1:  # a piece a key of the cutting state
+                assert len(pieces) == sum(1 for _ in state.rows([lead])), ids
+            else:
+                assert 1 < len(pieces) < sum(1 for _ in state.rows([lead])), ids
+
+
 def _one_state_meta(mp):
     from fstate.savepoint.types import LONG, STRING
     meta = keyed.KeyedBackendMeta(keyed.CURRENT_VERSION, False, STRING,

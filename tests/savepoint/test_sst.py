@@ -70,7 +70,32 @@ def assert_same_as_rocksdict(db: rocksdb.RocksDBSnapshot, prefix: int = 1) -> in
             start = rocksdb.key_group_prefix_bytes(kg, prefix)
             part = [pair for pair in want if start <= pair[0] and key_group(pair[0]) <= kg + 2]
             assert native_pairs(found, family, prefix, start, kg + 2) == part, (family, kg)
+        assert_pieces(found.merger(family, prefix), want)
     return compared
+
+
+def assert_pieces(merger, want: list[tuple[bytes, bytes]]) -> None:
+    """A merger read in pieces (read_piece: each ends before the key the next starts at) and up to a
+    stop key (read with stop, then on): the pairs of one whole read, in order."""
+    if merger is None:
+        return
+    for budget in (1, 100, 5000):
+        merger.seek(b"")
+        got, cut = [], b""
+        while cut is not None:
+            data, cut = merger.read_piece(BIG, budget)
+            pairs = unpack(data)
+            assert pairs or cut is None  # a piece holds a pair, unless the read is at its end
+            assert all(cut is None or key < cut for key, _ in pairs)
+            assert all(key >= got[-1][0] for key, _ in pairs[:1] if got)
+            got += pairs
+        assert got == want, budget
+    for stop in {want[len(want) // 3][0] if want else b"", want[-1][0] + b"\0" if want else b"\xff", b""}:
+        merger.seek(b"")
+        assert unpack(merger.read(BIG, stop)) == [pair for pair in want if pair[0] < stop]
+        assert unpack(merger.read(BIG)) == [pair for pair in want if pair[0] >= stop]
+    with pytest.raises(ValueError):
+        merger.read_piece(BIG, 0)
 
 
 # ---------------------------------------------------------------------------------------------
