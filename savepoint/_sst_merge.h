@@ -131,27 +131,41 @@ emit(Merger *m, Buf *out, const uint8_t *base, size_t base_len)
     return 0;
 }
 
-/* the visible pairs up to key group last_kg into out; with stop, only those of user keys before it;
- * with a budget (> 0), none after out holds that many bytes: *cut (when not NULL) is then set when a key
- * was left for the next read (it is the merger's next user key, m->key after the call) */
+/* the visible pairs up to key group last_kg into out; with stop, only those of user keys before it.
+ * With a budget (> 0), the read ends early, leaving keys for the next one (*cut set, m->key the first
+ * key left out): at the start of a key group once out holds budget bytes (m->key: that key group's
+ * prefix), or within a key group once that key group's pairs alone hold budget bytes (m->key: the key
+ * the next read starts at). */
 static int
 merger_read(Merger *m, long last_kg, const uint8_t *stop, size_t stop_len, size_t budget, Buf *out, int *cut)
 {
     Source *s = merger_min(m);
+    long at_kg = -1;
+    size_t kg_start = 0;       /* out's length when the key group at_kg began */
     if (cut != NULL)
         *cut = 0;
     while (s != NULL) {
-        if (key_group_of(s->it.key, user_len(s), m->prefix) > last_kg)
+        long kg = key_group_of(s->it.key, user_len(s), m->prefix);
+        if (kg > last_kg)
             return 0;
         if (stop != NULL && compare(s->it.key, user_len(s), stop, stop_len) >= 0)
             return 0;
-        if (budget && out->len >= budget) {
-            m->key.len = 0;
-            if (buf_put(&m->key, s->it.key, user_len(s)) < 0)
-                return -1;
-            if (cut != NULL)
-                *cut = 1;
-            return 0;
+        if (budget) {
+            int whole = kg != at_kg;   /* a key group begins: cut before it, whole */
+            if (whole ? out->len >= budget : out->len - kg_start >= budget) {
+                m->key.len = 0;
+                uint8_t head[2] = {(uint8_t)(kg >> 8), (uint8_t)kg};
+                if (whole ? buf_put(&m->key, m->prefix == 1 ? head + 1 : head, (size_t)m->prefix) < 0
+                          : buf_put(&m->key, s->it.key, user_len(s)) < 0)
+                    return -1;
+                if (cut != NULL)
+                    *cut = 1;
+                return 0;
+            }
+            if (whole) {
+                at_kg = kg;
+                kg_start = out->len;
+            }
         }
         m->key.len = m->ops.len = 0;
         if (buf_put(&m->key, s->it.key, user_len(s)) < 0)
@@ -311,9 +325,9 @@ static PyMethodDef Merger_methods[] = {
      "read(last_key_group, stop=None) -> bytes: the visible pairs up to that key group (uint32 length, key, "
      "uint32 length, value, ...); with stop (bytes), only those of user keys before it"},
     {"read_piece", (PyCFunction)Merger_read_piece, METH_VARARGS,
-     "read_piece(last_key_group, budget) -> (bytes, next key or None): as read, ending before the first key "
-     "after the pairs hold budget bytes (next key: that key, where the next read starts; None: the read "
-     "reached the key group's end)"},
+     "read_piece(last_key_group, budget) -> (bytes, cut or None): as read, ending early: before a key group "
+     "once the pairs hold budget bytes (cut: its key-group prefix), or within a key group whose pairs alone "
+     "hold budget bytes (cut: the key the next read starts at); None: it read up to last_key_group"},
     {NULL},
 };
 

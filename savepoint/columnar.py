@@ -248,8 +248,8 @@ def snapshot_batches(found: Plan, db, max_parallelism: int, codecs, key_groups, 
     """:func:`stream_batches` over an open RocksDB snapshot (rocksdb.iter_entries is the reference):
     the decoder pulls the (key, value) pairs of each selected state's column family from its
     rocksdict iterator (no Python code per pair), key group by key group (rows in the reference's
-    order: key group, state id, key; from the table files, a key group larger than a piece
-    (:func:`_packed_batches`) in that order piece by piece)."""
+    order: key group, state id, key; from the table files, a key group holding more than a piece
+    (:data:`PIECE_BYTES` of one state's pairs, :func:`_packed_batches`) in that order piece by piece)."""
     from . import rocksdb
     from . import rocksdb_native
 

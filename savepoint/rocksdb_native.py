@@ -120,11 +120,12 @@ def windows(db: RocksDBSnapshot, tables: NativeTables, families: Sequence[tuple[
     :class:`CorruptStateError`.
 
     With ``piece_bytes`` and ``lead``, the state id of a family whose keys are its rows' identities
-    (a value or list state: key group, key, namespace, nothing after), a window is read in pieces:
-    ``lead``'s pairs up to about ``piece_bytes`` bytes, ending before one of its keys, and every other
-    family's pairs before that same key. A row's pairs are then in one piece (its identity's keys sort
-    together in every family: Flink's key and namespace bytes are self-delimiting when not written with
-    their lengths), and a key group of any size is held a piece at a time."""
+    (a value or list state: key group, key, namespace, nothing after), a window is read in pieces that
+    ``lead``'s pairs end (``Merger.read_piece``): at a key group once they hold ``piece_bytes``, or
+    within a key group whose pairs of ``lead`` alone hold that much, before one of its keys; every
+    other family's pairs end at the same key group or key. A row's pairs are then in one piece (its
+    identity's keys sort together in every family: Flink's key and namespace bytes are self-delimiting
+    when not written with their lengths), and a key group of any size is held a piece at a time."""
     for lo, hi in runs:
         mergers = [(sid, tables.merger(name, prefix)) for sid, name in sorted(families)]
         mergers = [(sid, merger) for sid, merger in mergers if merger is not None]

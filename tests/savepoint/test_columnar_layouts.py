@@ -353,22 +353,23 @@ def test_rocksdb_database_batches(tmp_path, monkeypatch, mp, lo, hi):
 
 
 @needs_c
-@pytest.mark.parametrize("piece_bytes", [1, 40, 300])
+@pytest.mark.parametrize("piece_bytes", [1, 40, 1000])
 def test_rocksdb_key_groups_read_in_pieces(tmp_path, monkeypatch, piece_bytes):
     """Key groups read from the table files in pieces of a value or list state's pairs (a key group of
     100 M keys is tens of MB): every row whole (its pairs of every state in one piece, map entries too),
-    the rows of the reference; within a key group they come piece by piece (each in the reference's
-    order). A map state alone (no state to cut at) is read a window at a time."""
+    the rows of the reference, in its order where no key group is cut (a piece ends at a key group
+    then: 1000 bytes hold any key group's pairs here); in a key group cut in pieces, piece by piece. A
+    map state alone (no state to cut at) is read a window at a time."""
     pytest.importorskip("rocksdict")
     from fstate.savepoint import rocksdb_native
 
     src, meta = _rocksdb_database(tmp_path / "db", 128, 0, 127)
     monkeypatch.setattr(columnar, "PIECE_BYTES", piece_bytes)
     pieces = []
-    read_piece = rocksdb_native.windows
+    windows = rocksdb_native.windows
 
     def counted(*args):
-        for window in read_piece(*args):
+        for window in windows(*args):
             pieces.append(window)
             yield window
 
@@ -389,6 +390,8 @@ def test_rocksdb_key_groups_read_in_pieces(tmp_path, monkeypatch, piece_bytes):
                 assert len(pieces) == sum(1 for _ in state.rows([lead])), ids
             else:
                 assert 1 < len(pieces) < sum(1 for _ in state.rows([lead])), ids
+            if piece_bytes == 1000:
+                assert same(want, got), ids
 
 
 def _one_state_meta(mp):
