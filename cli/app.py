@@ -83,7 +83,22 @@ for command in (inspect.info, read.read, write.bootstrap, read.sql, inspect.view
 
 
 def main() -> None:
+    _spawn_without_the_launcher()
     app(prog_name="fstate")
+
+
+def _spawn_without_the_launcher() -> None:
+    """A process pool's spawned worker first runs its parent's main script again (multiprocessing):
+    here the console script, ``from fstate.cli.app import main``, which imports the whole CLI, typer
+    and rich (~0.15 CPU-s a worker, and as much later at work). The launcher is marked as the
+    package's ``__main__`` (what ``python -m fstate`` runs), which a worker leaves alone. Only a
+    launcher that is nothing but a call of this function is marked."""
+    import importlib.util
+    import sys
+
+    launcher = sys.modules.get("__main__")
+    if launcher is not None and getattr(launcher, "__spec__", None) is None and getattr(launcher, "main", None) is main:
+        launcher.__spec__ = importlib.util.find_spec("fstate.__main__")
 
 
 if __name__ == "__main__":
