@@ -231,7 +231,7 @@ dec_string(Node *c, const uint8_t *b, Py_ssize_t len, Py_ssize_t *ppos, int stor
         if (store) {
             if (buf_reserve(&c->data, (size_t)n) < 0)
                 return -1;
-            memcpy(c->data.p + c->data.len, p, (size_t)n);
+            copy_bytes(c->data.p + c->data.len, p, (size_t)n);  /* keys and short values: no libc call */
             c->data.len += (size_t)n;
         }
         pos += n;
@@ -290,7 +290,7 @@ put_fixed(Node *c, const void *v, int w)
 {
     if (buf_reserve(&c->data, (size_t)w) < 0)
         return -1;
-    memcpy(c->data.p + c->data.len, v, (size_t)w);
+    copy_bytes(c->data.p + c->data.len, (const uint8_t *)v, (size_t)w);
     c->data.len += (size_t)w;
     return push_valid(c);
 }
