@@ -1,6 +1,7 @@
 """Big state on one machine (issue 26): a savepoint of N keys (100 M by default) read by both engines.
 
-    python bench/read_100m.py [--records 100000000] [--small 1000000] [--work DIR] [--no-cluster] [--rocksdb]
+    python bench/read_100m.py [--records 100000000] [--small 1000000] [--work DIR] [--no-cluster]
+                              [--rocksdb [--max-parallelism M]]
 
 The savepoint holds the state of the read benchmark's job (bench/read_keyed.py's BenchJob: a String key,
 a ValueState<Long> `count` and a ListState<String> `recent` of 3 elements; parallelism 2, max
@@ -15,8 +16,11 @@ embedded and Spark writers give the same bytes). Then, each as a new `fstate` pr
   processes (worker, executor JVM, Python workers) sampled for their memory beside the driver's.
 
 With ``--rocksdb`` the snapshots are RocksDB incremental checkpoints of the same job made by real Flink 2.3
-(bench/read_rocksdb.py's, under ``.cache/bench/rocksdb-N``: about 15 minutes at 100 M keys here), their
-size the bytes of the table files their ``_metadata`` names.
+(bench/read_rocksdb.py's, under ``.cache/bench/rocksdb-N``), their size the bytes of the table files their
+``_metadata`` names. Flink builds 10 M keys in about a minute here, but 100 M keys not in an hour (its
+compactions slow it down as the state grows; run_java's limit stopped it at 65 %): ``--max-parallelism
+16`` makes the --records checkpoint's key groups as large as 100 M keys' at 128 (625 k keys each), which
+is what a reader's memory follows.
 
 The same runs first at a small N (``--small``), so each peak memory is printed with its ratio to the
 small N's (1.00: flat in the keys). Every read's Parquet output is counted: it must hold N rows.
@@ -146,20 +150,25 @@ class Cluster:
                 proc.kill()
 
 
-def rocksdb_checkpoint(records: int) -> Path:
+def rocksdb_checkpoint(records: int, max_parallelism: int = 128) -> Path:
     """Real Flink's RocksDB incremental checkpoint of N keys of BenchJob's state (made once)."""
     import read_rocksdb
 
     name = "rocksdb incremental checkpoint"
-    return Path(read_rocksdb.generate(ROOT / ".cache" / "bench" / f"rocksdb-{records}", records, name,
-                                      read_rocksdb.SNAPSHOTS[name]))
+    args = read_rocksdb.SNAPSHOTS[name]
+    work = ROOT / ".cache" / "bench" / f"rocksdb-{records}"
+    if max_parallelism != 128:
+        args = [*args, "--max-parallelism", str(max_parallelism)]
+        work = work.with_name(f"{work.name}-mp{max_parallelism}")
+    return Path(read_rocksdb.generate(work, records, name, args))
 
 
-def measure(records: int, work: Path, cluster: Cluster | None, rocksdb: bool = False) -> dict:
+def measure(records: int, work: Path, cluster: Cluster | None, rocksdb: bool = False,
+            max_parallelism: int = 128) -> dict:
     if rocksdb:
         import read_rocksdb
 
-        sp, boot_seconds, boot_peak = rocksdb_checkpoint(records), 0.0, 0
+        sp, boot_seconds, boot_peak = rocksdb_checkpoint(records, max_parallelism), 0.0, 0
         size = read_rocksdb.state_bytes(str(sp))
     else:
         sp, boot_seconds, boot_peak = savepoint(records, work)
@@ -187,40 +196,46 @@ def main() -> None:
     ap.add_argument("--work", default=str(ROOT / ".cache" / "bench" / "big"))
     ap.add_argument("--no-cluster", action="store_true", help="the embedded engine alone")
     ap.add_argument("--rocksdb", action="store_true", help="real Flink's RocksDB incremental checkpoints instead")
+    ap.add_argument("--max-parallelism", type=int, default=128,
+                    help="with --rocksdb, the max parallelism of the --records checkpoint (the --small one: 128); "
+                         "fewer key groups hold more keys each (16 at 10 M keys: key groups the size of 100 M "
+                         "keys' at 128)")
     a = ap.parse_args()
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     warm_up(work)
+    runs = [(a.small, 128), (a.records, a.max_parallelism if a.rocksdb else 128)]
     results = {}
     cluster = None if a.no_cluster else Cluster(work / "cluster")
     with cluster if cluster else contextlib.nullcontext():
-        for records in (a.small, a.records):
+        for records, mp in runs:
             load = os.getloadavg()
-            results[records] = measure(records, work, cluster, a.rocksdb)
+            result = results[records, mp] = measure(records, work, cluster, a.rocksdb, mp)
             kind = "RocksDB checkpoint" if a.rocksdb else "savepoint"
-            print(f"N = {records:,} keys ({records * ENTRIES_PER_KEY:,} entries, "
-                  f"{results[records]['bytes'] / 1e9:.2f} GB {kind}), {os.cpu_count()} cores; "
+            print(f"N = {records:,} keys ({records * ENTRIES_PER_KEY:,} entries, {result['bytes'] / 1e9:.2f} GB "
+                  f"{kind}, max parallelism {mp}: {records // mp:,} keys a key group), {os.cpu_count()} cores; "
                   f"load averages at start {_load(load)}, at end {_load(os.getloadavg())}", flush=True)
-            boot_seconds, boot_peak = results[records]["bootstrap"]
+            boot_seconds, boot_peak = result["bootstrap"]
             if boot_seconds:
                 print(f"  fstate bootstrap (embedded, made the savepoint) {boot_seconds:8.1f} s   "
                       f"peak {boot_peak / 2**20:6,.0f} MiB")
             for engine in ("embedded", "spark"):
-                if engine not in results[records]:
+                if engine not in result:
                     continue
-                seconds, peak, *cluster_peak = results[records][engine]
+                seconds, peak, *cluster_peak = result[engine]
                 line = (f"  read --out parquet, {engine:<8} {seconds:8.1f} s  "
                         f"{records * ENTRIES_PER_KEY / seconds:12,.0f} entries/s   peak {peak / 2**20:6,.0f} MiB")
                 if cluster_peak:
                     line += f" (driver), {cluster_peak[0] / 2**20:6,.0f} MiB (worker, executor, Python workers)"
                 print(line, flush=True)
-    small, big = results[a.small], results[a.records]
-    print(f"peak memory at {a.records:,} keys / at {a.small:,}:")
+    (small_n, small_mp), (big_n, big_mp) = runs
+    small, big = results[runs[0]], results[runs[1]]
+    print(f"peak memory at {big_n:,} keys ({big_n // big_mp:,} a key group) / at {small_n:,} "
+          f"({small_n // small_mp:,} a key group):")
     for engine in ("embedded", "spark"):
         if engine in big:
             ratios = [b / s for b, s in zip(big[engine][1:], small[engine][1:])]
             print(f"  {engine:<8} " + "   ".join(f"{r:4.2f}" for r in ratios))
-
 
 if __name__ == "__main__":
     main()

@@ -23,7 +23,8 @@ import org.apache.flink.util.Collector;
 
 /**
  * Benchmark job for bench/read_keyed.py: keyed state of N keys "key-i" (String key,
- * ValueState<Long> count, ListState<String> recent with 3 elements), parallelism 2, max parallelism 128.
+ * ValueState<Long> count, ListState<String> recent with 3 elements), parallelism 2, max parallelism 128
+ * (--max-parallelism M: M; fewer key groups hold more keys each).
  *
  *   generate --records N --out DIR   build the state, stop with a canonical savepoint into DIR
  *            [--backend rocksdb]     the RocksDB backend (default: hashmap)
@@ -72,7 +73,7 @@ public class BenchJob {
         emit = mode.equals("generate");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(P);
-        env.setMaxParallelism(128);
+        env.setMaxParallelism(Integer.parseInt(a.getOrDefault("max-parallelism", "128")));
         env.addSource(new Source()).uid("bench-source")
             .keyBy(s -> s, Types.STRING)
             .process(new Fn()).uid("bench-keyed")
