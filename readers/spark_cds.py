@@ -30,8 +30,12 @@ from pathlib import Path
 
 #: the environment variable naming the archives' directory, or "off"
 ENV = "FSTATE_SPARK_CDS"
-#: how long this process waits at exit for the JVM to write a new archive
+#: how long this process waits at exit for the JVM writing a new archive to make progress (where
+#: ``/proc`` tells its CPU time, it is waited for as long as that grows, up to :data:`MAX_WRITE_SECONDS`:
+#: on a loaded machine the writing takes minutes), before stopping it: no archive this time
 WRITE_SECONDS = 60
+MAX_WRITE_SECONDS = 900
+POLL_SECONDS = 1.0
 #: the JVM's own log lines (the archive's warnings among them) to stderr, where ``session`` filters
 #: them, never to stdout (the JVM's default), which is the command's output (``--json``)
 LOG_TO_STDERR = "-Xlog:disable -Xlog:all=warning:stderr"
@@ -150,9 +154,10 @@ def finish(archive: Archive, process: subprocess.Popen) -> None:
                 active.stop()
             if process.stdin is not None:
                 process.stdin.close()
-            code = process.wait(WRITE_SECONDS)
+            code = wait_while_working(process)
         except BaseException:  # noqa: BLE001 - at exit (Ctrl-C included): no archive this time, no traceback
             code = None
+            _stop(process)
         try:
             if code == 0 and archive.writing.is_file() and archive.writing.stat().st_size > 0:
                 os.replace(archive.writing, archive.final)
@@ -163,3 +168,39 @@ def finish(archive: Archive, process: subprocess.Popen) -> None:
             pass
 
     atexit.register(done)
+
+
+def wait_while_working(process: subprocess.Popen) -> int | None:
+    """``process``'s exit code, waited for while it works: until it has used no CPU for
+    :data:`WRITE_SECONDS` (without ``/proc``: for that long in all), at most :data:`MAX_WRITE_SECONDS`;
+    then it is stopped (None), so that it leaves no file behind."""
+    start = idle_since = time.monotonic()
+    used = _cpu_seconds(process.pid)
+    while True:
+        try:
+            return process.wait(POLL_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+        now, before, used = time.monotonic(), used, _cpu_seconds(process.pid)
+        if used is not None and before is not None and used > before:
+            idle_since = now
+        if now - idle_since >= WRITE_SECONDS or now - start >= MAX_WRITE_SECONDS:
+            _stop(process)
+            return None
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """A process's CPU seconds (user + system) from ``/proc``, None where there is none."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _stop(process: subprocess.Popen) -> None:
+    try:
+        process.kill()
+        process.wait(10)
+    except (OSError, subprocess.TimeoutExpired):
+        pass

@@ -85,6 +85,22 @@ def test_the_archive_is_renamed_once_its_writer_has_exited(monkeypatch, tmp_path
     assert [other.exists() for other in others] == [True] * (spark_cds.KEPT - 1) + [code != 0]
 
 
+@pytest.mark.skipif(not os.path.exists(f"/proc/{os.getpid()}/stat"), reason="no /proc")
+def test_a_writer_is_waited_for_while_it_works_and_stopped_when_it_does_not(monkeypatch, tmp_path):
+    """On a loaded machine the JVM may take minutes to write its archive: it is waited for as long
+    as it uses CPU, past WRITE_SECONDS; one idle for WRITE_SECONDS is stopped (it writes nothing after)."""
+    monkeypatch.setattr(spark_cds, "WRITE_SECONDS", 1.5)
+    monkeypatch.setattr(spark_cds, "POLL_SECONDS", 0.2)
+    spin = "import time\nend = time.time() + 4\nwhile time.time() < end: pass"
+    busy = subprocess.Popen([sys.executable, "-c", spin])
+    started = time.monotonic()
+    assert spark_cds.wait_while_working(busy) == 0 and time.monotonic() - started > 3
+    idle = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep(20); open({str(tmp_path / 'late')!r}, 'w')"])
+    started = time.monotonic()
+    assert spark_cds.wait_while_working(idle) is None and time.monotonic() - started < 10
+    assert idle.poll() is not None and not (tmp_path / "late").exists()
+
+
 @pytest.mark.skipif(shutil.which("java") is None, reason="no java")
 def test_the_jvm_starts_on_a_damaged_archive_and_says_so_on_stderr_only(tmp_path):
     """What the design relies on: a JVM given an archive it cannot map starts without it, its warning
