@@ -75,6 +75,9 @@ def test_the_archive_is_renamed_once_its_writer_has_exited(monkeypatch, tmp_path
     archive = spark_cds.java_option()
     handlers = []
     monkeypatch.setattr(spark_cds.atexit, "register", handlers.append)
+    # the handler stops the active Spark session, as at exit: not the one this worker's other tests share
+    from pyspark.sql import SparkSession
+    monkeypatch.setattr(SparkSession, "getActiveSession", classmethod(lambda cls: None))
     process = _fake_jvm(archive.writing, code)
     spark_cds.finish(archive, process)
     assert not archive.final.exists() and process.poll() is None  # nothing until this process exits
