@@ -46,6 +46,7 @@ sys.path.insert(0, str(HERE))
 from read_keyed import FSTATE, ROOT, _load, _timed, warm_up  # noqa: E402
 
 ENTRIES_PER_KEY = 2  # count and recent
+MAX_PARALLELISM = 128  # BenchJob's, and the bootstrapped savepoints'
 SCHEMA_SPEC = "      states: {count: LONG, recent: LIST<STRING>}\n"
 MASTER_PORT, MASTER_UI, WORKER_UI = 7177, 18180, 18181
 
@@ -86,7 +87,7 @@ def savepoint(records: int, work: Path) -> tuple[Path, float, int]:
         return out, 0.0, 0
     source = parquet_source(records, work)
     spec = work / f"bootstrap-{records}.yaml"
-    spec.write_text(f"max_parallelism: 128\noperators:\n  - uid: bench-keyed\n    parallelism: 2\n    keyed:\n"
+    spec.write_text(f"max_parallelism: {MAX_PARALLELISM}\noperators:\n  - uid: bench-keyed\n    parallelism: 2\n    keyed:\n"
                     f"      source: {{path: {source}}}\n      key: key\n{SCHEMA_SPEC}")
     shutil.rmtree(out, ignore_errors=True)
     seconds, peak = _timed([FSTATE, "bootstrap", "--spec", str(spec), "--out", str(out), "--engine", "embedded"])
@@ -150,21 +151,21 @@ class Cluster:
                 proc.kill()
 
 
-def rocksdb_checkpoint(records: int, max_parallelism: int = 128) -> Path:
+def rocksdb_checkpoint(records: int, max_parallelism: int = MAX_PARALLELISM) -> Path:
     """Real Flink's RocksDB incremental checkpoint of N keys of BenchJob's state (made once)."""
     import read_rocksdb
 
     name = "rocksdb incremental checkpoint"
     args = read_rocksdb.SNAPSHOTS[name]
     work = ROOT / ".cache" / "bench" / f"rocksdb-{records}"
-    if max_parallelism != 128:
+    if max_parallelism != MAX_PARALLELISM:
         args = [*args, "--max-parallelism", str(max_parallelism)]
         work = work.with_name(f"{work.name}-mp{max_parallelism}")
     return Path(read_rocksdb.generate(work, records, name, args))
 
 
 def measure(records: int, work: Path, cluster: Cluster | None, rocksdb: bool = False,
-            max_parallelism: int = 128) -> dict:
+            max_parallelism: int = MAX_PARALLELISM) -> dict:
     if rocksdb:
         import read_rocksdb
 
@@ -196,7 +197,7 @@ def main() -> None:
     ap.add_argument("--work", default=str(ROOT / ".cache" / "bench" / "big"))
     ap.add_argument("--no-cluster", action="store_true", help="the embedded engine alone")
     ap.add_argument("--rocksdb", action="store_true", help="real Flink's RocksDB incremental checkpoints instead")
-    ap.add_argument("--max-parallelism", type=int, default=128,
+    ap.add_argument("--max-parallelism", type=int, default=MAX_PARALLELISM,
                     help="with --rocksdb, the max parallelism of the --records checkpoint (the --small one: 128); "
                          "fewer key groups hold more keys each (16 at 10 M keys: key groups the size of 100 M "
                          "keys' at 128)")
@@ -204,7 +205,7 @@ def main() -> None:
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     warm_up(work)
-    runs = [(a.small, 128), (a.records, a.max_parallelism if a.rocksdb else 128)]
+    runs = [(a.small, MAX_PARALLELISM), (a.records, a.max_parallelism if a.rocksdb else MAX_PARALLELISM)]
     results = {}
     cluster = None if a.no_cluster else Cluster(work / "cluster")
     with cluster if cluster else contextlib.nullcontext():
@@ -236,6 +237,7 @@ def main() -> None:
         if engine in big:
             ratios = [b / s for b, s in zip(big[engine][1:], small[engine][1:])]
             print(f"  {engine:<8} " + "   ".join(f"{r:4.2f}" for r in ratios))
+
 
 if __name__ == "__main__":
     main()
